@@ -1,0 +1,63 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import type { Config } from './lib/config.js'
+import { createLogger } from './lib/logger.js'
+import { RequestLogController, correlationIdOf } from './lib/request-log.js'
+import sensible from './plugins/external/sensible.js'
+import swagger from './plugins/external/swagger.js'
+import postgres from './plugins/external/postgres.js'
+import redis from './plugins/external/redis.js'
+import errorHandler from './plugins/app/error-handler.js'
+import correlation from './plugins/app/correlation.js'
+import health from './plugins/app/health.js'
+import db from './plugins/app/db.js'
+import cache from './plugins/app/cache.js'
+import healthRoutes from './routes/health.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: Config
+  }
+}
+
+export interface BuildOptions {
+  config: Config
+  /** Log to stdout as well as to the log files (default true). */
+  logToStdout?: boolean
+}
+
+export const BODY_LIMIT_BYTES = 64 * 1024
+
+/** Builds the service, ready to inject requests into or to listen. */
+export async function build ({ config, logToStdout = true }: BuildOptions): Promise<FastifyInstance> {
+  const logger = createLogger({ level: config.LOG_LEVEL, service: config.SERVICE_NAME, logDir: config.LOG_DIR, stdout: logToStdout })
+  const app = Fastify({
+    loggerInstance: logger.system as FastifyBaseLogger,
+    // Request loggers descend from the root logger, so their correlation id replaces the system one.
+    childLoggerFactory: (_logger, bindings, options) => logger.root.child(bindings, options),
+    genReqId: correlationIdOf,
+    requestIdHeader: false,
+    logController: new RequestLogController(),
+    bodyLimit: BODY_LIMIT_BYTES,
+    // Unknown fields are an error, not silently dropped: the schemas say additionalProperties: false.
+    ajv: { customOptions: { removeAdditional: false } }
+  })
+
+  app.decorate('config', config)
+  app.addHook('onClose', async () => logger.flush())
+
+  await app.register(sensible)
+  await app.register(swagger)
+  await app.register(postgres)
+  await app.register(redis)
+
+  await app.register(errorHandler)
+  await app.register(correlation)
+  await app.register(health)
+  await app.register(db)
+  await app.register(cache)
+
+  await app.register(healthRoutes)
+
+  await app.ready()
+  return app
+}

@@ -1,0 +1,145 @@
+import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { Type, FormatRegistry, type Static, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+FormatRegistry.Set('url', (value) => URL.canParse(value))
+
+const Url = (description: string) => Type.String({ format: 'url', description })
+const Secret = (description: string) => Type.String({ minLength: 1, description })
+const Milliseconds = (defaultValue: number, description: string) =>
+  Type.Integer({ minimum: 1, maximum: 600_000, default: defaultValue, description })
+
+// Every setting the service reads, as the environment spells it. Values arrive as strings
+// and are converted before they are checked, so a bad value is reported with its name.
+export const SettingsSchema = Type.Object({
+  NODE_ENV: Type.String({ default: 'development' }),
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
+  HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
+  SERVICE_NAME: Type.String({ minLength: 1, default: 'portal-bff' }),
+  DATABASE_URL: Url('PostgreSQL connection URL'),
+  REDIS_URL: Url('Redis connection URL'),
+  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info' }),
+  LOG_DIR: Type.String({ minLength: 1, default: './logs' }),
+  HEALTH_CHECK_TIMEOUT_MS: Milliseconds(1000, 'bound on one dependency check'),
+  HEALTH_CHECK_CACHE_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 1000 }),
+  DATABASE_POOL_MAX: Type.Integer({ minimum: 1, maximum: 200, default: 10 }),
+  DATABASE_CONNECT_TIMEOUT_MS: Milliseconds(2000, 'how long a query waits for a pooled connection'),
+  DATABASE_QUERY_TIMEOUT_MS: Milliseconds(10_000, 'client-side bound on one query'),
+  REDIS_COMMAND_TIMEOUT_MS: Milliseconds(1000, 'bound on one Redis command'),
+  SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 120_000, default: 0 }),
+  SHUTDOWN_TIMEOUT_MS: Milliseconds(30_000, 'hard bound on a graceful shutdown'),
+  BILLING_API_URL: Type.Optional(Url('WHMCS includes/api.php URL')),
+  BILLING_API_IDENTIFIER: Type.Optional(Secret('WHMCS API identifier')),
+  BILLING_API_SECRET: Type.Optional(Secret('WHMCS API secret')),
+  CRM_LOGIN_URL: Type.Optional(Url('Salesforce OAuth server')),
+  CRM_CLIENT_ID: Type.Optional(Secret('connected app consumer key')),
+  CRM_USERNAME: Type.Optional(Secret('integration user')),
+  CRM_PRIVATE_KEY: Type.Optional(Secret('PEM RSA key for the JWT assertion')),
+  CRM_PRIVATE_KEY_PATH: Type.Optional(Type.String({ minLength: 1 })),
+  CRM_API_VERSION: Type.String({ pattern: '^[0-9]{2,3}\\.0$', default: '60.0' }),
+  CRM_DAILY_API_LIMIT: Type.Optional(Type.Integer({ minimum: 1 })),
+  CRM_EVENTS_ENABLED: Type.Boolean({ default: false }),
+  CRM_EVENTS_REPLAY: Type.Optional(Type.Union([Type.Literal('ALL'), Type.Literal('LATEST')])),
+  TELECOM_API_URL: Type.Optional(Url('telecom provider base URL')),
+  TELECOM_API_KEY: Type.Optional(Secret('telecom provider API key')),
+  AUTH_BLACKLIST_FAIL_CLOSED: Type.Boolean({ default: true }),
+  JWT_SECRET: Type.Optional(Type.String({ minLength: 32 })),
+  CORS_ORIGIN: Type.Optional(Url('the portal origin'))
+})
+
+export type Settings = Static<typeof SettingsSchema>
+
+export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET'> {
+  JWT_SECRET: string
+  isProduction: boolean
+  /** Upstream settings that were not given; outside production the sandbox fills them in. */
+  missingUpstreamSettings: string[]
+}
+
+export const UPSTREAM_SETTINGS = [
+  'BILLING_API_URL', 'BILLING_API_IDENTIFIER', 'BILLING_API_SECRET',
+  'CRM_LOGIN_URL', 'CRM_CLIENT_ID', 'CRM_USERNAME', 'CRM_PRIVATE_KEY',
+  'TELECOM_API_URL', 'TELECOM_API_KEY'
+] as const
+
+const PRODUCTION_REQUIRED = ['DATABASE_URL', 'REDIS_URL', ...UPSTREAM_SETTINGS, 'JWT_SECRET'] as const
+
+const DEVELOPMENT_DEFAULTS: Record<string, string> = {
+  DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/postgres',
+  REDIS_URL: 'redis://127.0.0.1:6379'
+}
+
+export class ConfigError extends Error {
+  constructor (readonly setting: string, problem: string) {
+    super(`Invalid setting ${setting}: ${problem}`)
+    this.name = 'ConfigError'
+  }
+}
+
+export interface LoadedConfig {
+  config: Config
+  warnings: string[]
+}
+
+function describeValue (value: unknown): string {
+  return typeof value === 'string' && value.length > 40 ? `'${value.slice(0, 40)}…'` : `'${String(value)}'`
+}
+
+function firstProblem (schema: TSchema, settings: Record<string, unknown>): ConfigError | undefined {
+  const [error] = Value.Errors(schema, settings)
+  if (error === undefined) return undefined
+  const setting = error.path.split('/')[1] ?? 'configuration'
+  const secret = /SECRET|KEY|PASSWORD/.test(setting)
+  const got = secret || error.value === undefined ? '' : ` (got ${describeValue(error.value)})`
+  return new ConfigError(setting, `${error.message.toLowerCase()}${got}`)
+}
+
+/**
+ * Reads, converts and validates the settings. Throws a ConfigError naming the first bad setting.
+ */
+export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+  const isProduction = env.NODE_ENV === 'production'
+  const given = (name: string) => env[name] !== undefined && env[name] !== ''
+  if (isProduction) {
+    for (const name of PRODUCTION_REQUIRED) {
+      if (name === 'CRM_PRIVATE_KEY' ? !given(name) && !given('CRM_PRIVATE_KEY_PATH') : !given(name)) {
+        throw new ConfigError(name === 'CRM_PRIVATE_KEY' ? 'CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH' : name, 'required in production')
+      }
+    }
+  }
+  const raw: Record<string, unknown> = {}
+  for (const name of Object.keys(SettingsSchema.properties)) {
+    if (given(name)) raw[name] = env[name]
+    else if (!isProduction && DEVELOPMENT_DEFAULTS[name] !== undefined) raw[name] = DEVELOPMENT_DEFAULTS[name]
+  }
+  const settings = Value.Convert(SettingsSchema, Value.Default(SettingsSchema, raw))
+  const problem = firstProblem(SettingsSchema, settings as Record<string, unknown>)
+  if (problem !== undefined) throw problem
+  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, ...rest } = settings as Settings
+
+  let privateKey = rest.CRM_PRIVATE_KEY
+  if (privateKey === undefined && keyPath !== undefined) {
+    try {
+      privateKey = readFileSync(keyPath, 'utf8')
+    } catch {
+      throw new ConfigError('CRM_PRIVATE_KEY_PATH', `cannot read the file '${keyPath}'`)
+    }
+  }
+  if (privateKey !== undefined && !privateKey.includes('PRIVATE KEY-----')) {
+    throw new ConfigError(rest.CRM_PRIVATE_KEY === undefined ? 'CRM_PRIVATE_KEY_PATH' : 'CRM_PRIVATE_KEY', 'not a PEM private key')
+  }
+
+  const warnings: string[] = []
+  const config: Config = {
+    ...rest,
+    CRM_PRIVATE_KEY: privateKey,
+    JWT_SECRET: jwtSecret ?? randomBytes(32).toString('hex'),
+    isProduction,
+    missingUpstreamSettings: UPSTREAM_SETTINGS.filter((name) => name === 'CRM_PRIVATE_KEY' ? privateKey === undefined : rest[name] === undefined)
+  }
+  if (jwtSecret === undefined) {
+    warnings.push('JWT_SECRET is not set: using a random secret for this run; access tokens will not survive a restart or work across instances')
+  }
+  return { config, warnings }
+}

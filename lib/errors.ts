@@ -1,0 +1,19 @@
+import createError, { type FastifyErrorConstructor } from '@fastify/error'
+
+const publicCodes = new Set<string>()
+
+/**
+ * Defines a service error whose message is safe to show, even on a 5xx: it is written here,
+ * never taken from a driver or an upstream.
+ */
+function definePublicError (code: string, message: string, statusCode: number): FastifyErrorConstructor {
+  publicCodes.add(code)
+  return createError(code, message, statusCode)
+}
+
+export function isPublicError (code: unknown): boolean {
+  return typeof code === 'string' && publicCodes.has(code)
+}
+
+export const DatabaseUnavailableError = definePublicError('DATABASE_UNAVAILABLE', 'Database is temporarily unavailable', 500)
+export const NotFoundError = definePublicError('NOT_FOUND', 'Route %s not found', 404)

@@ -1,0 +1,75 @@
+import { setTimeout as delay } from 'node:timers/promises'
+import { classifyFailure, type FailureClass } from './failure.js'
+
+export type CheckStatus = 'ok' | 'fail'
+
+export interface CheckResult {
+  status: CheckStatus
+  latencyMs: number
+  error?: FailureClass
+}
+
+/** A dependency check: resolves when healthy, rejects otherwise; must give up when `signal` aborts. */
+export type HealthCheck = (signal: AbortSignal) => Promise<void>
+
+export interface HealthCheckRegistryOptions {
+  timeoutMs: number
+  /** How long a finished run is reused, so that probes never hammer the dependencies. */
+  reuseMs: number
+}
+
+/**
+ * Named checks run in parallel, each bounded by the timeout. Concurrent callers share the
+ * in-flight run, and a finished run is reused for `reuseMs`.
+ */
+export class HealthCheckRegistry {
+  readonly #checks = new Map<string, HealthCheck>()
+  readonly #options: HealthCheckRegistryOptions
+  #inFlight: Promise<Record<string, CheckResult>> | undefined
+  #last: { finishedAt: number, results: Record<string, CheckResult> } | undefined
+
+  constructor (options: HealthCheckRegistryOptions) {
+    this.#options = options
+  }
+
+  register (name: string, check: HealthCheck): void {
+    if (this.#checks.has(name)) throw new Error(`Health check '${name}' is already registered`)
+    this.#checks.set(name, check)
+    this.#last = undefined
+  }
+
+  get names (): string[] {
+    return [...this.#checks.keys()]
+  }
+
+  run (): Promise<Record<string, CheckResult>> {
+    const last = this.#last
+    if (last !== undefined && performance.now() - last.finishedAt < this.#options.reuseMs) return Promise.resolve(last.results)
+    this.#inFlight ??= this.#runAll().finally(() => { this.#inFlight = undefined })
+    return this.#inFlight
+  }
+
+  async #runAll (): Promise<Record<string, CheckResult>> {
+    const entries = await Promise.all([...this.#checks].map(async ([name, check]) => [name, await this.#runOne(check)] as const))
+    const results = Object.fromEntries(entries)
+    this.#last = { finishedAt: performance.now(), results }
+    return results
+  }
+
+  async #runOne (check: HealthCheck): Promise<CheckResult> {
+    const started = performance.now()
+    const controller = new AbortController()
+    const latencyMs = () => Math.round(performance.now() - started)
+    const timeout = delay(this.#options.timeoutMs, undefined, { signal: controller.signal }).then(() => {
+      controller.abort()
+      return { status: 'fail', latencyMs: latencyMs(), error: 'timeout' } satisfies CheckResult
+    })
+    const outcome = check(controller.signal).then(
+      (): CheckResult => ({ status: 'ok', latencyMs: latencyMs() }),
+      (error: unknown): CheckResult => ({ status: 'fail', latencyMs: latencyMs(), error: classifyFailure(error) })
+    )
+    const result = await Promise.race([outcome, timeout])
+    controller.abort()
+    return result
+  }
+}

@@ -1,0 +1,55 @@
+import { mkdirSync, openSync } from 'node:fs'
+import { join } from 'node:path'
+import { destination, multistream, pino, type Logger, type StreamEntry } from 'pino'
+
+export interface LoggerSettings {
+  level: string
+  service: string
+  logDir: string
+  /** Tests turn this off: tap reads a test's stdout. */
+  stdout?: boolean
+}
+
+export interface ServiceLogger {
+  /** Root logger, without a correlation id; request loggers are its children. */
+  root: Logger
+  /** Logger for lines that belong to no request. */
+  system: Logger
+  flush(): void
+}
+
+// Paths are relative to the logged object; wildcards cover one level of nesting.
+const REDACTED_PATHS = [
+  'req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie',
+  'headers["set-cookie"]', 'password', 'password2', 'token', 'accessToken', 'access_token', 'secret', 'assertion',
+  '*.password', '*.password2', '*.token', '*.accessToken', '*.access_token', '*.secret', '*.assertion', '*.authorization'
+]
+
+export function createLogger ({ level, service, logDir, stdout = true }: LoggerSettings): ServiceLogger {
+  mkdirSync(logDir, { recursive: true })
+  // Files are opened synchronously so the destinations are ready (and flushable) at once.
+  const combined = destination({ dest: openSync(join(logDir, 'combined.log'), 'a'), sync: false })
+  const errors = destination({ dest: openSync(join(logDir, 'error.log'), 'a'), sync: false })
+  const streams: StreamEntry[] = [
+    { level: 'trace', stream: combined },
+    { level: 'error', stream: errors }
+  ]
+  const console = stdout ? destination({ dest: 1, sync: false }) : undefined
+  if (console !== undefined) streams.push({ level: 'trace', stream: console })
+
+  const root = pino({
+    level,
+    messageKey: 'message',
+    base: { service },
+    timestamp: () => `,"timestamp":"${new Date().toISOString()}"`,
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' }
+  }, multistream(streams))
+
+  return {
+    root,
+    system: root.child({ correlationId: 'system' }),
+    flush () {
+      for (const destination of [combined, errors, console]) destination?.flushSync()
+    }
+  }
+}

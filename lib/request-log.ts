@@ -1,0 +1,49 @@
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
+import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
+
+export const CORRELATION_HEADER = 'x-correlation-id'
+const VALID_CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/
+export const SLOW_REQUEST_MS = 2000
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Probe routes (health, metrics) log their completion at debug: they are polled. */
+    probe?: boolean
+  }
+}
+
+/** Fastify's genReqId: the caller's correlation id when it is well formed, else a new one. */
+export function correlationIdOf (request: IncomingMessage): string {
+  const given = request.headers[CORRELATION_HEADER]
+  return typeof given === 'string' && VALID_CORRELATION_ID.test(given) ? given : randomUUID()
+}
+
+/**
+ * One line per finished request, with the fields of the contract's log line; no line when a
+ * request arrives. Failures are logged by the error handler, with the error.
+ */
+export class RequestLogController extends LogController {
+  constructor () {
+    super({ requestIdLogLabel: 'correlationId' })
+  }
+
+  override incomingRequest (): void {}
+
+  override requestCompleted (_error: Error | null, request: FastifyRequest, reply: FastifyReply): void {
+    const duration = Math.round(reply.elapsedTime)
+    const statusCode = reply.statusCode
+    const probe = request.routeOptions.config.probe === true
+    const line = {
+      duration,
+      path: request.url.split('?')[0],
+      method: request.method,
+      statusCode,
+      ...(duration >= SLOW_REQUEST_MS && { slow: true })
+    }
+    if (statusCode >= 500 && !probe) reply.log.error(line, 'request completed')
+    else if (duration >= SLOW_REQUEST_MS) reply.log.warn(line, 'request completed')
+    else if (probe) reply.log.debug(line, 'request completed')
+    else reply.log.info(line, 'request completed')
+  }
+}

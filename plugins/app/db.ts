@@ -1,0 +1,58 @@
+import { join } from 'node:path'
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import pg from 'pg'
+import Postgrator from 'postgrator'
+import { projectRoot } from '../../lib/project-root.js'
+
+// Any constant works; it only has to be the same for every instance of the service.
+const MIGRATION_LOCK_ID = 4_242_001
+
+/** Applies pending migrations, one instance at a time when several start together. */
+export async function migrate (connectionString: string): Promise<string> {
+  const client = new pg.Client({ connectionString })
+  await client.connect()
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID])
+    const postgrator = new Postgrator({
+      migrationPattern: join(projectRoot, 'migrations', '*.sql'),
+      driver: 'pg',
+      schemaTable: 'schema_version',
+      execQuery: (query) => client.query(query)
+    })
+    await postgrator.migrate()
+    return await postgrator.getDatabaseVersion().then(String)
+  } finally {
+    await client.end()
+  }
+}
+
+async function db (fastify: FastifyInstance) {
+  const version = await migrate(fastify.config.DATABASE_URL)
+  fastify.log.info({ schemaVersion: version }, 'database migrations applied')
+
+  const probe = fastify.pg.probe
+  if (probe === undefined) throw new Error('The db plugin needs the postgres plugin\'s probe pool')
+  fastify.coreHealth.register('database', async (signal) => {
+    const client = await probe.connect()
+    let released = false
+    const release = (error?: Error) => {
+      if (released) return
+      released = true
+      signal.removeEventListener('abort', onAbort)
+      client.release(error)
+    }
+    // A hung server never answers: drop the connection rather than leave it in the pool.
+    const onAbort = () => release(new Error('health check abandoned'))
+    signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      await client.query('SELECT 1')
+      release()
+    } catch (error) {
+      release(error as Error)
+      throw error
+    }
+  })
+}
+
+export default fp(db, { name: 'db', fastify: '5.x', dependencies: ['postgres', 'health'] })

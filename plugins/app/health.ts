@@ -1,0 +1,25 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { HealthCheckRegistry } from '../../lib/health-checks.js'
+
+export interface Lifecycle {
+  /** True from the shutdown signal on: readiness answers 503 while requests drain. */
+  draining: boolean
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The checks behind `GET /health`: the database and the cache. */
+    coreHealth: HealthCheckRegistry
+    lifecycle: Lifecycle
+  }
+}
+
+async function health (fastify: FastifyInstance) {
+  const { HEALTH_CHECK_TIMEOUT_MS, HEALTH_CHECK_CACHE_MS } = fastify.config
+  fastify.decorate('coreHealth', new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS }))
+  fastify.decorate('lifecycle', { draining: false })
+  fastify.addHook('preClose', async () => { fastify.lifecycle.draining = true })
+}
+
+export default fp(health, { name: 'health', fastify: '5.x', decorators: { fastify: ['config'] } })

@@ -1,0 +1,25 @@
+import { Type, type Static } from '@sinclair/typebox'
+
+export const CheckStatus = Type.Union([Type.Literal('ok'), Type.Literal('fail')], { $id: 'CheckStatus' })
+
+export const CoreHealthReport = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')], {
+    description: '`ok` when every check is `ok`, `degraded` when one or more fail'
+  }),
+  checks: Type.Object({
+    database: Type.Ref(CheckStatus),
+    cache: Type.Ref(CheckStatus)
+  }, { additionalProperties: false })
+}, { $id: 'CoreHealthReport', title: 'Core health report', additionalProperties: false })
+export type CoreHealthReport = Static<typeof CoreHealthReport>
+
+export const ReadinessReport = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded'), Type.Literal('draining')], {
+    description: '`draining` from the shutdown signal on'
+  }),
+  checks: CoreHealthReport.properties.checks
+}, { $id: 'ReadinessReport', title: 'Readiness report', additionalProperties: false })
+
+export const LivenessReport = Type.Object({
+  status: Type.Literal('ok')
+}, { $id: 'LivenessReport', title: 'Liveness report', additionalProperties: false })
