@@ -20,6 +20,11 @@ async function health (fastify: FastifyInstance) {
   fastify.decorate('coreHealth', new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS }))
   fastify.decorate('lifecycle', { draining: false })
   fastify.addHook('preClose', async () => { fastify.lifecycle.draining = true })
+  // While draining, keep-alive connections are closed after their response, or the listener
+  // would wait on them forever.
+  fastify.addHook('onSend', async (_request, reply) => {
+    if (fastify.lifecycle.draining) reply.header('connection', 'close')
+  })
 }
 
 export default fp(health, { name: 'health', fastify: '5.x', decorators: { fastify: ['config'] } })

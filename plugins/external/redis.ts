@@ -1,13 +1,26 @@
 import fp from 'fastify-plugin'
 import fastifyRedis from '@fastify/redis'
+import { Redis } from 'ioredis'
 import type { FastifyInstance } from 'fastify'
 
 const MAX_RECONNECT_DELAY_MS = 2000
 
+/** QUIT when Redis answers; otherwise drop the connection and stop reconnecting. */
+export async function closeRedis (client: Redis): Promise<void> {
+  if (client.status === 'ready') {
+    try {
+      await client.quit()
+      return
+    } catch {
+      // Redis hung or went away while we said goodbye.
+    }
+  }
+  client.disconnect()
+}
+
 async function redis (fastify: FastifyInstance) {
   const { config } = fastify
-  await fastify.register(fastifyRedis, {
-    url: config.REDIS_URL,
+  const client = new Redis(config.REDIS_URL, {
     connectionName: config.SERVICE_NAME,
     // Commands fail at once while Redis is away instead of queueing, and a hung server
     // cannot hold a command longer than the command timeout.
@@ -17,6 +30,10 @@ async function redis (fastify: FastifyInstance) {
     maxRetriesPerRequest: 1,
     retryStrategy: (attempt: number) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS)
   })
+  // @fastify/redis closes its client with QUIT alone, which rejects while Redis is down and
+  // leaves the reconnect timer running; this plugin closes the client itself.
+  await fastify.register(fastifyRedis, { client, closeClient: false })
+  fastify.addHook('onClose', () => closeRedis(client))
 }
 
 export default fp(redis, { name: 'redis', fastify: '5.x', decorators: { fastify: ['config'] } })

@@ -1,0 +1,38 @@
+import t from 'tap'
+import { build } from '../app.js'
+import { ensureTestDatabase, testConfig } from './helpers/app.js'
+import { PrivateRedis } from './helpers/private-redis.js'
+import { PrivatePostgres } from './helpers/private-postgres.js'
+
+const CLOSE_BOUND_MS = 3000
+
+async function timedClose (app: Awaited<ReturnType<typeof build>>): Promise<number> {
+  const started = performance.now()
+  await app.close()
+  return performance.now() - started
+}
+
+t.test('closing while the cache is dead or hung finishes promptly', async (t) => {
+  await ensureTestDatabase()
+  for (const fault of ['killed', 'hung'] as const) {
+    const redis = await PrivateRedis.start()
+    t.teardown(() => redis.kill())
+    const app = await build({ config: testConfig({ REDIS_URL: redis.url }), logToStdout: false })
+    if (fault === 'killed') await redis.kill()
+    else redis.hang()
+    const elapsed = await timedClose(app)
+    t.ok(elapsed < CLOSE_BOUND_MS, `cache ${fault}: closed in ${Math.round(elapsed)} ms`)
+  }
+})
+
+t.test('closing while the database is hung finishes promptly', async (t) => {
+  const cluster = await PrivatePostgres.start()
+  t.teardown(() => cluster.destroy())
+  const app = await build({ config: testConfig({ DATABASE_URL: cluster.url, HEALTH_CHECK_TIMEOUT_MS: '300' }), logToStdout: false })
+  await app.inject('/health')
+  cluster.hang()
+  await new Promise((resolve) => setTimeout(resolve, 1100))
+  await app.inject('/health')
+  const elapsed = await timedClose(app)
+  t.ok(elapsed < CLOSE_BOUND_MS, `closed in ${Math.round(elapsed)} ms`)
+})

@@ -1,0 +1,82 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { buildTestApp, tempDir } from './helpers/app.js'
+import { PrivateRedis } from './helpers/private-redis.js'
+import { waitFor } from './helpers/processes.js'
+
+type LogLine = Record<string, unknown>
+
+function readLog (dir: string, file: 'combined.log' | 'error.log'): { text: string, lines: LogLine[] } {
+  const text = readFileSync(join(dir, file), 'utf8')
+  return { text, lines: text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as LogLine) }
+}
+
+t.test('log lines carry the contract fields, redact secrets and split by level', async (t) => {
+  const logDir = tempDir('logs')
+  const app = await buildTestApp(t, { LOG_DIR: logDir })
+
+  const traced = await app.inject({ method: 'GET', url: '/no-such-route?token=abc', headers: { 'x-correlation-id': 'trace-123:a.b_c' } })
+  t.equal(traced.headers['x-correlation-id'], 'trace-123:a.b_c', 'a valid correlation id round-trips')
+  t.equal(traced.json().correlationId, 'trace-123:a.b_c', 'and is in the error body')
+
+  for (const bad of ['x'.repeat(10 * 1024), 'has spaces', 'semi;colon']) {
+    const response = await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-correlation-id': bad } })
+    t.match(response.headers['x-correlation-id'], /^[0-9a-f-]{36}$/, 'an invalid one is replaced by a new UUID')
+  }
+
+  await app.inject({
+    method: 'POST',
+    url: '/login-attempt',
+    headers: { authorization: 'Bearer very-secret-token', cookie: 'session=cookie-secret' },
+    payload: { email: 'jane@example.com', password: 'hunter2-password' }
+  })
+  app.log.info({ password: 'hunter2-password', headers: { authorization: 'Bearer very-secret-token' }, nested: { secret: 'nested-secret' } }, 'an object with secrets')
+  app.log.warn('a warning line')
+  app.log.error('an error line')
+  await app.close()
+
+  const combined = readLog(logDir, 'combined.log')
+  const completion = combined.lines.find((line) => line.correlationId === 'trace-123:a.b_c')
+  t.ok(completion, 'the request has a completion line')
+  t.match(completion, {
+    level: 30,
+    service: 'portal-bff',
+    correlationId: 'trace-123:a.b_c',
+    message: 'request completed',
+    path: '/no-such-route',
+    method: 'GET',
+    statusCode: 404
+  })
+  t.match(completion?.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/, 'ISO 8601 UTC timestamp')
+  t.ok(Number.isInteger(completion?.duration), 'duration is an integer number of ms')
+  t.notOk('slow' in (completion ?? {}), 'a fast request is not marked slow')
+  t.equal(combined.lines.filter((line) => line.correlationId === 'trace-123:a.b_c').length, 1, 'one line per request')
+  t.ok(combined.lines.every((line) => typeof line.correlationId === 'string' && typeof line.service === 'string' && typeof line.message === 'string'), 'every line has service, correlationId and message')
+
+  for (const secret of ['very-secret-token', 'cookie-secret', 'hunter2-password', 'nested-secret', 'token=abc']) {
+    t.notMatch(combined.text, secret, `${secret} is in no log line`)
+  }
+
+  const errors = readLog(logDir, 'error.log')
+  t.ok(errors.lines.length >= 1, 'error.log has the error line')
+  t.ok(errors.lines.every((line) => Number(line.level) >= 50), 'error.log holds only level >= 50')
+  t.ok(combined.lines.some((line) => line.level === 40) && combined.lines.some((line) => line.level === 50), 'combined.log holds every level')
+})
+
+t.test('a request of 2000 ms or more is marked slow', async (t) => {
+  const logDir = tempDir('logs')
+  const redis = await PrivateRedis.start()
+  t.teardown(() => redis.kill())
+  const app = await buildTestApp(t, { LOG_DIR: logDir, REDIS_URL: redis.url, HEALTH_CHECK_TIMEOUT_MS: '2000', REDIS_COMMAND_TIMEOUT_MS: '5000' })
+  await sleep(1000)
+  redis.hang()
+  const response = await app.inject({ method: 'GET', url: '/health', headers: { 'x-correlation-id': 'slow-probe' } })
+  t.equal(response.statusCode, 503)
+  redis.resume()
+  await waitFor('the slow line', async () => readLog(logDir, 'combined.log').lines.some((line) => line.correlationId === 'slow-probe'))
+  const line = readLog(logDir, 'combined.log').lines.find((line) => line.correlationId === 'slow-probe')
+  t.match(line, { slow: true, level: 40, path: '/health', statusCode: 503 })
+  t.ok(Number(line?.duration) >= 2000)
+})
