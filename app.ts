@@ -1,6 +1,6 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './lib/config.js'
-import { createLogger } from './lib/logger.js'
+import { LazyChildLogger, createLogger } from './lib/logger.js'
 import { RequestLogController, correlationIdOf } from './lib/request-log.js'
 import sensible from './plugins/external/sensible.js'
 import swagger from './plugins/external/swagger.js'
@@ -33,7 +33,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
   const app = Fastify({
     loggerInstance: logger.system as FastifyBaseLogger,
     // Request loggers descend from the root logger, so their correlation id replaces the system one.
-    childLoggerFactory: (_logger, bindings, options) => logger.root.child(bindings, options),
+    childLoggerFactory: (_logger, bindings, options) => new LazyChildLogger(logger.root, bindings, options) as unknown as FastifyBaseLogger,
     genReqId: correlationIdOf,
     requestIdHeader: false,
     logController: new RequestLogController(),

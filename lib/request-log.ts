@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
+import { levels } from 'pino'
 
 export const CORRELATION_HEADER = 'x-correlation-id'
 const VALID_CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -11,6 +12,10 @@ declare module 'fastify' {
     /** Probe routes (health, metrics) log their completion at debug: they are polled. */
     probe?: boolean
   }
+}
+
+function debugEnabled (level: string): boolean {
+  return (levels.values[level] ?? Infinity) <= levels.values.debug!
 }
 
 /** Fastify's genReqId: the caller's correlation id when it is well formed, else a new one. */
@@ -31,9 +36,10 @@ export class RequestLogController extends LogController {
   override incomingRequest (): void {}
 
   override requestCompleted (_error: Error | null, request: FastifyRequest, reply: FastifyReply): void {
-    const duration = Math.round(reply.elapsedTime)
     const statusCode = reply.statusCode
     const probe = request.routeOptions.config.probe === true
+    const duration = Math.round(reply.elapsedTime)
+    if (probe && statusCode < 500 && duration < SLOW_REQUEST_MS && !debugEnabled(reply.log.level)) return
     const line = {
       duration,
       path: request.url.split('?')[0],

@@ -4,8 +4,10 @@ import { CORRELATION_HEADER } from '../../lib/request-log.js'
 
 /** Every response, errors and 404s included, carries the request's correlation id. */
 async function correlation (fastify: FastifyInstance) {
-  fastify.addHook('onRequest', async (request, reply) => {
+  // Callback-style: this runs on every request, probes included, and a promise per call shows.
+  fastify.addHook('onRequest', (request, reply, done) => {
     reply.header(CORRELATION_HEADER, request.id)
+    done()
   })
 }
 

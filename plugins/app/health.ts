@@ -22,8 +22,9 @@ async function health (fastify: FastifyInstance) {
   fastify.addHook('preClose', async () => { fastify.lifecycle.draining = true })
   // While draining, keep-alive connections are closed after their response, or the listener
   // would wait on them forever.
-  fastify.addHook('onSend', async (_request, reply) => {
+  fastify.addHook('onSend', (_request, reply, payload, done) => {
     if (fastify.lifecycle.draining) reply.header('connection', 'close')
+    done(null, payload)
   })
 }
 

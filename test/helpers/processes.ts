@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { ChildProcess } from 'node:child_process'
 
 export async function waitFor (what: string, probe: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
@@ -10,7 +9,4 @@ export async function waitFor (what: string, probe: () => Promise<boolean>, time
   }
 }
 
-export function exited (child: ChildProcess): Promise<number | null> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode)
-  return new Promise((resolve) => child.once('exit', (code) => resolve(code)))
-}
+export { exited } from '../../tools/service-process.js'

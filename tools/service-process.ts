@@ -1,0 +1,58 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { createInterface } from 'node:readline'
+
+export interface ServiceProcess {
+  child: ChildProcess
+  url: string
+  /** Every JSON line the service printed so far. */
+  lines: Array<Record<string, unknown>>
+  stderr: () => string
+  exit: Promise<number | null>
+}
+
+export interface RunOptions {
+  /** The script to run: server.ts under a TypeScript loader, or dist/server.js. */
+  entry: string
+  execArgv?: string[]
+  env: Record<string, string>
+}
+
+export function exited (child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode)
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)))
+}
+
+export function runServer ({ entry, execArgv = [], env }: RunOptions): { child: ChildProcess, exit: Promise<number | null>, stderr: () => string } {
+  const child = spawn(process.execPath, [...execArgv, entry], {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  let stderr = ''
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
+  return { child, exit: exited(child), stderr: () => stderr }
+}
+
+/** Starts the service on an ephemeral port and resolves once it listens. */
+export async function startService (options: RunOptions, timeoutMs = 30_000): Promise<ServiceProcess> {
+  const { child, exit, stderr } = runServer({ ...options, env: { PORT: '0', ...options.env } })
+  const lines: Array<Record<string, unknown>> = []
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`service did not listen in time: ${stderr()}`)), timeoutMs)
+    exit.then((code) => reject(new Error(`service exited with ${code}: ${stderr()}`)), reject)
+    createInterface({ input: child.stdout! }).on('line', (text) => {
+      let line: Record<string, unknown>
+      try {
+        line = JSON.parse(text)
+      } catch {
+        return
+      }
+      lines.push(line)
+      const listening = /Server listening at (http:\/\/127\.0\.0\.1:[0-9]+)/.exec(String(line.message))
+      if (listening?.[1] !== undefined) {
+        clearTimeout(timer)
+        resolve(listening[1])
+      }
+    })
+  })
+  return { child, url, lines, stderr, exit }
+}
