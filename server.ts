@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import { build } from './app.js'
-import { ConfigError, loadConfig, type LoadedConfig } from './lib/config.js'
+import { ConfigError, loadConfig, type Config, type LoadedConfig } from './lib/config.js'
 
 function readConfig (): LoadedConfig {
   try {
@@ -13,7 +13,25 @@ function readConfig (): LoadedConfig {
   }
 }
 
-const { config, warnings } = readConfig()
+/**
+ * Outside production, upstream settings that were not given are filled in by the built-in
+ * sandbox, started in this process. Production refuses to start without them instead.
+ */
+async function withSandbox (config: Config): Promise<{ config: Config, close?: () => Promise<void> }> {
+  if (config.isProduction || config.missingUpstreamSettings.length === 0) return { config }
+  const { startSandbox } = await import('./sandbox/index.js')
+  const sandbox = await startSandbox()
+  const filled: Partial<Config> = {}
+  for (const name of config.missingUpstreamSettings) filled[name] = sandbox.settings[name]
+  return { config: { ...config, ...filled, missingUpstreamSettings: [] }, close: sandbox.close }
+}
+
+const loaded = readConfig()
+const { config, close: closeSandbox } = await withSandbox(loaded.config)
+const warnings = [...loaded.warnings]
+if (closeSandbox !== undefined) {
+  warnings.push(`UPSTREAM SANDBOX IN USE: ${loaded.config.missingUpstreamSettings.join(', ')} not set, so billing, CRM and telecom calls go to the built-in simulators in this process. Set them to reach the real systems.`)
+}
 const app = await build({ config }).catch((error: unknown) => {
   process.stderr.write(`Startup failed: ${error instanceof Error ? error.message : String(error)}\n`)
   process.exit(1)
@@ -27,6 +45,7 @@ closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger: app.log }, async ({ 
   // Let load balancers see the readiness probe fail before the listener closes.
   if (config.SHUTDOWN_DELAY_MS > 0) await sleep(config.SHUTDOWN_DELAY_MS)
   await app.close()
+  await closeSandbox?.()
   app.log.info('shutdown complete')
 })
 

@@ -54,7 +54,7 @@ export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SEC
   JWT_SECRET: string
   isProduction: boolean
   /** Upstream settings that were not given; outside production the sandbox fills them in. */
-  missingUpstreamSettings: string[]
+  missingUpstreamSettings: UpstreamSetting[]
 }
 
 export const UPSTREAM_SETTINGS = [
@@ -62,6 +62,7 @@ export const UPSTREAM_SETTINGS = [
   'CRM_LOGIN_URL', 'CRM_CLIENT_ID', 'CRM_USERNAME', 'CRM_PRIVATE_KEY',
   'TELECOM_API_URL', 'TELECOM_API_KEY'
 ] as const
+export type UpstreamSetting = typeof UPSTREAM_SETTINGS[number]
 
 const PRODUCTION_REQUIRED = ['DATABASE_URL', 'REDIS_URL', ...UPSTREAM_SETTINGS, 'JWT_SECRET'] as const
 
