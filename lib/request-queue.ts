@@ -1,6 +1,7 @@
 import PQueue from 'p-queue'
+import { abortable } from './abortable.js'
 import { UpstreamFailure } from './failure.js'
-import { levelOf, worstLevel, type Level, type MeasureName } from './thresholds.js'
+import { levelOf, threshold, worstLevel, type Level, type MeasureName } from './thresholds.js'
 
 export type QueueHealth = 'healthy' | 'degraded' | 'unhealthy'
 const HEALTH_OF_LEVEL: Record<Level, QueueHealth> = { ok: 'healthy', warning: 'degraded', critical: 'unhealthy' }
@@ -40,14 +41,6 @@ interface Sample { at: number, waitMs: number, executionMs: number }
 // Averages over the most recent samples of the window are as good as over all of them, and memory stays flat.
 const MAX_SAMPLES = 10_000
 
-function settleBy<T> (work: Promise<T>, signal: AbortSignal): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason)
-    signal.addEventListener('abort', onAbort, { once: true })
-    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
-  })
-}
-
 function average (values: number[]): number {
   return values.length === 0 ? 0 : Math.round(values.reduce((sum, value) => sum + value, 0) / values.length)
 }
@@ -76,6 +69,15 @@ export class RequestQueue {
     return { concurrency, timeoutMs, maxSize, windowMs }
   }
 
+  /** The warning and critical thresholds this queue's health is judged by. */
+  get thresholds (): Record<'queueSize' | 'failedRequests', { warning: number, critical: number }> {
+    const limits = (measure: MeasureName) => {
+      const { warning, critical } = threshold(measure)
+      return { warning, critical }
+    }
+    return { queueSize: limits(this.#options.thresholds.queueSize), failedRequests: limits(this.#options.thresholds.failedRequests) }
+  }
+
   /**
    * Runs a task when a slot is free. The task gets a signal that aborts at the request's deadline;
    * the request settles by then whatever the task does.
@@ -92,7 +94,7 @@ export class RequestQueue {
     try {
       const result = await this.#queue.add(({ signal }) => {
         startedAt = performance.now()
-        return settleBy(task(signal ?? deadline), deadline)
+        return abortable(task(signal ?? deadline), deadline)
       }, { signal: deadline })
       this.#completed++
       return result as T
@@ -138,7 +140,7 @@ export class RequestQueue {
   /** Resolves when nothing waits or runs, or after the longest a request may take. */
   async drain (): Promise<void> {
     const timeout = AbortSignal.timeout(this.#options.timeoutMs)
-    await settleBy(this.#queue.onIdle(), timeout).catch(() => {})
+    await abortable(this.#queue.onIdle(), timeout).catch(() => {})
   }
 
   #recordFailure (): void {

@@ -1,0 +1,288 @@
+import { UpstreamFailure } from '../lib/failure.js'
+import { Upstream, asRecord, brief, type UpstreamOptions } from './upstream.js'
+
+export interface BillingClientOptions extends UpstreamOptions {
+  /** The WHMCS API endpoint, `.../includes/api.php`. */
+  url: string
+  identifier: string
+  secret: string
+  /** WHMCS needs a payment gateway on every order; used when `addOrder` is not given one. */
+  defaultPaymentMethod?: string
+}
+
+type WhmcsValue = string | number
+export type WhmcsParams = Record<string, WhmcsValue | readonly WhmcsValue[] | undefined>
+export type WhmcsAnswer = Record<string, unknown>
+
+export interface Invoice {
+  id: number
+  clientId: number
+  invoiceNumber: string
+  /** YYYY-MM-DD */
+  date: string
+  /** YYYY-MM-DD */
+  dueDate: string
+  /** YYYY-MM-DD HH:MM:SS in the billing system's time zone; null while unpaid. */
+  datePaid: string | null
+  subtotal: number
+  credit: number
+  /** Both WHMCS tax levels together. */
+  tax: number
+  total: number
+  taxRate: number
+  status: string
+  paymentMethod: string
+  /** GetInvoice does not say; GetInvoices does. */
+  currencyCode: string | null
+}
+
+export interface InvoiceItem {
+  id: number
+  type: string
+  /** The service, domain or addon the line bills; 0 for a free-text line. */
+  relatedId: number
+  description: string
+  amount: number
+  taxed: boolean
+}
+
+export interface InvoiceDetails extends Invoice {
+  balance: number
+  items: InvoiceItem[]
+}
+
+export interface InvoiceQuery {
+  clientId: number
+  status?: string
+  limitStart?: number
+  limitNum?: number
+}
+
+export interface InvoicePage {
+  /** All the invoices that match, not just this page. */
+  total: number
+  invoices: Invoice[]
+}
+
+export interface ClientDetails {
+  id: number
+  firstName: string
+  lastName: string
+  companyName: string | null
+  email: string
+  status: string
+  currencyCode: string | null
+  credit: number
+}
+
+export interface NewOrder {
+  clientId: number
+  productId: number
+  billingCycle: string
+  paymentMethod?: string
+}
+
+export interface PlacedOrder {
+  orderId: number
+  /** Null when the order raised no invoice (a free product). */
+  invoiceId: number | null
+  serviceIds: number[]
+}
+
+/** AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist. */
+export class OrderNotPendingError extends UpstreamFailure {
+  constructor (readonly orderId: number) {
+    super('upstream_error', 'billing', `AcceptOrder: order ${orderId} not found or not pending`)
+    this.name = 'OrderNotPendingError'
+  }
+}
+
+const NEVER = /^0000-00-00( 00:00:00)?$/
+
+function malformed (field: string): UpstreamFailure {
+  return new UpstreamFailure('upstream_error', 'billing', `unexpected value for ${field} in the billing answer`)
+}
+
+/** WHMCS sends numbers and money as numbers or as decimal strings, depending on the action. */
+function toNumber (value: unknown, field: string): number {
+  const number = typeof value === 'string' && value.trim() !== '' ? Number(value) : value
+  if (typeof number !== 'number' || !Number.isFinite(number)) throw malformed(field)
+  return number
+}
+
+function toText (value: unknown): string {
+  return typeof value === 'string' || typeof value === 'number' ? String(value) : ''
+}
+
+function toDate (value: unknown): string | null {
+  const text = toText(value)
+  return text === '' || NEVER.test(text) ? null : text
+}
+
+/** A PHP list as JSON: `{"invoice": [...]}` when it has entries, but `[]` or `""` when empty. */
+function listOf (container: unknown, key: string): WhmcsAnswer[] {
+  const list = asRecord(container)[key]
+  if (Array.isArray(list)) return list.map(asRecord)
+  return typeof list === 'object' && list !== null ? [asRecord(list)] : []
+}
+
+function toInvoice (raw: WhmcsAnswer): Invoice {
+  const id = toNumber(raw.id ?? raw.invoiceid, 'invoice id')
+  return {
+    id,
+    clientId: toNumber(raw.userid, 'userid'),
+    // invoicenum stays empty unless custom invoice numbering is on; WHMCS then shows the id.
+    invoiceNumber: toText(raw.invoicenum) || String(id),
+    date: toText(raw.date),
+    dueDate: toText(raw.duedate),
+    datePaid: toDate(raw.datepaid),
+    subtotal: toNumber(raw.subtotal, 'subtotal'),
+    credit: toNumber(raw.credit ?? 0, 'credit'),
+    tax: toNumber(raw.tax ?? 0, 'tax') + toNumber(raw.tax2 ?? 0, 'tax2'),
+    total: toNumber(raw.total, 'total'),
+    taxRate: toNumber(raw.taxrate ?? 0, 'taxrate'),
+    status: toText(raw.status),
+    paymentMethod: toText(raw.paymentmethod),
+    currencyCode: toText(raw.currencycode) || null
+  }
+}
+
+function toInvoiceItem (raw: WhmcsAnswer): InvoiceItem {
+  return {
+    id: toNumber(raw.id, 'item id'),
+    type: toText(raw.type),
+    relatedId: toNumber(raw.relid ?? 0, 'relid'),
+    description: toText(raw.description),
+    amount: toNumber(raw.amount, 'amount'),
+    taxed: raw.taxed === true || raw.taxed === 1 || raw.taxed === '1'
+  }
+}
+
+function toClientDetails (answer: WhmcsAnswer): ClientDetails {
+  // WHMCS answers the details both at the top level and under `client`; the latter is the documented one.
+  const client = answer.client === undefined ? answer : asRecord(answer.client)
+  return {
+    id: toNumber(client.id ?? client.userid, 'client id'),
+    firstName: toText(client.firstname),
+    lastName: toText(client.lastname),
+    companyName: toText(client.companyname) || null,
+    email: toText(client.email),
+    status: toText(client.status),
+    currencyCode: toText(client.currency_code) || null,
+    credit: toNumber(client.credit ?? 0, 'credit')
+  }
+}
+
+/** The WHMCS API, spoken as `POST` form fields with `responsetype=json`. */
+export class BillingClient {
+  readonly #upstream: Upstream
+  readonly #url: string
+  readonly #identifier: string
+  readonly #secret: string
+  readonly #defaultPaymentMethod: string
+
+  constructor (options: BillingClientOptions) {
+    this.#upstream = new Upstream('billing', options)
+    this.#url = options.url
+    this.#identifier = options.identifier
+    this.#secret = options.secret
+    this.#defaultPaymentMethod = options.defaultPaymentMethod ?? 'banktransfer'
+  }
+
+  /** Any action; resolves with the answer of a `success`, rejects with an UpstreamFailure otherwise. */
+  call<T extends WhmcsAnswer = WhmcsAnswer> (action: string, params: WhmcsParams = {}, signal?: AbortSignal): Promise<T> {
+    return this.#action(action, params, signal, answer => answer as T)
+  }
+
+  /** The client whose email and password these are, or null when they do not match. */
+  validateLogin (email: string, password: string, signal?: AbortSignal): Promise<{ clientId: number } | null> {
+    return this.#action('ValidateLogin', { email, password2: password }, signal,
+      answer => ({ clientId: toNumber(answer.userid, 'userid') }),
+      message => message === 'Email or Password Invalid' ? null : undefined)
+  }
+
+  getClientsDetails (clientId: number, signal?: AbortSignal): Promise<ClientDetails | null> {
+    return this.#action('GetClientsDetails', { clientid: clientId }, signal, toClientDetails,
+      message => message === 'Client Not Found' ? null : undefined)
+  }
+
+  getInvoices ({ clientId, status, limitStart, limitNum }: InvoiceQuery, signal?: AbortSignal): Promise<InvoicePage> {
+    return this.#action('GetInvoices', { userid: clientId, status, limitstart: limitStart, limitnum: limitNum }, signal, answer => ({
+      total: toNumber(answer.totalresults, 'totalresults'),
+      invoices: listOf(answer.invoices, 'invoice').map(toInvoice)
+    }))
+  }
+
+  getInvoice (invoiceId: number, signal?: AbortSignal): Promise<InvoiceDetails | null> {
+    return this.#action('GetInvoice', { invoiceid: invoiceId }, signal, answer => ({
+      ...toInvoice(answer),
+      balance: toNumber(answer.balance, 'balance'),
+      items: listOf(answer.items, 'item').map(toInvoiceItem)
+    }), message => message === 'Invoice ID Not Found' ? null : undefined)
+  }
+
+  addOrder ({ clientId, productId, billingCycle, paymentMethod }: NewOrder, signal?: AbortSignal): Promise<PlacedOrder> {
+    const params = { clientid: clientId, pid: [productId], billingcycle: [billingCycle], paymentmethod: paymentMethod ?? this.#defaultPaymentMethod }
+    return this.#action('AddOrder', params, signal, answer => {
+      const invoiceId = toNumber(answer.invoiceid ?? 0, 'invoiceid')
+      return {
+        orderId: toNumber(answer.orderid, 'orderid'),
+        invoiceId: invoiceId === 0 ? null : invoiceId,
+        serviceIds: toText(answer.serviceids).split(',').filter(id => id !== '').map(id => toNumber(id, 'serviceids'))
+      }
+    })
+  }
+
+  /** Rejects with OrderNotPendingError when the order is not (or no longer) pending. */
+  acceptOrder (orderId: number, signal?: AbortSignal): Promise<void> {
+    return this.#action('AcceptOrder', { orderid: orderId }, signal, () => undefined, message => {
+      if (message === 'Order ID not found or Status not Pending') throw new OrderNotPendingError(orderId)
+      return undefined
+    })
+  }
+
+  async health (signal: AbortSignal): Promise<void> {
+    await this.#action('WhmcsDetails', {}, signal, () => undefined)
+  }
+
+  close (): Promise<void> {
+    return this.#upstream.close()
+  }
+
+  /**
+   * One action. `read` turns a success into the result; `refused` may turn an error message the caller
+   * expects into a result (not-found as null), returning undefined for any other message.
+   */
+  #action<T> (action: string, params: WhmcsParams, signal: AbortSignal | undefined,
+    read: (answer: WhmcsAnswer) => T, refused?: (message: string) => T | undefined): Promise<T> {
+    return this.#upstream.call(action, async (deadline) => {
+      const response = await this.#upstream.send({
+        url: this.#url,
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+        body: this.#form(action, params),
+        signal: deadline
+      })
+      if (response.status >= 500) throw this.#upstream.failure('http_5xx', `${action}: HTTP ${response.status}`)
+      if (response.status === 403) throw this.#upstream.failure('auth_failed', `${action}: refused the API credentials (HTTP 403)`)
+      const answer = asRecord(this.#upstream.json(response, action))
+      const message = toText(answer.message)
+      if (answer.result === 'success') return read(answer)
+      if (answer.result !== 'error') throw this.#upstream.failure('upstream_error', `${action}: HTTP ${response.status} answer without a result`)
+      if (message === 'Authentication Failed') throw this.#upstream.failure('auth_failed', `${action}: refused the API credentials`)
+      const result = refused?.(message)
+      if (result !== undefined) return result
+      throw this.#upstream.failure('upstream_error', `${action}: ${brief(message) || 'error without a message'}`)
+    }, signal)
+  }
+
+  /** PHP reads `pid[0]=1&pid[1]=2` as a list. */
+  #form (action: string, params: WhmcsParams): string {
+    const form = new URLSearchParams({ identifier: this.#identifier, secret: this.#secret, action, responsetype: 'json' })
+    for (const [name, value] of Object.entries(params)) {
+      if (typeof value === 'object') value.forEach((item, index) => form.append(`${name}[${index}]`, String(item)))
+      else if (value !== undefined) form.append(name, String(value))
+    }
+    return form.toString()
+  }
+}

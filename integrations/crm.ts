@@ -1,0 +1,279 @@
+import { createPrivateKey, sign } from 'node:crypto'
+import type { KeyObject } from 'node:crypto'
+import type { Dispatcher } from 'undici'
+import { UpstreamFailure, type FailureClass } from '../lib/failure.js'
+import type { ApiUsage, DailyUsageStore } from './crm-daily-usage.js'
+import { abortable } from '../lib/abortable.js'
+import { Upstream, asRecord, brief, errorBody, type UpstreamOptions, type UpstreamResponse } from './upstream.js'
+
+export interface CrmClientOptions extends UpstreamOptions {
+  /** The OAuth server, e.g. `https://login.salesforce.com`. */
+  loginUrl: string
+  /**
+   * The assertion's audience, `loginUrl` by default. Salesforce wants `https://login.salesforce.com`
+   * (or `test.` for a sandbox org) even when tokens are asked of a My Domain login URL.
+   */
+  audience?: string
+  /** The connected app's consumer key: the assertion's issuer. */
+  clientId: string
+  /** The integration user: the assertion's subject. */
+  username: string
+  /** PEM of the RSA key that signs the assertion. */
+  privateKey: string
+  /** e.g. `60.0` */
+  apiVersion: string
+  usage: DailyUsageStore
+}
+
+/** What the REST and Streaming APIs need: a bearer token and the org's instance. */
+export interface CrmSession {
+  accessToken: string
+  instanceUrl: string
+}
+
+export type CrmOrderField = 'Status' | 'AccountId' | 'EffectiveDate' | 'Name' | 'Description' | 'Type' | 'Pricebook2Id' |
+  'BillingOrderId__c' | 'BillingClientId__c' | 'Product__c' | 'Provisioning_Error__c'
+export type CrmFieldValue = string | number | boolean | null
+/** The Order fields the service writes. */
+export type CrmOrderFields = Partial<Record<CrmOrderField, CrmFieldValue>>
+
+export interface CrmOrder extends CrmOrderFields {
+  Id: string
+  OrderNumber?: string
+  CreatedDate?: string
+  LastModifiedDate?: string
+}
+
+/** A REST error answer: Salesforce's `errorCode` (NOT_FOUND, INVALID_FIELD...) and the HTTP status. */
+export class CrmApiError extends UpstreamFailure {
+  constructor (failure: FailureClass, readonly status: number, readonly errorCode: string, message: string) {
+    super(failure, 'crm', message)
+    this.name = 'CrmApiError'
+  }
+}
+
+export function isCrmNotFound (error: unknown): error is CrmApiError {
+  return error instanceof CrmApiError && error.errorCode === 'NOT_FOUND'
+}
+
+const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
+/** The longest assertion lifetime Salesforce accepts. */
+const ASSERTION_LIFETIME_S = 180
+const TOKEN_OPERATION = 'POST oauth2/token'
+const DEFAULT_LIMITS_REFRESH_MS = 300_000
+
+/** Record ids become `{id}`, so that an operation name is a metric label of bounded cardinality. */
+function operationOf (method: string, path: string): string {
+  const resource = path.split('?')[0] ?? ''
+  return `${method} ${resource.replace(/(?<=^|\/)(?=[A-Za-z]*\d)[A-Za-z0-9]{15}(?:[A-Za-z0-9]{3})?(?=\/|$)/g, '{id}')}`
+}
+
+/** `Sforce-Limit-Info: api-usage=25/15000` (other usages, such as `per-app-api-usage`, may follow). */
+function usageFrom (response: UpstreamResponse): ApiUsage | undefined {
+  const header = response.headers['sforce-limit-info']
+  const match = /(?:^|[\s,])api-usage=(\d+)\/(\d+)/.exec(Array.isArray(header) ? header.join(',') : header ?? '')
+  return match === null ? undefined : { used: Number(match[1]), limit: Number(match[2]) }
+}
+
+/** The first `{errorCode, message}` of a REST error answer. */
+function restError (text: string): { errorCode: string, message: string } {
+  const body = errorBody(text)
+  const { errorCode, message } = asRecord(Array.isArray(body) ? body[0] : body)
+  return { errorCode: typeof errorCode === 'string' ? errorCode : 'UNKNOWN', message: typeof message === 'string' ? message : '' }
+}
+
+/**
+ * Salesforce: OAuth 2.0 JWT bearer tokens and the REST API, with the org's daily API usage kept in a
+ * DailyUsageStore. Health is checked with the `limits` resource, which needs a valid session and
+ * refreshes the usage figures on the way.
+ */
+export class CrmClient {
+  readonly #upstream: Upstream
+  readonly #loginUrl: string
+  readonly #audience: string
+  readonly #clientId: string
+  readonly #username: string
+  readonly #privateKey: KeyObject
+  readonly #apiVersion: string
+  readonly #usage: DailyUsageStore
+  /** The session, or the mint that will give it: concurrent callers share one mint. */
+  #session: Promise<CrmSession> | undefined
+  /** The session once minted, so that a refused one is recognised at once. */
+  #current: CrmSession | undefined
+  #limitsRefresh: NodeJS.Timeout | undefined
+
+  constructor (options: CrmClientOptions) {
+    this.#upstream = new Upstream('crm', options)
+    this.#loginUrl = options.loginUrl.replace(/\/+$/, '')
+    this.#audience = options.audience ?? this.#loginUrl
+    this.#clientId = options.clientId
+    this.#username = options.username
+    this.#privateKey = createPrivateKey(options.privateKey)
+    this.#apiVersion = options.apiVersion
+    this.#usage = options.usage
+  }
+
+  /** The current session, minted when there is none; concurrent callers share one mint. */
+  session (signal?: AbortSignal): Promise<CrmSession> {
+    if (this.#session === undefined) {
+      const minting: Promise<CrmSession> = this.#mint().then(session => {
+        if (this.#session === minting) this.#current = session
+        return session
+      })
+      minting.catch(() => {
+        if (this.#session === minting) this.#session = undefined
+      })
+      this.#session = minting
+    }
+    return signal === undefined ? this.#session : abortable(this.#session, signal)
+  }
+
+  /**
+   * Forgets the session so that the next caller mints a new one. Given the session that was refused,
+   * it leaves alone a session that has replaced it already, so that many refusals make one mint.
+   */
+  invalidateSession (refused?: CrmSession): void {
+    if (refused !== undefined && this.#current?.accessToken !== refused.accessToken) return
+    this.#session = undefined
+    this.#current = undefined
+  }
+
+  /**
+   * A REST call under `/services/data/v{apiVersion}/`. A refused session is replaced and the call made
+   * once more; resolves with the JSON answer (undefined for 204).
+   */
+  request<T> (method: Dispatcher.HttpMethod, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+    return this.#rest(method, path, body, signal, answer => answer as T)
+  }
+
+  /** Reads `limits` and records the daily API figures as the CRM's own. */
+  getLimits (signal?: AbortSignal): Promise<ApiUsage> {
+    return this.#rest('GET', 'limits', undefined, signal, answer => {
+      const { Max, Remaining } = asRecord(asRecord(answer).DailyApiRequests)
+      if (typeof Max !== 'number' || typeof Remaining !== 'number') throw this.#malformed('GET limits', 'DailyApiRequests')
+      const usage = { used: Max - Remaining, limit: Max }
+      this.#usage.record(usage)
+      return usage
+    })
+  }
+
+  createOrder (fields: CrmOrderFields, signal?: AbortSignal): Promise<string> {
+    return this.#rest('POST', 'sobjects/Order', fields, signal, answer => {
+      const { id } = asRecord(answer)
+      if (typeof id !== 'string') throw this.#malformed('POST sobjects/Order', 'id')
+      return id
+    })
+  }
+
+  /** The order, or null when the CRM has no order with this id. */
+  getOrder (id: string, signal?: AbortSignal): Promise<CrmOrder | null> {
+    return this.#rest('GET', `sobjects/Order/${encodeURIComponent(id)}`, undefined, signal, answer => {
+      const { attributes, ...order } = asRecord(answer)
+      if (typeof order.Id !== 'string') throw this.#malformed('GET sobjects/Order/{id}', 'Id')
+      return order as unknown as CrmOrder
+    }, () => null)
+  }
+
+  async updateOrder (id: string, fields: CrmOrderFields, signal?: AbortSignal): Promise<void> {
+    await this.#rest('PATCH', `sobjects/Order/${encodeURIComponent(id)}`, fields, signal, () => undefined)
+  }
+
+  async health (signal: AbortSignal): Promise<void> {
+    await this.getLimits(signal)
+  }
+
+  /** Reads `limits` now and every `intervalMs`, so that the daily usage is fresh even when the service is idle. */
+  startLimitsRefresh (intervalMs = DEFAULT_LIMITS_REFRESH_MS): void {
+    if (this.#limitsRefresh !== undefined) return
+    const refresh = (): void => {
+      // A failure is logged at warn by the call itself; the next round tries again.
+      this.getLimits().catch(() => {})
+    }
+    refresh()
+    this.#limitsRefresh = setInterval(refresh, intervalMs).unref()
+  }
+
+  async close (): Promise<void> {
+    clearInterval(this.#limitsRefresh)
+    this.#limitsRefresh = undefined
+    await this.#upstream.close()
+  }
+
+  #assertion (): string {
+    const encode = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url')
+    const claims = { iss: this.#clientId, sub: this.#username, aud: this.#audience, exp: Math.floor(Date.now() / 1000) + ASSERTION_LIFETIME_S }
+    const unsigned = `${encode({ alg: 'RS256', typ: 'JWT' })}.${encode(claims)}`
+    return `${unsigned}.${sign('RSA-SHA256', Buffer.from(unsigned), this.#privateKey).toString('base64url')}`
+  }
+
+  /** Bounded by its own deadline, not by the caller that started it: other callers may be waiting on it. */
+  #mint (): Promise<CrmSession> {
+    return this.#upstream.call(TOKEN_OPERATION, async (deadline) => {
+      const response = await this.#upstream.send({
+        url: `${this.#loginUrl}/services/oauth2/token`,
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+        body: new URLSearchParams({ grant_type: JWT_BEARER_GRANT, assertion: this.#assertion() }).toString(),
+        signal: deadline
+      })
+      if (response.status >= 500) throw this.#upstream.failure('http_5xx', `${TOKEN_OPERATION}: HTTP ${response.status}`)
+      const answer = asRecord(this.#upstream.json(response, TOKEN_OPERATION))
+      if (response.status === 400 || response.status === 401) {
+        const reason = [answer.error, answer.error_description].filter(part => typeof part === 'string').join(': ')
+        throw this.#upstream.failure('auth_failed', `${TOKEN_OPERATION}: ${brief(reason) || `HTTP ${response.status}`}`)
+      }
+      const { access_token: accessToken, instance_url: instanceUrl } = answer
+      if (response.status !== 200 || typeof accessToken !== 'string' || typeof instanceUrl !== 'string' || !URL.canParse(instanceUrl)) {
+        throw this.#upstream.failure('upstream_error', `${TOKEN_OPERATION}: HTTP ${response.status} answer without a session`)
+      }
+      this.#upstream.log.info({ upstream: 'crm' }, 'minted a CRM access token')
+      return { accessToken, instanceUrl: instanceUrl.replace(/\/+$/, '') }
+    })
+  }
+
+  #malformed (operation: string, field: string): UpstreamFailure {
+    return this.#upstream.failure('upstream_error', `${operation}: no ${field} in the answer`)
+  }
+
+  /** One REST call: `read` turns the JSON answer into the result; `notFound`, if given, answers a NOT_FOUND. */
+  #rest<T> (method: Dispatcher.HttpMethod, path: string, body: unknown, signal: AbortSignal | undefined,
+    read: (answer: unknown) => T, notFound?: () => T): Promise<T> {
+    const operation = operationOf(method, path)
+    return this.#upstream.call(operation, async (deadline) => {
+      let session = await this.session(deadline)
+      let response = await this.#send(session, method, path, body, deadline)
+      if (response.status === 401) {
+        this.#upstream.log.info({ upstream: 'crm', operation }, 'the CRM refused the session; minting a new access token')
+        this.invalidateSession(session)
+        session = await this.session(deadline)
+        response = await this.#send(session, method, path, body, deadline)
+      }
+      if (response.status === 204) return read(undefined)
+      if (response.status >= 200 && response.status < 300) return read(this.#upstream.json(response, operation))
+      if (response.status >= 500) throw this.#upstream.failure('http_5xx', `${operation}: HTTP ${response.status}`)
+      const { errorCode, message } = restError(response.text)
+      if (notFound !== undefined && response.status === 404 && errorCode === 'NOT_FOUND') return notFound()
+      const failure: FailureClass = response.status === 401
+        ? 'auth_failed'
+        : response.status === 403 && errorCode === 'REQUEST_LIMIT_EXCEEDED' ? 'quota_exceeded' : 'upstream_error'
+      throw new CrmApiError(failure, response.status, errorCode, `${operation}: HTTP ${response.status} ${errorCode}${message === '' ? '' : `: ${brief(message)}`}`)
+    }, signal)
+  }
+
+  async #send (session: CrmSession, method: Dispatcher.HttpMethod, path: string, body: unknown, signal: AbortSignal): Promise<UpstreamResponse> {
+    const response = await this.#upstream.send({
+      url: `${session.instanceUrl}/services/data/v${this.#apiVersion}/${path}`,
+      method,
+      headers: {
+        authorization: `Bearer ${session.accessToken}`,
+        accept: 'application/json',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' })
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal
+    })
+    const usage = usageFrom(response)
+    if (usage !== undefined) this.#usage.record(usage)
+    return response
+  }
+}

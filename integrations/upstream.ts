@@ -1,0 +1,172 @@
+import { Pool } from 'undici'
+import type { Dispatcher } from 'undici'
+import { classifyFailure, UpstreamFailure, type FailureClass } from '../lib/failure.js'
+
+export type UpstreamName = 'billing' | 'crm' | 'telecom'
+
+export interface UpstreamCall {
+  upstream: UpstreamName
+  operation: string
+  durationMs: number
+  outcome: 'ok' | FailureClass
+}
+
+type LogMethod = (details: Record<string, unknown>, message: string) => void
+
+/** The part of a pino logger the clients use. */
+export interface UpstreamLogger {
+  debug: LogMethod
+  info: LogMethod
+  warn: LogMethod
+  error: LogMethod
+}
+
+export interface UpstreamOptions {
+  /** Bound on one call, connection and retries included (default 5000 ms). */
+  timeoutMs?: number
+  /** Told of every call once it has finished, for latency and error metrics. */
+  onCall?: (call: UpstreamCall) => void
+  log?: UpstreamLogger
+}
+
+export interface UpstreamRequest {
+  url: string
+  method: Dispatcher.HttpMethod
+  headers?: Record<string, string>
+  body?: string
+  signal: AbortSignal
+}
+
+export interface UpstreamResponse {
+  status: number
+  headers: Record<string, string | string[] | undefined>
+  text: string
+}
+
+const DEFAULT_TIMEOUT_MS = 5000
+
+const ignore = (): void => {}
+const SILENT: UpstreamLogger = { debug: ignore, info: ignore, warn: ignore, error: ignore }
+
+/** Upstream text fit for an error message: one line, short. */
+export function brief (text: string): string {
+  const line = text.replace(/\s+/g, ' ').trim()
+  return line.length > 160 ? `${line.slice(0, 160)}…` : line
+}
+
+export function asRecord (value: unknown): Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : {}
+}
+
+/** An error body's JSON, or undefined when it is not JSON (a proxy's error page, say). */
+export function errorBody (text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+
+function networkCode (error: unknown): string | undefined {
+  for (let current = error; typeof current === 'object' && current !== null; current = (current as { cause?: unknown }).cause) {
+    const { code } = current as { code?: unknown }
+    if (typeof code === 'string') return code
+  }
+  return undefined
+}
+
+/**
+ * What the three clients share: one connection pool per origin, a deadline on every call, and the one
+ * place where a failure is classified, logged and reported.
+ */
+export class Upstream {
+  readonly timeoutMs: number
+  readonly log: UpstreamLogger
+  readonly #onCall: ((call: UpstreamCall) => void) | undefined
+  readonly #pools = new Map<string, Pool>()
+  readonly #logged = new WeakSet<UpstreamFailure>()
+  #closed = false
+
+  constructor (readonly name: UpstreamName, options: UpstreamOptions) {
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
+    this.log = options.log ?? SILENT
+    this.#onCall = options.onCall
+  }
+
+  failure (failure: FailureClass, message: string): UpstreamFailure {
+    return new UpstreamFailure(failure, this.name, message)
+  }
+
+  /**
+   * Runs one operation within `timeoutMs` (and the caller's signal). Whatever it throws leaves as an
+   * UpstreamFailure; the outcome is reported to `onCall`.
+   */
+  async call<T> (operation: string, run: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const started = performance.now()
+    const deadline = AbortSignal.timeout(this.timeoutMs)
+    try {
+      const result = await run(signal === undefined ? deadline : AbortSignal.any([deadline, signal]))
+      this.#report(operation, started, 'ok')
+      return result
+    } catch (error) {
+      const failure = this.#classify(operation, error, deadline, signal)
+      const durationMs = this.#report(operation, started, failure.failure)
+      if (!this.#logged.has(failure)) {
+        this.#logged.add(failure)
+        this.log.warn({ upstream: this.name, operation, failure: failure.failure, durationMs }, failure.message)
+      }
+      throw failure
+    }
+  }
+
+  async send ({ url, method, headers, body, signal }: UpstreamRequest): Promise<UpstreamResponse> {
+    if (this.#closed) throw this.failure('upstream_error', `${this.name} client is closed`)
+    const { origin, pathname, search } = new URL(url)
+    const response = await this.#pool(origin).request({ path: `${pathname}${search}`, method, headers, body, signal })
+    return { status: response.statusCode, headers: response.headers, text: await response.body.text() }
+  }
+
+  /** The body as JSON, or an upstream_error that leaves the body out (it may hold anything). */
+  json (response: UpstreamResponse, operation: string): unknown {
+    try {
+      return JSON.parse(response.text)
+    } catch {
+      throw this.failure('upstream_error', `${operation}: HTTP ${response.status} answer is not JSON`)
+    }
+  }
+
+  async close (): Promise<void> {
+    this.#closed = true
+    const pools = [...this.#pools.values()]
+    this.#pools.clear()
+    await Promise.all(pools.map(pool => pool.close()))
+  }
+
+  #pool (origin: string): Pool {
+    let pool = this.#pools.get(origin)
+    if (pool === undefined) {
+      pool = new Pool(origin, { connectTimeout: this.timeoutMs, headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs })
+      this.#pools.set(origin, pool)
+    }
+    return pool
+  }
+
+  #classify (operation: string, error: unknown, deadline: AbortSignal, signal: AbortSignal | undefined): UpstreamFailure {
+    if (error instanceof UpstreamFailure) return error
+    if (deadline.aborted) return this.failure('timeout', `${operation}: no answer within ${this.timeoutMs} ms`)
+    if (signal?.aborted === true) return this.failure('timeout', `${operation}: abandoned by the caller`)
+    const failure = classifyFailure(error)
+    // The network error's code names the problem; its message may carry host names, so it stays in the cause.
+    return new UpstreamFailure(failure, this.name, `${operation}: ${networkCode(error) ?? failure}`, { cause: error })
+  }
+
+  #report (operation: string, started: number, outcome: UpstreamCall['outcome']): number {
+    const durationMs = Math.round(performance.now() - started)
+    try {
+      this.#onCall?.({ upstream: this.name, operation, durationMs, outcome })
+    } catch {
+      this.log.error({ upstream: this.name, operation }, 'the upstream call observer threw; the call itself is unaffected')
+    }
+    return durationMs
+  }
+}

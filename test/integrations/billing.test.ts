@@ -1,0 +1,218 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import { BillingClient, OrderNotPendingError, type BillingClientOptions } from '../../integrations/billing.js'
+import { UpstreamFailure } from '../../lib/failure.js'
+import { startSandbox } from '../../sandbox/index.js'
+import { failureOf, leaks, readable, recorder } from './helpers.js'
+
+const sandbox = await startSandbox()
+const { billing } = sandbox
+const recorded = recorder()
+const errors: Error[] = []
+const clients: BillingClient[] = []
+t.teardown(async () => {
+  await Promise.all(clients.map(client => client.close()))
+  await sandbox.close()
+})
+
+function client (options: Partial<BillingClientOptions> = {}): BillingClient {
+  const created = new BillingClient({
+    url: sandbox.settings.BILLING_API_URL ?? '',
+    identifier: sandbox.settings.BILLING_API_IDENTIFIER ?? '',
+    secret: sandbox.settings.BILLING_API_SECRET ?? '',
+    log: recorded.log,
+    onCall: recorded.onCall,
+    ...options
+  })
+  clients.push(created)
+  return created
+}
+
+async function failure (promise: Promise<unknown>): Promise<UpstreamFailure> {
+  const error = await failureOf(promise)
+  errors.push(error)
+  return error
+}
+
+const whmcs = client()
+
+t.afterEach(() => billing.clearFaults())
+
+t.test('ValidateLogin: the client id, or null for a wrong email or password', async t => {
+  t.same(await whmcs.validateLogin('jane@example.com', 'correct-horse'), { clientId: 1 })
+  t.equal(await whmcs.validateLogin('jane@example.com', 'wrong-password'), null)
+  t.equal(await whmcs.validateLogin('nobody@example.com', 'correct-horse'), null)
+  t.match(recorded.calls.at(-1), { upstream: 'billing', operation: 'ValidateLogin', outcome: 'ok' }, 'a refused login is an answer, not a failure')
+})
+
+t.test('GetInvoices: money as numbers, the WHMCS "never" as null', async t => {
+  const { total, invoices } = await whmcs.getInvoices({ clientId: 1 })
+  t.equal(total, 5)
+  t.equal(invoices.length, 5)
+  t.same(invoices.find(invoice => invoice.id === 1001), {
+    id: 1001,
+    clientId: 1,
+    invoiceNumber: '1001',
+    date: '2025-01-01',
+    dueDate: '2025-01-15',
+    datePaid: '2025-01-10 09:12:44',
+    subtotal: 10,
+    credit: 0,
+    tax: 0,
+    total: 10,
+    taxRate: 0,
+    status: 'Paid',
+    paymentMethod: 'paypal',
+    currencyCode: 'GBP'
+  })
+  t.match(invoices.find(invoice => invoice.id === 1004), { datePaid: null, subtotal: 10, tax: 2, total: 12, taxRate: 20, status: 'Unpaid' })
+  t.equal(invoices.find(invoice => invoice.id === 1003)?.datePaid, null, '0000-00-00 00:00:00 is null')
+})
+
+t.test('GetInvoices: an empty list comes as [] and is no error', async t => {
+  t.same(await whmcs.getInvoices({ clientId: 3 }), { total: 0, invoices: [] })
+})
+
+t.test('GetInvoices: status and paging are passed on', async t => {
+  const paid = await whmcs.getInvoices({ clientId: 1, status: 'Paid' })
+  t.same(paid.invoices.map(invoice => invoice.id), [1001, 1002])
+  const page = await whmcs.getInvoices({ clientId: 1, limitStart: 1, limitNum: 2 })
+  t.equal(page.total, 5, 'total counts every match')
+  t.same(page.invoices.map(invoice => invoice.id), [1002, 1003])
+})
+
+t.test('GetInvoice: ids as numbers, its items, null when there is no such invoice', async t => {
+  const invoice = await whmcs.getInvoice(1002)
+  t.match(invoice, { id: 1002, clientId: 1, subtotal: 14.99, total: 14.99, balance: 0, datePaid: '2025-02-03 17:40:02', currencyCode: null })
+  t.same(invoice?.items.map(item => [item.id, item.type, item.amount, item.taxed]), [[10020, 'Hosting', 10, false], [10021, 'Item', 4.99, false]])
+  t.equal((await whmcs.getInvoice(1004))?.balance, 12)
+  t.equal(await whmcs.getInvoice(999_999), null)
+})
+
+t.test('GetClientsDetails: the client, or null', async t => {
+  t.match(await whmcs.getClientsDetails(2), {
+    id: 2, firstName: 'John', lastName: 'Smith', companyName: 'Smith Ltd', email: 'john@example.com', status: 'Active', currencyCode: 'GBP', credit: 0
+  })
+  t.equal((await whmcs.getClientsDetails(1))?.companyName, null)
+  t.equal(await whmcs.getClientsDetails(999), null)
+})
+
+t.test('AddOrder then AcceptOrder; a second AcceptOrder is recognisably "not pending"', async t => {
+  const order = await whmcs.addOrder({ clientId: 2, productId: 2, billingCycle: 'annually', paymentMethod: 'paypal' })
+  t.match(order, { orderId: Number, invoiceId: Number })
+  t.equal(order.serviceIds.length, 1)
+  t.match(billing.calls.at(-1)?.params, { 'pid[0]': '2', 'billingcycle[0]': 'annually', paymentmethod: 'paypal' }, 'lists as PHP reads them')
+  t.match(billing.orders.find(candidate => candidate.id === order.orderId), { status: 'Pending', invoiceid: order.invoiceId })
+  t.equal(billing.invoices.find(invoice => invoice.id === order.invoiceId)?.items[0]?.amount, '250.00', 'the annual price')
+
+  await whmcs.acceptOrder(order.orderId)
+  t.equal(billing.orders.find(candidate => candidate.id === order.orderId)?.status, 'Active')
+  const again = await failure(whmcs.acceptOrder(order.orderId))
+  t.type(again, OrderNotPendingError)
+  t.match(again, { failure: 'upstream_error', upstream: 'billing', orderId: order.orderId })
+  t.type(await failure(whmcs.acceptOrder(999_999)), OrderNotPendingError)
+})
+
+t.test('AddOrder uses the default payment method when given none', async t => {
+  const order = await client({ defaultPaymentMethod: 'mailin' }).addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
+  t.equal(billing.orders.find(candidate => candidate.id === order.orderId)?.paymentmethod, 'mailin')
+})
+
+t.test('health: WhmcsDetails', async t => {
+  await whmcs.health(AbortSignal.timeout(1000))
+  t.match(recorded.calls.at(-1), { operation: 'WhmcsDetails', outcome: 'ok' })
+})
+
+t.test('call: any action, with its raw answer', async t => {
+  const answer = await whmcs.call<{ result: string, whmcs: { version: string } }>('WhmcsDetails')
+  t.equal(answer.whmcs.version, billing.version)
+  t.match(await failure(whmcs.call('NoSuchAction')), { failure: 'upstream_error', message: /Command Not Found/ })
+})
+
+t.test('an error answer: upstream_error with its message', async t => {
+  billing.injectFault({ kind: 'error', route: 'GetInvoices', message: 'Database connection failed', times: 1 })
+  const error = await failure(whmcs.getInvoices({ clientId: 1 }))
+  t.match(error, { failure: 'upstream_error', upstream: 'billing', message: 'GetInvoices: Database connection failed' })
+  t.match(recorded.calls.at(-1), { operation: 'GetInvoices', outcome: 'upstream_error' })
+  t.match(recorded.lines.at(-1), { level: 'warn', details: { upstream: 'billing', operation: 'GetInvoices', failure: 'upstream_error' } })
+})
+
+t.test('wrong credentials: auth_failed', async t => {
+  const wrong = client({ secret: 'not-the-secret' })
+  const error = await failure(wrong.getInvoices({ clientId: 1 }))
+  t.match(error, { failure: 'auth_failed' })
+  t.match(await failure(wrong.health(AbortSignal.timeout(1000))), { failure: 'auth_failed' })
+  t.notMatch(error.message, /not-the-secret/)
+})
+
+t.test('an "Authentication Failed" answer with HTTP 200: auth_failed', async t => {
+  billing.injectFault({ kind: 'error', message: 'Authentication Failed', times: 1 })
+  t.match(await failure(whmcs.health(AbortSignal.timeout(1000))), { failure: 'auth_failed' })
+})
+
+t.test('HTTP 5xx: http_5xx', async t => {
+  billing.injectFault({ kind: 'http5xx', status: 503, body: '{"result":"error","message":"maintenance"}', times: 1 })
+  t.match(await failure(whmcs.getInvoice(1001)), { failure: 'http_5xx', message: 'GetInvoice: HTTP 503' })
+  t.match(recorded.calls.at(-1), { operation: 'GetInvoice', outcome: 'http_5xx' })
+})
+
+t.test('a body that is not JSON: upstream_error, the body left out', async t => {
+  const server = createServer((request, response) => {
+    request.resume()
+    response.writeHead(200, { 'content-type': 'text/html' }).end('<html>Maintenance: secret-page-content</html>')
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise(resolve => server.close(resolve)))
+  const html = client({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/includes/api.php` })
+  const error = await failure(html.health(AbortSignal.timeout(1000)))
+  t.match(error, { failure: 'upstream_error', message: 'WhmcsDetails: HTTP 200 answer is not JSON' })
+  await html.close()
+})
+
+t.test('a black hole: timeout, within timeoutMs', async t => {
+  const quick = client({ timeoutMs: 300 })
+  billing.injectFault({ kind: 'blackhole', times: 1 })
+  const started = performance.now()
+  const error = await failure(quick.getInvoices({ clientId: 1 }))
+  const elapsed = performance.now() - started
+  t.match(error, { failure: 'timeout', message: 'GetInvoices: no answer within 300 ms' })
+  t.ok(elapsed >= 290 && elapsed < 800, `gave up after ${Math.round(elapsed)} ms`)
+  t.same(await quick.getInvoices({ clientId: 3 }), { total: 0, invoices: [] }, 'the next call is served')
+})
+
+t.test('the caller gives up: timeout', async t => {
+  billing.injectFault({ kind: 'blackhole', times: 1 })
+  const started = performance.now()
+  const error = await failure(whmcs.getInvoices({ clientId: 1 }, AbortSignal.timeout(100)))
+  t.match(error, { failure: 'timeout', message: 'GetInvoices: abandoned by the caller' })
+  t.ok(performance.now() - started < 600)
+})
+
+t.test('connection refused: connection_refused', async t => {
+  await billing.down()
+  t.teardown(() => billing.up())
+  t.match(await failure(whmcs.getInvoices({ clientId: 1 })), { failure: 'connection_refused', upstream: 'billing' })
+  t.match(recorded.calls.at(-1), { operation: 'GetInvoices', outcome: 'connection_refused' })
+  await billing.up()
+  t.equal((await whmcs.getInvoices({ clientId: 1 })).total, billing.invoices.filter(invoice => invoice.userid === 1).length, 'back when the upstream is')
+})
+
+t.test('an observer that throws does not fail the call', async t => {
+  const local = recorder()
+  const observed = client({ log: local.log, onCall: () => { throw new Error('metrics bug') } })
+  t.same(await observed.validateLogin('jane@example.com', 'correct-horse'), { clientId: 1 })
+  t.match(local.lines, [{ level: 'error' }])
+})
+
+t.test('a closed client: upstream_error', async t => {
+  const closed = client()
+  await closed.close()
+  t.match(await failure(closed.health(AbortSignal.timeout(1000))), { failure: 'upstream_error' })
+})
+
+t.test('no credential or password in any log line or error message', async t => {
+  t.ok(recorded.lines.length > 5 && errors.length > 5, 'there was plenty to read')
+  const secrets = [billing.secret, 'not-the-secret', 'correct-horse', 'wrong-password', 'secret-page-content']
+  t.same(leaks(readable(recorded.lines, errors), secrets), [])
+})

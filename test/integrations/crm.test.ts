@@ -1,0 +1,264 @@
+import { generateKeyPairSync, randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
+import t from 'tap'
+import { CrmApiError, CrmClient, isCrmNotFound, type CrmClientOptions } from '../../integrations/crm.js'
+import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
+import type { UpstreamFailure } from '../../lib/failure.js'
+import { startSandbox } from '../../sandbox/index.js'
+import { failureOf, leaks, readable, recorder } from './helpers.js'
+
+const sandbox = await startSandbox()
+const { crm } = sandbox
+const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
+const prefix = `test:${randomUUID()}:`
+const recorded = recorder()
+const errors: Error[] = []
+const accessTokens: string[] = []
+const clients: CrmClient[] = []
+const keys = new Set<string>()
+t.teardown(async () => {
+  await Promise.all(clients.map(client => client.close()))
+  await sandbox.close()
+  await redis.del(...keys)
+  await redis.quit()
+})
+
+function store (keyPrefix = prefix, fallbackLimit?: number): DailyUsageStore {
+  const created = new DailyUsageStore({ redis, keyPrefix, ...(fallbackLimit === undefined ? {} : { fallbackLimit }), log: recorded.log })
+  keys.add(created.key)
+  return created
+}
+
+function client (options: Partial<CrmClientOptions> = {}): CrmClient {
+  const created = new CrmClient({
+    loginUrl: sandbox.settings.CRM_LOGIN_URL ?? '',
+    clientId: sandbox.settings.CRM_CLIENT_ID ?? '',
+    username: sandbox.settings.CRM_USERNAME ?? '',
+    privateKey: sandbox.settings.CRM_PRIVATE_KEY ?? '',
+    apiVersion: '60.0',
+    usage: store(),
+    log: recorded.log,
+    onCall: recorded.onCall,
+    ...options
+  })
+  clients.push(created)
+  return created
+}
+
+async function failure (promise: Promise<unknown>): Promise<UpstreamFailure> {
+  const error = await failureOf(promise)
+  errors.push(error)
+  return error
+}
+
+const tokenCalls = (): number => crm.calls.filter(call => call.route === 'oauth/token').length
+
+const salesforce = client()
+const UNKNOWN_ORDER = '801000000000000AAA'
+
+t.afterEach(() => crm.clearFaults())
+
+t.test('orders: create, read, update; null for an order that does not exist', async t => {
+  const id = await salesforce.createOrder({ Status: 'Pending Review', Name: 'Mobile 5 GB', BillingOrderId__c: '42', EffectiveDate: '2025-06-01' })
+  t.match(id, /^801\w{15}$/)
+  t.match(await salesforce.getOrder(id), { Id: id, Status: 'Pending Review', BillingOrderId__c: '42', OrderNumber: /^\d{8}$/ })
+  t.notOk(Object.hasOwn(await salesforce.getOrder(id) ?? {}, 'attributes'))
+  await salesforce.updateOrder(id, { Status: 'Activated' })
+  t.equal(crm.order(id)?.Status, 'Activated')
+  t.equal(await salesforce.getOrder(UNKNOWN_ORDER), null)
+  t.match(recorded.calls.at(-1), { upstream: 'crm', operation: 'GET sobjects/Order/{id}', outcome: 'ok' })
+})
+
+t.test('REST errors: upstream_error with the errorCode; NOT_FOUND is recognisable', async t => {
+  const id = crm.putOrder({ Status: 'Pending Review' })
+  const invalid = await failure(salesforce.updateOrder(id, { Colour__c: 'red' } as never))
+  t.type(invalid, CrmApiError)
+  t.match(invalid, { failure: 'upstream_error', status: 400, errorCode: 'INVALID_FIELD', message: /INVALID_FIELD/ })
+  t.notOk(isCrmNotFound(invalid))
+  const missing = await failure(salesforce.request('PATCH', `sobjects/Order/${UNKNOWN_ORDER}`, { Status: 'Activated' }))
+  t.ok(isCrmNotFound(missing))
+  t.match(missing, { failure: 'upstream_error', status: 404 })
+})
+
+t.test('request: any REST resource, the JSON answer', async t => {
+  const limits = await salesforce.request<{ DailyApiRequests: { Max: number } }>('GET', 'limits')
+  t.equal(limits.DailyApiRequests.Max, crm.apiUsage.max)
+})
+
+t.test('session: minted once, shared by concurrent callers', async t => {
+  const fresh = client()
+  const before = tokenCalls()
+  const sessions = await Promise.all([fresh.session(), fresh.session(), fresh.getLimits(), fresh.getOrder(UNKNOWN_ORDER)])
+  t.equal(tokenCalls() - before, 1)
+  const session = await fresh.session()
+  t.same(sessions[0], session)
+  t.match(session, { accessToken: /^00D\w{12}!/, instanceUrl: crm.instanceUrl })
+  accessTokens.push(session.accessToken)
+  t.match(recorded.calls.filter(call => call.operation === 'POST oauth2/token').at(-1), { upstream: 'crm', outcome: 'ok' })
+})
+
+t.test('revoked sessions: one new token, however many calls were refused', async t => {
+  const fresh = client()
+  const first = await fresh.session()
+  crm.expireAccessTokens()
+  const before = tokenCalls()
+  await Promise.all([fresh.getLimits(), fresh.getLimits(), fresh.getOrder(UNKNOWN_ORDER), fresh.getLimits()])
+  t.equal(tokenCalls() - before, 1, 'exactly one re-mint')
+  const second = await fresh.session()
+  t.not(second.accessToken, first.accessToken)
+  accessTokens.push(first.accessToken, second.accessToken)
+  await fresh.getLimits()
+  t.equal(tokenCalls() - before, 1, 'the new token is kept')
+})
+
+t.test('invalidateSession: only the session that was refused is dropped', async t => {
+  const fresh = client()
+  const stale = await fresh.session()
+  fresh.invalidateSession(stale)
+  const renewed = await fresh.session()
+  t.not(renewed.accessToken, stale.accessToken)
+  fresh.invalidateSession(stale)
+  t.same(await fresh.session(), renewed, 'a refusal of the old session leaves the new one alone')
+  fresh.invalidateSession()
+  t.not((await fresh.session()).accessToken, renewed.accessToken)
+})
+
+t.test('a session refused twice: auth_failed after a single retry', async t => {
+  await salesforce.session()
+  crm.injectFault({ kind: 'error', route: 'rest', status: 401, code: 'INVALID_SESSION_ID', message: 'Session expired or invalid', times: 2 })
+  const before = tokenCalls()
+  const error = await failure(salesforce.getLimits())
+  t.match(error, { failure: 'auth_failed', status: 401, errorCode: 'INVALID_SESSION_ID' })
+  t.equal(tokenCalls() - before, 1)
+  t.equal(crm.calls.filter(call => call.route === 'rest/limits').length > 0, true)
+})
+
+t.test('assertions the CRM refuses: auth_failed', async t => {
+  const otherKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString()
+  const cases: Array<[string, Partial<CrmClientOptions>, RegExp]> = [
+    ['signed with another key', { privateKey: otherKey }, /invalid_grant: invalid assertion/],
+    ['another issuer', { clientId: '3MVG9someoneElse' }, /invalid_client_id/],
+    ['another subject', { username: 'nobody@example.com' }, /invalid_grant: user hasn't approved this consumer/],
+    ['another audience', { audience: 'https://login.salesforce.com' }, /audience is invalid/]
+  ]
+  for (const [name, options, reason] of cases) {
+    const wrong = client(options)
+    t.match(await failure(wrong.getLimits()), { failure: 'auth_failed', upstream: 'crm', message: reason }, name)
+    t.match(await failure(wrong.health(AbortSignal.timeout(1000))), { failure: 'auth_failed' }, `${name}: health`)
+  }
+})
+
+t.test('an expired assertion: auth_failed', async t => {
+  const late = client()
+  // The assertion is signed synchronously when the mint starts: signed ten minutes in the past, it
+  // reaches the CRM already expired. The clock is back before anything else runs.
+  const now = Date.now
+  Date.now = () => now() - 600_000
+  const minting = late.session()
+  Date.now = now
+  t.match(await failure(minting), { failure: 'auth_failed', message: /expired authorization code/ })
+  t.ok((await late.session()).accessToken, 'a failed mint is not kept: the next caller mints again')
+})
+
+t.test('the token endpoint: an OAuth error is auth_failed, an HTTP 5xx is http_5xx', async t => {
+  crm.injectFault({ kind: 'error', route: 'oauth/token', code: 'invalid_client', message: 'invalid client credentials', times: 1 })
+  t.match(await failure(client().session()), { failure: 'auth_failed', message: /invalid_client/ })
+  crm.injectFault({ kind: 'http5xx', route: 'oauth/token', status: 503, times: 1 })
+  t.match(await failure(client().getLimits()), { failure: 'http_5xx', message: 'POST oauth2/token: HTTP 503' })
+})
+
+t.test('REQUEST_LIMIT_EXCEEDED: quota_exceeded', async t => {
+  const usage = crm.apiUsage
+  t.teardown(() => crm.setApiUsage(usage))
+  await salesforce.session()
+  crm.setApiUsage({ used: usage.max })
+  t.match(await failure(salesforce.createOrder({ Status: 'Pending Review' })), { failure: 'quota_exceeded', status: 403, errorCode: 'REQUEST_LIMIT_EXCEEDED' })
+  t.match(recorded.calls.at(-1), { operation: 'POST sobjects/Order', outcome: 'quota_exceeded' })
+})
+
+t.test('HTTP 5xx: http_5xx', async t => {
+  crm.injectFault({ kind: 'http5xx', route: 'rest', status: 500, body: 'Internal Server Error', times: 1 })
+  t.match(await failure(salesforce.getOrder(UNKNOWN_ORDER)), { failure: 'http_5xx', message: 'GET sobjects/Order/{id}: HTTP 500' })
+})
+
+t.test('a black hole: timeout within timeoutMs, on the REST API and on the token endpoint', async t => {
+  const quick = client({ timeoutMs: 300 })
+  await quick.session()
+  crm.injectFault({ kind: 'blackhole', route: 'rest', times: 1 })
+  let started = performance.now()
+  t.match(await failure(quick.getLimits()), { failure: 'timeout' })
+  t.ok(performance.now() - started < 800, `REST: ${Math.round(performance.now() - started)} ms`)
+
+  const unminted = client({ timeoutMs: 300 })
+  crm.injectFault({ kind: 'blackhole', route: 'oauth/token', times: 1 })
+  started = performance.now()
+  t.match(await failure(unminted.session()), { failure: 'timeout', message: 'POST oauth2/token: no answer within 300 ms' })
+  t.ok(performance.now() - started < 800, `token: ${Math.round(performance.now() - started)} ms`)
+  t.ok(await unminted.getLimits(), 'the next call mints again')
+})
+
+t.test('connection refused: connection_refused', async t => {
+  await crm.down()
+  t.teardown(() => crm.up())
+  t.match(await failure(salesforce.getLimits()), { failure: 'connection_refused' })
+  t.match(await failure(client().session()), { failure: 'connection_refused' })
+  await crm.up()
+  t.ok(await salesforce.getLimits())
+})
+
+t.test('daily usage: the figures of the last CRM answer, shared by every instance', async t => {
+  const keyPrefix = `${prefix}shared:`
+  const [storeA, storeB] = [store(keyPrefix, 1000), store(keyPrefix, 1000)]
+  const otherRedis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
+  t.teardown(() => otherRedis.quit())
+  const storeC = new DailyUsageStore({ redis: otherRedis, keyPrefix, fallbackLimit: 1000 })
+  t.same(await storeA.read(), { used: null, limit: 1000, limitSource: 'configured', reportedAt: null }, 'the configured limit until the CRM reports one')
+
+  const instanceA = client({ usage: storeA })
+  const instanceB = client({ usage: storeB })
+  await instanceA.getOrder(UNKNOWN_ORDER)
+  const afterA = crm.apiUsage
+  t.match(await storeA.read(), { used: afterA.used, limit: afterA.max, limitSource: 'crm', reportedAt: String })
+  t.match(await storeC.read(), { used: afterA.used, limit: afterA.max }, 'another connection, another instance: the same figure')
+
+  crm.setApiUsage({ used: afterA.used + 500, max: 20_000 })
+  await instanceB.createOrder({ Status: 'Pending Review' })
+  const afterB = crm.apiUsage
+  t.match(await storeB.read(), { used: afterB.used, limit: 20_000, limitSource: 'crm' })
+  t.match(await storeA.read(), { used: afterB.used, limit: 20_000 }, 'instance A reports what B saw')
+  t.match(await redis.hgetall(`${keyPrefix}crm:daily-usage`), { used: String(afterB.used), limit: '20000', reportedAt: /^\d+$/ })
+})
+
+t.test('getLimits: the DailyApiRequests figures, recorded as the CRM limit', async t => {
+  const keyPrefix = `${prefix}limits:`
+  const usage = store(keyPrefix, 5)
+  const limits = await client({ usage }).getLimits()
+  t.same(limits, { used: crm.apiUsage.used, limit: crm.apiUsage.max })
+  t.match(await usage.read(), { ...limits, limitSource: 'crm' })
+})
+
+t.test('limits refresh: at start and every interval, stopped by close; failures are logged, not thrown', async t => {
+  const refreshing = client({ usage: store(`${prefix}refresh:`) })
+  const limitsCalls = (): number => crm.calls.filter(call => call.route === 'rest/limits').length
+  const before = limitsCalls()
+  crm.injectFault({ kind: 'http5xx', route: 'rest/limits', status: 503, times: 1 })
+  const warnings = recorded.lines.filter(line => line.level === 'warn').length
+  refreshing.startLimitsRefresh(50)
+  refreshing.startLimitsRefresh(50)
+  while (limitsCalls() - before < 3) await sleep(10)
+  t.ok(recorded.lines.filter(line => line.level === 'warn').length > warnings, 'the failed refresh was logged at warn')
+  await refreshing.close()
+  const after = limitsCalls()
+  await sleep(150)
+  t.equal(limitsCalls(), after, 'no refresh after close')
+})
+
+t.test('no private key, assertion or access token in any log line or error message', async t => {
+  t.ok(recorded.lines.length > 5 && errors.length > 10, 'there was plenty to read')
+  const texts = readable(recorded.lines, errors)
+  const keyLines = crm.privateKey.split('\n').filter(line => line.length > 20 && !line.startsWith('-----'))
+  accessTokens.push((await salesforce.session()).accessToken)
+  t.same(leaks(texts, [...keyLines, ...accessTokens]), [])
+  t.notOk(texts.some(text => /eyJ[\w-]+\.eyJ/.test(text)), 'no JWT')
+})

@@ -1,0 +1,44 @@
+import { UpstreamFailure } from '../../lib/failure.js'
+import type { UpstreamCall, UpstreamLogger } from '../../integrations/upstream.js'
+
+export interface LogLine {
+  level: 'debug' | 'info' | 'warn' | 'error'
+  details: Record<string, unknown>
+  message: string
+}
+
+/** A logger that keeps every line, and an observer that keeps every call, for one client. */
+export function recorder (): { log: UpstreamLogger, lines: LogLine[], onCall: (call: UpstreamCall) => void, calls: UpstreamCall[] } {
+  const lines: LogLine[] = []
+  const calls: UpstreamCall[] = []
+  const at = (level: LogLine['level']) => (details: Record<string, unknown>, message: string) => { lines.push({ level, details, message }) }
+  return {
+    log: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') },
+    lines,
+    onCall: call => { calls.push(call) },
+    calls
+  }
+}
+
+/** Awaits a promise that must reject with an UpstreamFailure, and returns it. */
+export async function failureOf (promise: Promise<unknown>): Promise<UpstreamFailure> {
+  try {
+    await promise
+  } catch (error) {
+    if (error instanceof UpstreamFailure) return error
+    throw new Error(`expected an UpstreamFailure, got ${String(error)}`)
+  }
+  throw new Error('expected a rejection')
+}
+
+/** Everything an operator could read: log lines, and the message and stack of every error. */
+export function readable (lines: readonly LogLine[], errors: readonly Error[]): string[] {
+  return [
+    ...lines.map(line => `${line.message} ${JSON.stringify(line.details)}`),
+    ...errors.flatMap(error => [error.message, error.stack ?? ''])
+  ]
+}
+
+export function leaks (texts: readonly string[], secrets: readonly string[]): string[] {
+  return secrets.filter(secret => texts.some(text => text.includes(secret)))
+}
