@@ -11,7 +11,13 @@ import correlation from './plugins/app/correlation.js'
 import health from './plugins/app/health.js'
 import db from './plugins/app/db.js'
 import cache from './plugins/app/cache.js'
+import requestQueues from './plugins/app/request-queues.js'
+import servicesCache from './plugins/app/services-cache.js'
+import upstreams from './plugins/app/upstreams.js'
 import healthRoutes from './routes/health.js'
+import queueRoutes from './routes/queues.js'
+import servicesCacheRoutes from './routes/services-cache.js'
+import integrationHealthRoutes from './routes/integration-health.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -45,19 +51,31 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
   app.decorate('config', config)
   app.addHook('onClose', async () => logger.flush())
 
-  await app.register(sensible)
-  await app.register(swagger)
-  await app.register(postgres)
-  await app.register(redis)
+  // A plugin that fails to start must not leave the others' pools and sockets open.
+  try {
+    await app.register(sensible)
+    await app.register(swagger)
+    await app.register(postgres)
+    await app.register(redis)
 
-  await app.register(errorHandler)
-  await app.register(correlation)
-  await app.register(health)
-  await app.register(db)
-  await app.register(cache)
+    await app.register(errorHandler)
+    await app.register(correlation)
+    await app.register(health)
+    await app.register(db)
+    await app.register(cache)
+    await app.register(requestQueues)
+    await app.register(servicesCache)
+    await app.register(upstreams)
 
-  await app.register(healthRoutes)
+    await app.register(healthRoutes)
+    await app.register(queueRoutes)
+    await app.register(servicesCacheRoutes)
+    await app.register(integrationHealthRoutes)
 
-  await app.ready()
+    await app.ready()
+  } catch (error) {
+    await app.close().catch(() => {})
+    throw error
+  }
   return app
 }

@@ -19,6 +19,7 @@ export const SettingsSchema = Type.Object({
   SERVICE_NAME: Type.String({ minLength: 1, default: 'portal-bff' }),
   DATABASE_URL: Url('PostgreSQL connection URL'),
   REDIS_URL: Url('Redis connection URL'),
+  REDIS_KEY_PREFIX: Type.String({ pattern: '^[A-Za-z0-9:_.-]*$', default: '', description: 'prefix of every Redis key the service writes; instances of one deployment share it' }),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info' }),
   LOG_DIR: Type.String({ minLength: 1, default: './logs' }),
   HEALTH_CHECK_TIMEOUT_MS: Milliseconds(1000, 'bound on one dependency check'),
@@ -52,6 +53,9 @@ export const SettingsSchema = Type.Object({
   TELECOM_API_URL: Type.Optional(Url('telecom provider base URL')),
   TELECOM_API_KEY: Type.Optional(Secret('telecom provider API key')),
   AUTH_BLACKLIST_FAIL_CLOSED: Type.Boolean({ default: true }),
+  ACCESS_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 60, maximum: 86_400, default: 900 }),
+  RATE_LIMIT_MAX: Type.Integer({ minimum: 1, default: 300, description: 'requests per client (or IP) per minute' }),
+  LOGIN_RATE_LIMIT_MAX: Type.Integer({ minimum: 1, default: 10, description: 'login attempts per IP per minute' }),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 32 })),
   CORS_ORIGIN: Type.Optional(Url('the portal origin'))
 })

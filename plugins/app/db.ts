@@ -33,7 +33,7 @@ async function db (fastify: FastifyInstance) {
 
   const probe = fastify.pg.probe
   if (probe === undefined) throw new Error('The db plugin needs the postgres plugin\'s probe pool')
-  fastify.coreHealth.register('database', async (signal) => {
+  const databaseCheck = async (signal: AbortSignal) => {
     const client = await probe.connect()
     let released = false
     const release = (error?: Error) => {
@@ -52,7 +52,9 @@ async function db (fastify: FastifyInstance) {
       release(error as Error)
       throw error
     }
-  })
+  }
+  fastify.coreHealth.register('database', databaseCheck)
+  fastify.integrationHealth.register('database', databaseCheck)
 }
 
 export default fp(db, { name: 'db', fastify: '5.x', dependencies: ['postgres', 'health'] })

@@ -11,13 +11,17 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The checks behind `GET /health`: the database and the cache. */
     coreHealth: HealthCheckRegistry
+    /** The checks behind `GET /auth/health-check`: the database and each upstream. */
+    integrationHealth: HealthCheckRegistry
     lifecycle: Lifecycle
   }
 }
 
 async function health (fastify: FastifyInstance) {
   const { HEALTH_CHECK_TIMEOUT_MS, HEALTH_CHECK_CACHE_MS } = fastify.config
-  fastify.decorate('coreHealth', new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS }))
+  const options = { timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS }
+  fastify.decorate('coreHealth', new HealthCheckRegistry(options))
+  fastify.decorate('integrationHealth', new HealthCheckRegistry(options))
   fastify.decorate('lifecycle', { draining: false })
   fastify.addHook('preClose', async () => { fastify.lifecycle.draining = true })
   // While draining, keep-alive connections are closed after their response, or the listener

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -5,6 +6,7 @@ import pg from 'pg'
 import type { FastifyInstance } from 'fastify'
 import { build } from '../../app.js'
 import { loadConfig, type Config } from '../../lib/config.js'
+import { startSandbox, type Sandbox, type SandboxOptions } from '../../sandbox/index.js'
 
 export const TEST_DATABASE = 'portal_bff_test'
 export const SHARED_POSTGRES = 'postgres://postgres@127.0.0.1:5432'
@@ -45,6 +47,7 @@ export function testEnv (overrides: Record<string, string> = {}): Record<string,
     REDIS_URL: 'redis://127.0.0.1:6379',
     LOG_DIR: tempDir('logs'),
     LOG_LEVEL: 'info',
+    REDIS_KEY_PREFIX: `test:${randomUUID()}:`,
     JWT_SECRET: 'test-secret-that-is-at-least-32-characters-long',
     ...overrides
   }
@@ -54,10 +57,36 @@ export function testConfig (overrides: Record<string, string> = {}): Config {
   return loadConfig(testEnv(overrides)).config
 }
 
-/** Builds the app for one test and closes it when the test ends. */
-export async function buildTestApp (t: Teardown, overrides: Record<string, string> = {}): Promise<FastifyInstance> {
+/** The test's keys on the shared Redis, so runs leave nothing behind. */
+async function removeKeys (app: FastifyInstance, prefix: string): Promise<void> {
+  if (prefix === '') return
+  let cursor = '0'
+  do {
+    const [next, keys] = await app.redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500)
+    if (keys.length > 0) await app.redis.del(...keys)
+    cursor = next
+  } while (cursor !== '0')
+}
+
+/** Upstream simulators for one test, closed when the test ends. */
+export async function startTestSandbox (t: Teardown, options?: SandboxOptions): Promise<Sandbox> {
+  const sandbox = await startSandbox(options)
+  t.teardown(() => sandbox.close())
+  return sandbox
+}
+
+/**
+ * Builds the app for one test, pointed at the given sandbox or a new one, and closes it when the
+ * test ends.
+ */
+export async function buildTestApp (t: Teardown, overrides: Record<string, string> = {}, sandbox?: Sandbox): Promise<FastifyInstance> {
   await ensureTestDatabase()
-  const app = await build({ config: testConfig(overrides), logToStdout: false })
-  t.teardown(() => app.close())
+  const upstreams = sandbox ?? await startTestSandbox(t)
+  const config = testConfig({ ...upstreams.settings, ...overrides })
+  const app = await build({ config, logToStdout: false })
+  t.teardown(async () => {
+    await removeKeys(app, config.REDIS_KEY_PREFIX).catch(() => {})
+    await app.close()
+  })
   return app
 }

@@ -88,7 +88,14 @@ export class PrivatePostgres {
   resume (): void { this.#signalAll('SIGCONT') }
 
   #signalAll (signal: NodeJS.Signals): void {
-    for (const pid of processTree(this.pid)) process.kill(pid, signal)
+    for (const pid of processTree(this.pid)) {
+      try {
+        process.kill(pid, signal)
+      } catch (error) {
+        // A backend may end between listing and signalling.
+        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error
+      }
+    }
   }
 
   /** A fast shutdown: connections are closed and new ones refused. */

@@ -1,0 +1,73 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { BillingClient } from '../../integrations/billing.js'
+import { CrmClient } from '../../integrations/crm.js'
+import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
+import { TelecomClient } from '../../integrations/telecom.js'
+import type { UpstreamCall, UpstreamName } from '../../integrations/upstream.js'
+import { SlidingWindow } from '../../lib/sliding-window.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    billing: BillingClient
+    crm: CrmClient
+    telecom: TelecomClient
+    /** The CRM's daily API usage, one figure for every instance. */
+    crmUsage: DailyUsageStore
+    /** Every upstream call's duration and outcome, over the recent window. */
+    upstreamCalls: Record<UpstreamName, SlidingWindow>
+  }
+}
+
+function required (value: string | undefined, name: string): string {
+  if (value === undefined) throw new Error(`${name} is not set and no sandbox filled it in`)
+  return value
+}
+
+async function upstreams (fastify: FastifyInstance) {
+  const { config } = fastify
+  const upstreamCalls: Record<UpstreamName, SlidingWindow> = { billing: new SlidingWindow(), crm: new SlidingWindow(), telecom: new SlidingWindow() }
+  const common = {
+    timeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    onCall: ({ upstream, durationMs, outcome }: UpstreamCall) => upstreamCalls[upstream].record(durationMs, outcome !== 'ok'),
+    log: fastify.log
+  }
+  const crmUsage = new DailyUsageStore({ redis: fastify.redis, keyPrefix: config.REDIS_KEY_PREFIX, fallbackLimit: config.CRM_DAILY_API_LIMIT, log: fastify.log })
+  const billing = new BillingClient({
+    ...common,
+    url: required(config.BILLING_API_URL, 'BILLING_API_URL'),
+    identifier: required(config.BILLING_API_IDENTIFIER, 'BILLING_API_IDENTIFIER'),
+    secret: required(config.BILLING_API_SECRET, 'BILLING_API_SECRET')
+  })
+  const crm = new CrmClient({
+    ...common,
+    loginUrl: required(config.CRM_LOGIN_URL, 'CRM_LOGIN_URL'),
+    clientId: required(config.CRM_CLIENT_ID, 'CRM_CLIENT_ID'),
+    username: required(config.CRM_USERNAME, 'CRM_USERNAME'),
+    privateKey: required(config.CRM_PRIVATE_KEY, 'CRM_PRIVATE_KEY'),
+    apiVersion: config.CRM_API_VERSION,
+    usage: crmUsage
+  })
+  const telecom = new TelecomClient({
+    ...common,
+    url: required(config.TELECOM_API_URL, 'TELECOM_API_URL'),
+    apiKey: required(config.TELECOM_API_KEY, 'TELECOM_API_KEY')
+  })
+
+  fastify.decorate('billing', billing)
+  fastify.decorate('crm', crm)
+  fastify.decorate('telecom', telecom)
+  fastify.decorate('crmUsage', crmUsage)
+  fastify.decorate('upstreamCalls', upstreamCalls)
+
+  fastify.integrationHealth.register('billing', (signal) => billing.health(signal))
+  fastify.integrationHealth.register('crm', (signal) => crm.health(signal))
+  fastify.integrationHealth.register('telecom', (signal) => telecom.health(signal))
+
+  crm.startLimitsRefresh()
+  fastify.addHook('onClose', async () => {
+    await Promise.all([billing.close(), crm.close(), telecom.close()])
+  })
+}
+
+export default fp(upstreams, { name: 'upstreams', fastify: '5.x', dependencies: ['redis', 'health'] })

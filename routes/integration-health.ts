@@ -1,0 +1,36 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { CheckResult } from '../lib/health-checks.js'
+import { IntegrationCheck, IntegrationHealthReport } from '../schemas/integrations.js'
+
+const NOT_REGISTERED: CheckResult = { status: 'fail', latencyMs: 0, error: 'upstream_error' }
+
+const integrationHealthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+  fastify.addSchema(IntegrationCheck)
+  fastify.addSchema(IntegrationHealthReport)
+
+  fastify.get('/auth/health-check', {
+    config: { probe: true },
+    schema: {
+      tags: ['health'],
+      summary: 'Integration health: database, billing system, CRM and telecom provider',
+      description: 'Each check is bounded by the health-check timeout; a failing check names a short failure class.',
+      response: {
+        200: Type.Ref(IntegrationHealthReport, { description: 'every integration answers' }),
+        503: Type.Ref(IntegrationHealthReport, { description: 'one or more integrations fail' })
+      }
+    }
+  }, async (_request, reply) => {
+    const results = await fastify.integrationHealth.run()
+    const checks = {
+      database: results.database ?? NOT_REGISTERED,
+      billing: results.billing ?? NOT_REGISTERED,
+      crm: results.crm ?? NOT_REGISTERED,
+      telecom: results.telecom ?? NOT_REGISTERED
+    }
+    const ok = Object.values(checks).every((check) => check.status === 'ok')
+    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'degraded', timestamp: new Date().toISOString(), checks })
+  })
+}
+
+export default integrationHealthRoutes

@@ -1,0 +1,74 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { RequestQueue } from '../lib/request-queue.js'
+import { levelOf } from '../lib/thresholds.js'
+import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
+
+const probe = { probe: true }
+
+function percentOf (used: number, limit: number | null): number | null {
+  return limit === null || limit === 0 ? null : Number(((100 * used) / limit).toFixed(2))
+}
+
+const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+  for (const schema of queueSchemas) fastify.addSchema(schema)
+
+  async function dailyUsage () {
+    const usage = await fastify.crmUsage.read()
+    const used = usage.used ?? 0
+    return { used, limit: usage.limit, limitSource: usage.limitSource, percent: percentOf(used, usage.limit) }
+  }
+
+  function detail (queue: RequestQueue) {
+    return {
+      name: queue.name,
+      timestamp: new Date().toISOString(),
+      health: queue.health(),
+      level: queue.level(),
+      metrics: queue.metrics(),
+      recentFailedRequests: queue.recentFailures(),
+      settings: queue.settings,
+      thresholds: queue.thresholds
+    }
+  }
+
+  fastify.get('/health/queues', {
+    config: probe,
+    schema: {
+      tags: ['health'],
+      summary: 'Queue metrics of both upstream queues, and the CRM daily API usage',
+      description: 'Counters are cumulative; averages are in milliseconds over the recent window; `health` is judged from the monitoring thresholds.',
+      response: { 200: Type.Ref(QueuesReport) }
+    }
+  }, async () => {
+    const { used, limit } = await dailyUsage()
+    return {
+      timestamp: new Date().toISOString(),
+      billing: { health: fastify.billingQueue.health(), metrics: fastify.billingQueue.metrics() },
+      crm: { health: fastify.crmQueue.health(), metrics: fastify.crmQueue.metrics(), dailyUsage: { used, limit } }
+    }
+  })
+
+  fastify.get('/health/queues/billing', {
+    config: probe,
+    schema: {
+      tags: ['health'],
+      summary: 'Billing queue details: metrics, settings and current alert level',
+      response: { 200: Type.Ref(QueueDetail) }
+    }
+  }, async () => detail(fastify.billingQueue))
+
+  fastify.get('/health/queues/crm', {
+    config: probe,
+    schema: {
+      tags: ['health'],
+      summary: 'CRM queue details, with the daily API usage against its limit',
+      response: { 200: Type.Ref(CrmQueueDetail) }
+    }
+  }, async () => {
+    const usage = await dailyUsage()
+    return { ...detail(fastify.crmQueue), dailyUsage: { ...usage, level: levelOf('crm_daily_usage', usage.percent) } }
+  })
+}
+
+export default queueRoutes

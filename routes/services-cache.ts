@@ -1,0 +1,29 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { CACHE_TTL_SECONDS } from '../lib/services-cache.js'
+import { ServicesCacheReport } from '../schemas/integrations.js'
+
+const servicesCacheRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+  fastify.addSchema(ServicesCacheReport)
+
+  fastify.get('/api/health/services/cache', {
+    config: { probe: true },
+    schema: {
+      tags: ['health'],
+      summary: 'Services cache: hits, misses, hit rate, latency, memory and keys',
+      response: { 200: Type.Ref(ServicesCacheReport) }
+    }
+  }, async () => {
+    const stats = fastify.servicesCache.stats()
+    const memory = await fastify.servicesCache.memory().catch(() => null)
+    return {
+      status: memory === null ? 'fail' as const : 'ok' as const,
+      ...stats,
+      memory: { usedBytes: memory?.usedBytes ?? null, maxBytes: memory?.maxBytes ?? null, percent: memory?.percent ?? null },
+      keys: memory?.keys ?? null,
+      ttlSeconds: CACHE_TTL_SECONDS
+    }
+  })
+}
+
+export default servicesCacheRoutes

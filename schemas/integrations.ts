@@ -1,0 +1,40 @@
+import { Type } from '@sinclair/typebox'
+import { FAILURE_CLASSES } from '../lib/failure.js'
+
+const NullableNumber = (description: string) => Type.Union([Type.Number(), Type.Null()], { description })
+
+export const ServicesCacheReport = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('fail')], { description: '`fail` while Redis cannot be read: reads then go to the upstreams' }),
+  hits: Type.Integer({ minimum: 0 }),
+  misses: Type.Integer({ minimum: 0 }),
+  errors: Type.Integer({ minimum: 0, description: 'cache commands that failed (each read counted as a miss)' }),
+  hitRate: NullableNumber('percent of reads served from the cache, this instance, since start; null before the first read'),
+  latency: Type.Object({
+    averageMs: NullableNumber('average cache command latency over the last 1000 commands'),
+    p95Ms: NullableNumber('95th percentile of the same')
+  }, { additionalProperties: false }),
+  memory: Type.Object({
+    usedBytes: Type.Union([Type.Integer(), Type.Null()]),
+    maxBytes: Type.Union([Type.Integer(), Type.Null()], { description: 'Redis maxmemory; null when Redis has no limit' }),
+    percent: NullableNumber('used against maxmemory; null when there is no limit')
+  }, { additionalProperties: false }),
+  keys: Type.Union([Type.Integer(), Type.Null()], { description: 'keys in the Redis database' }),
+  ttlSeconds: Type.Record(Type.String(), Type.Integer(), { description: 'time to live of each kind of cached read' })
+}, { $id: 'ServicesCacheReport', title: 'Services cache report', additionalProperties: false })
+
+export const IntegrationCheck = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('fail')]),
+  latencyMs: Type.Integer({ minimum: 0 }),
+  error: Type.Optional(Type.Union(FAILURE_CLASSES.map((failure) => Type.Literal(failure)), { description: 'short failure class, never raw text' }))
+}, { $id: 'IntegrationCheck', additionalProperties: false })
+
+export const IntegrationHealthReport = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+  timestamp: Type.String({ format: 'date-time' }),
+  checks: Type.Object({
+    database: Type.Ref(IntegrationCheck),
+    billing: Type.Ref(IntegrationCheck),
+    crm: Type.Ref(IntegrationCheck),
+    telecom: Type.Ref(IntegrationCheck)
+  }, { additionalProperties: false })
+}, { $id: 'IntegrationHealthReport', title: 'Integration health report', additionalProperties: false })

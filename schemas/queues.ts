@@ -1,0 +1,77 @@
+import { Type, type Static } from '@sinclair/typebox'
+
+const Count = (description: string) => Type.Integer({ minimum: 0, description })
+
+export const QueueHealth = Type.Union([Type.Literal('healthy'), Type.Literal('degraded'), Type.Literal('unhealthy')], {
+  $id: 'QueueHealth',
+  description: '`healthy`; `degraded` past a warning threshold; `unhealthy` past a critical one'
+})
+
+export const AlertLevel = Type.Union([Type.Literal('ok'), Type.Literal('warning'), Type.Literal('critical')], { $id: 'AlertLevel' })
+
+export const QueueMetrics = Type.Object({
+  totalRequests: Count('requests seen (cumulative)'),
+  completedRequests: Count('requests completed (cumulative)'),
+  failedRequests: Count('requests failed (cumulative)'),
+  queueSize: Count('requests waiting in the queue'),
+  pendingRequests: Count('requests in flight'),
+  averageWaitTime: Count('average time waiting in the queue, ms, over the recent window'),
+  averageExecutionTime: Count('average execution time, ms, over the recent window')
+}, { $id: 'QueueMetrics', additionalProperties: false })
+
+export const DailyUsage = Type.Object({
+  used: Count('CRM API calls today'),
+  limit: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'daily CRM API quota; null only while neither the CRM nor CRM_DAILY_API_LIMIT has given one' })
+}, { $id: 'DailyUsage', additionalProperties: false })
+export type DailyUsage = Static<typeof DailyUsage>
+
+export const QueueReport = Type.Object({
+  health: Type.Ref(QueueHealth),
+  metrics: Type.Ref(QueueMetrics)
+}, { $id: 'QueueReport', additionalProperties: false })
+
+export const CrmQueueReport = Type.Object({
+  health: Type.Ref(QueueHealth),
+  metrics: Type.Ref(QueueMetrics),
+  dailyUsage: Type.Ref(DailyUsage)
+}, { $id: 'CrmQueueReport', additionalProperties: false })
+
+export const QueuesReport = Type.Object({
+  timestamp: Type.String({ format: 'date-time' }),
+  billing: Type.Ref(QueueReport),
+  crm: Type.Ref(CrmQueueReport)
+}, { $id: 'QueuesReport', title: 'Queue health report', additionalProperties: false })
+
+const QueueDetailProperties = {
+  name: Type.String(),
+  timestamp: Type.String({ format: 'date-time' }),
+  health: Type.Ref(QueueHealth),
+  level: Type.Ref(AlertLevel),
+  metrics: Type.Ref(QueueMetrics),
+  recentFailedRequests: Count('failed requests within the recent window, which health is judged on'),
+  settings: Type.Object({
+    concurrency: Type.Integer(),
+    timeoutMs: Type.Integer({ description: 'deadline of one request, waiting included' }),
+    maxSize: Type.Integer({ description: 'requests that may wait; one more is answered 503 at once' }),
+    windowMs: Type.Integer({ description: 'window of the averages and of recentFailedRequests' })
+  }, { additionalProperties: false }),
+  thresholds: Type.Object({
+    queueSize: Type.Object({ warning: Type.Number(), critical: Type.Number() }),
+    failedRequests: Type.Object({ warning: Type.Number(), critical: Type.Number() })
+  }, { additionalProperties: false })
+}
+
+export const QueueDetail = Type.Object(QueueDetailProperties, { $id: 'QueueDetail', title: 'Queue details', additionalProperties: false })
+
+export const CrmQueueDetail = Type.Object({
+  ...QueueDetailProperties,
+  dailyUsage: Type.Object({
+    used: Count('CRM API calls today'),
+    limit: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+    percent: Type.Union([Type.Number(), Type.Null()], { description: 'used against limit' }),
+    limitSource: Type.Union([Type.Literal('crm'), Type.Literal('configured'), Type.Literal('unknown')]),
+    level: Type.Ref(AlertLevel)
+  }, { additionalProperties: false })
+}, { $id: 'CrmQueueDetail', title: 'CRM queue details', additionalProperties: false })
+
+export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, QueuesReport, QueueDetail, CrmQueueDetail]

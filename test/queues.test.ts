@@ -1,0 +1,128 @@
+import t from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { buildTestApp, startTestSandbox } from './helpers/app.js'
+import { waitFor } from './helpers/processes.js'
+import type { FastifyInstance } from 'fastify'
+
+async function queues (app: FastifyInstance) {
+  return (await app.inject('/health/queues')).json()
+}
+
+function billingCall (app: FastifyInstance) {
+  return app.billingQueue.run((signal) => app.billing.health(signal))
+}
+
+t.test('queue metrics follow a slow upstream at concurrency 1', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { BILLING_QUEUE_CONCURRENCY: '1' }, sandbox)
+  sandbox.billing.injectFault({ kind: 'latency', ms: 200 })
+
+  const calls = Array.from({ length: 4 }, () => billingCall(app))
+  await sleep(50)
+  const during = await queues(app)
+  t.equal(during.billing.metrics.pendingRequests, 1, 'one in flight')
+  t.equal(during.billing.metrics.queueSize, 3, 'three waiting')
+  t.equal(during.billing.metrics.totalRequests, 4)
+
+  await Promise.all(calls)
+  const after = await queues(app)
+  t.match(after, { timestamp: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/ })
+  t.match(after.billing.metrics, { totalRequests: 4, completedRequests: 4, failedRequests: 0, queueSize: 0, pendingRequests: 0 })
+  t.ok(after.billing.metrics.averageExecutionTime >= 200, `averageExecutionTime ${after.billing.metrics.averageExecutionTime} ms`)
+  // Waits were about 0, 200, 400 and 600 ms.
+  t.ok(after.billing.metrics.averageWaitTime >= 250, `averageWaitTime ${after.billing.metrics.averageWaitTime} ms`)
+  t.ok(Object.values(after.billing.metrics).every(Number.isInteger), 'every metric is an integer')
+  t.equal(after.billing.health, 'healthy')
+  t.same(after.crm.metrics.totalRequests, 0, 'the CRM queue is separate')
+})
+
+t.test('health crosses to degraded and unhealthy at the seed thresholds, and comes back', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { QUEUE_HEALTH_WINDOW_MS: '2000' }, sandbox)
+  sandbox.billing.injectFault({ kind: 'http5xx', status: 503 })
+
+  const fail = async (times: number) => {
+    const results = await Promise.allSettled(Array.from({ length: times }, () => billingCall(app)))
+    t.ok(results.every((result) => result.status === 'rejected'), `${times} calls failed`)
+  }
+  await fail(5)
+  t.equal((await queues(app)).billing.health, 'healthy', '5 failures: still healthy (> 5 warns)')
+  await fail(1)
+  const warned = await queues(app)
+  t.equal(warned.billing.health, 'degraded', '6 failures: degraded')
+  t.equal(warned.billing.metrics.failedRequests, 6, 'failures count')
+  await fail(15)
+  t.equal((await queues(app)).billing.health, 'unhealthy', '21 failures: unhealthy')
+  const detail = (await app.inject('/health/queues/billing')).json()
+  t.match(detail, { name: 'billing', health: 'unhealthy', level: 'critical', recentFailedRequests: 21, thresholds: { failedRequests: { warning: 5, critical: 20 } } })
+
+  sandbox.billing.clearFaults()
+  await waitFor('the window to pass', async () => (await queues(app)).billing.health === 'healthy', 5000)
+  const recovered = await queues(app)
+  t.equal(recovered.billing.metrics.failedRequests, 21, 'the counter is cumulative while health follows the window')
+})
+
+t.test('queue size drives health too; a full queue rejects at once', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { BILLING_QUEUE_CONCURRENCY: '1', BILLING_QUEUE_MAX_SIZE: '60', BILLING_QUEUE_TIMEOUT_MS: '20000' }, sandbox)
+  sandbox.billing.injectFault({ kind: 'latency', ms: 300 })
+  const calls: Array<Promise<unknown>> = []
+  const enqueue = (n: number) => { for (let i = 0; i < n; i++) calls.push(billingCall(app).catch(() => {})) }
+
+  enqueue(11)
+  await sleep(20)
+  t.equal((await queues(app)).billing.metrics.queueSize, 10)
+  t.equal((await queues(app)).billing.health, 'healthy', '10 waiting: healthy')
+  enqueue(1)
+  t.equal((await queues(app)).billing.health, 'degraded', '11 waiting: degraded')
+  enqueue(40)
+  t.equal((await queues(app)).billing.health, 'unhealthy', '51 waiting: unhealthy')
+  enqueue(9)
+  const started = performance.now()
+  await t.rejects(billingCall(app), { name: 'QueueFullError' }, 'one past the maximum is rejected')
+  t.ok(performance.now() - started < 50, 'at once')
+  sandbox.billing.clearFaults()
+  await Promise.all(calls)
+  t.equal((await queues(app)).billing.health, 'healthy', 'drained: healthy again')
+})
+
+t.test('a black-holed upstream is bounded by the queue deadline', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { BILLING_QUEUE_TIMEOUT_MS: '400' }, sandbox)
+  sandbox.billing.injectFault({ kind: 'blackhole' })
+  const started = performance.now()
+  await t.rejects(billingCall(app), { name: 'UpstreamFailure', message: /did not complete within 400 ms/ })
+  const elapsed = performance.now() - started
+  t.ok(elapsed < 650, `gave up after ${Math.round(elapsed)} ms`)
+  t.equal((await queues(app)).billing.metrics.failedRequests, 1)
+})
+
+t.test('CRM daily usage comes from the CRM and is one figure for all instances', async (t) => {
+  const sandbox = await startTestSandbox(t, { crm: { apiUsage: { used: 120, max: 15000 } } })
+  const prefix = `test:${Date.now()}:shared:`
+  const first = await buildTestApp(t, { REDIS_KEY_PREFIX: prefix, CRM_DAILY_API_LIMIT: '999' }, sandbox)
+  const second = await buildTestApp(t, { REDIS_KEY_PREFIX: prefix, CRM_DAILY_API_LIMIT: '999' }, sandbox)
+
+  await first.crmQueue.run((signal) => first.crm.getOrder('801000000000001AAA', signal))
+  const usage = sandbox.crm.apiUsage
+  const fromFirst = (await queues(first)).crm.dailyUsage
+  const fromSecond = (await queues(second)).crm.dailyUsage
+  t.same(fromFirst, { used: usage.used, limit: usage.max }, 'equals the sandbox api-usage after a call')
+  t.same(fromSecond, fromFirst, 'the other instance reports the same figure')
+  const detail = (await second.inject('/health/queues/crm')).json()
+  t.match(detail.dailyUsage, { used: usage.used, limit: 15000, limitSource: 'crm', level: 'ok' })
+  t.equal(detail.dailyUsage.percent, Number(((100 * usage.used) / usage.max).toFixed(2)))
+})
+
+t.test('CRM_DAILY_API_LIMIT stands in only until the CRM has answered', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  sandbox.crm.injectFault({ kind: 'http5xx', status: 503 })
+  const app = await buildTestApp(t, { CRM_DAILY_API_LIMIT: '5000' }, sandbox)
+  const before = (await app.inject('/health/queues/crm')).json()
+  t.match(before.dailyUsage, { limit: 5000, limitSource: 'configured' })
+  sandbox.crm.clearFaults()
+  await app.crmQueue.run((signal) => app.crm.getLimits(signal))
+  const after = (await app.inject('/health/queues/crm')).json()
+  t.match(after.dailyUsage, { limit: sandbox.crm.apiUsage.max, limitSource: 'crm' })
+  t.not(after.dailyUsage.limit, 5000)
+})
