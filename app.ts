@@ -6,6 +6,9 @@ import sensible from './plugins/external/sensible.js'
 import swagger from './plugins/external/swagger.js'
 import postgres from './plugins/external/postgres.js'
 import redis from './plugins/external/redis.js'
+import jwt from './plugins/external/jwt.js'
+import rateLimit from './plugins/external/rate-limit.js'
+import securityHeaders from './plugins/external/security-headers.js'
 import errorHandler from './plugins/app/error-handler.js'
 import correlation from './plugins/app/correlation.js'
 import health from './plugins/app/health.js'
@@ -14,10 +17,14 @@ import cache from './plugins/app/cache.js'
 import requestQueues from './plugins/app/request-queues.js'
 import servicesCache from './plugins/app/services-cache.js'
 import upstreams from './plugins/app/upstreams.js'
+import blacklist from './plugins/app/blacklist.js'
+import authentication from './plugins/app/authentication.js'
 import healthRoutes from './routes/health.js'
 import queueRoutes from './routes/queues.js'
 import servicesCacheRoutes from './routes/services-cache.js'
 import integrationHealthRoutes from './routes/integration-health.js'
+import authRoutes from './routes/auth.js'
+import portalApi from './routes/api/index.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -57,6 +64,9 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     await app.register(swagger)
     await app.register(postgres)
     await app.register(redis)
+    await app.register(securityHeaders)
+    await app.register(jwt)
+    await app.register(rateLimit)
 
     await app.register(errorHandler)
     await app.register(correlation)
@@ -66,11 +76,15 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     await app.register(requestQueues)
     await app.register(servicesCache)
     await app.register(upstreams)
+    await app.register(blacklist)
+    await app.register(authentication)
 
     await app.register(healthRoutes)
     await app.register(queueRoutes)
     await app.register(servicesCacheRoutes)
     await app.register(integrationHealthRoutes)
+    await app.register(authRoutes)
+    await app.register(portalApi)
 
     await app.ready()
   } catch (error) {

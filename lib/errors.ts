@@ -17,3 +17,9 @@ export function isPublicError (code: unknown): boolean {
 
 export const DatabaseUnavailableError = definePublicError('DATABASE_UNAVAILABLE', 'Database is temporarily unavailable', 500)
 export const NotFoundError = definePublicError('NOT_FOUND', 'Route %s not found', 404)
+export const UnauthorizedError = definePublicError('UNAUTHORIZED', 'Missing, invalid or expired access token', 401)
+export const InvalidCredentialsError = definePublicError('INVALID_CREDENTIALS', 'Invalid email or password', 401)
+export const AuthUnavailableError = definePublicError('AUTH_UNAVAILABLE', 'Authentication is temporarily unavailable', 503)
+export const BillingUnavailableError = definePublicError('BILLING_UNAVAILABLE', 'Billing service is temporarily unavailable', 503)
+export const InvoiceNotFoundError = definePublicError('INVOICE_NOT_FOUND', 'Invoice not found', 404)
+export const RateLimitedError = definePublicError('RATE_LIMITED', 'Too many requests: retry in %s', 429)

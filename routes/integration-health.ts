@@ -13,7 +13,7 @@ const integrationHealthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     config: { probe: true },
     schema: {
       tags: ['health'],
-      summary: 'Integration health: database, billing system, CRM and telecom provider',
+      summary: 'Integration health: database, billing system, CRM and telecom provider, and the token blacklist\'s mode',
       description: 'Each check is bounded by the health-check timeout; a failing check names a short failure class.',
       response: {
         200: Type.Ref(IntegrationHealthReport, { description: 'every integration answers' }),
@@ -29,7 +29,12 @@ const integrationHealthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       telecom: results.telecom ?? NOT_REGISTERED
     }
     const ok = Object.values(checks).every((check) => check.status === 'ok')
-    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'degraded', timestamp: new Date().toISOString(), checks })
+    return reply.code(ok ? 200 : 503).send({
+      status: ok ? 'ok' : 'degraded',
+      timestamp: new Date().toISOString(),
+      checks,
+      blacklist: fastify.tokenBlacklist.status()
+    })
   })
 }
 

@@ -36,5 +36,10 @@ export const IntegrationHealthReport = Type.Object({
     billing: Type.Ref(IntegrationCheck),
     crm: Type.Ref(IntegrationCheck),
     telecom: Type.Ref(IntegrationCheck)
+  }, { additionalProperties: false }),
+  blacklist: Type.Object({
+    mode: Type.Union([Type.Literal('fail-closed'), Type.Literal('fail-open')], { description: 'what token checks do while Redis is down (AUTH_BLACKLIST_FAIL_CLOSED)' }),
+    available: Type.Boolean({ description: 'whether the last blacklist command reached Redis' }),
+    failOpenDecisions: Type.Integer({ minimum: 0, description: 'token checks let through unverified while Redis was down, since start' })
   }, { additionalProperties: false })
 }, { $id: 'IntegrationHealthReport', title: 'Integration health report', additionalProperties: false })

@@ -13,11 +13,18 @@ async function swagger (fastify: FastifyInstance) {
         version: '0.1.0'
       },
       tags: [
-        { name: 'health', description: 'Unauthenticated health and monitoring endpoints' }
-      ]
+        { name: 'health', description: 'Unauthenticated health and monitoring endpoints' },
+        { name: 'auth', description: 'Portal sign-in and sign-out' },
+        { name: 'invoices', description: 'The signed-in client\'s invoices, from the billing system' }
+      ],
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'access token from POST /auth/login' }
+        }
+      }
     }
   })
-  await fastify.register(fastifySwaggerUi, { routePrefix: '/docs' })
+  await fastify.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true })
 }
 
 export default fp(swagger, { name: 'swagger', fastify: '5.x' })

@@ -1,0 +1,76 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import type { Redis } from 'ioredis'
+import { AuthUnavailableError } from '../../lib/errors.js'
+
+export interface BlacklistStatus {
+  mode: 'fail-closed' | 'fail-open'
+  /** Whether Redis answered the last blacklist command. */
+  available: boolean
+  /** Token checks let through while Redis was down (fail-open only), since start. */
+  failOpenDecisions: number
+}
+
+interface Log {
+  warn (object: object, message: string): void
+  error (object: object, message: string): void
+}
+
+/**
+ * Revoked access tokens, by `jti`, in Redis until the token would have expired anyway. While
+ * Redis is down a check fails closed (503) or, with AUTH_BLACKLIST_FAIL_CLOSED=false, open.
+ */
+export class TokenBlacklist {
+  #available = true
+  #failOpenDecisions = 0
+
+  constructor (private readonly redis: Redis, private readonly prefix: string, private readonly failClosed: boolean, private readonly log: Log) {}
+
+  async revoke (jti: string, expiresAtSeconds: number): Promise<void> {
+    try {
+      await this.redis.set(this.#key(jti), '1', 'EXAT', expiresAtSeconds)
+      this.#available = true
+    } catch (error) {
+      this.#available = false
+      throw new AuthUnavailableError({ cause: error })
+    }
+  }
+
+  async isRevoked (jti: string): Promise<boolean> {
+    try {
+      const revoked = (await this.redis.exists(this.#key(jti))) === 1
+      this.#available = true
+      return revoked
+    } catch (error) {
+      this.#available = false
+      if (this.failClosed) {
+        this.log.error({ err: error }, 'token blacklist unavailable: request refused (fail closed)')
+        throw new AuthUnavailableError({ cause: error })
+      }
+      this.#failOpenDecisions++
+      this.log.warn({ err: error, failOpenDecisions: this.#failOpenDecisions }, 'token blacklist unavailable: request let through (fail open)')
+      return false
+    }
+  }
+
+  status (): BlacklistStatus {
+    return { mode: this.failClosed ? 'fail-closed' : 'fail-open', available: this.#available, failOpenDecisions: this.#failOpenDecisions }
+  }
+
+  #key (jti: string): string {
+    return `${this.prefix}auth:blacklist:${jti}`
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    tokenBlacklist: TokenBlacklist
+  }
+}
+
+async function blacklist (fastify: FastifyInstance) {
+  const { REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED } = fastify.config
+  fastify.decorate('tokenBlacklist', new TokenBlacklist(fastify.redis, REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED, fastify.log))
+}
+
+export default fp(blacklist, { name: 'blacklist', fastify: '5.x', dependencies: ['redis'], decorators: { fastify: ['config'] } })

@@ -1,0 +1,73 @@
+import fp from 'fastify-plugin'
+import fastifyRateLimit, { type FastifyRateLimitOptions, type FastifyRateLimitStore } from '@fastify/rate-limit'
+import RedisStore from '@fastify/rate-limit/store/RedisStore.js'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { RateLimitedError } from '../../lib/errors.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Requests let through unlimited because Redis could not be asked, since start. */
+    rateLimitBypassed: () => number
+  }
+}
+
+type Incr = (key: string, callback: (error: Error | null, result?: { current: number, ttl: number }) => void, ...rest: unknown[]) => void
+
+/**
+ * The plugin's Redis store, reporting each command's outcome: `skipOnError` otherwise swallows
+ * Redis failures silently, and while Redis is down limiting stops (seed §7), which operators must see.
+ */
+class ObservedStore implements FastifyRateLimitStore {
+  constructor (private readonly inner: FastifyRateLimitStore, private readonly observe: (error: Error | null) => void) {}
+
+  incr (...[key, callback, ...rest]: Parameters<Incr>): void {
+    (this.inner.incr as Incr).call(this.inner, key, (error, result) => {
+      this.observe(error)
+      callback(error, result)
+    }, ...rest)
+  }
+
+  child (routeOptions: Parameters<FastifyRateLimitStore['child']>[0]): FastifyRateLimitStore {
+    return new ObservedStore(this.inner.child(routeOptions), this.observe)
+  }
+}
+
+/** Per billing client when the request carries a verified token, per IP otherwise. */
+function rateLimitKey (request: FastifyRequest): string {
+  const clientId = (request.user as { sub?: string } | undefined)?.sub
+  return clientId !== undefined ? `client:${clientId}` : `ip:${request.ip}`
+}
+
+async function rateLimit (fastify: FastifyInstance) {
+  const { RATE_LIMIT_MAX, REDIS_KEY_PREFIX } = fastify.config
+  let bypassed = 0
+  let failing = false
+  const observe = (error: Error | null) => {
+    if (error !== null) bypassed++
+    if (error !== null && !failing) fastify.log.error({ err: error }, 'rate limiting stopped: Redis is unavailable, requests pass unlimited')
+    if (error === null && failing) fastify.log.info({ bypassed }, 'rate limiting resumed')
+    failing = error !== null
+  }
+  fastify.decorate('rateLimitBypassed', () => bypassed)
+  const Store = class extends ObservedStore {
+    constructor (options: FastifyRateLimitOptions & { continueExceeding?: boolean, exponentialBackoff?: boolean }) {
+      super(new RedisStore(options.continueExceeding ?? false, options.exponentialBackoff ?? false, fastify.redis, `${REDIS_KEY_PREFIX}rate-limit:`), observe)
+    }
+  }
+
+  await fastify.register(fastifyRateLimit, {
+    global: true,
+    max: RATE_LIMIT_MAX,
+    timeWindow: 60_000,
+    // After authentication, so a signed-in client is limited as itself.
+    hook: 'preHandler',
+    keyGenerator: rateLimitKey,
+    // Probes, metrics and the API documentation are never limited.
+    allowList: (request) => request.routeOptions.config.probe === true || request.url.startsWith('/docs'),
+    store: Store,
+    skipOnError: true,
+    errorResponseBuilder: (_request, context) => new RateLimitedError(context.after)
+  })
+}
+
+export default fp(rateLimit, { name: 'rate-limit', fastify: '5.x', dependencies: ['redis'], decorators: { fastify: ['config'] } })

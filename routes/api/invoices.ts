@@ -1,0 +1,61 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest } from 'fastify'
+import type { InvoiceDetails as BillingInvoiceDetails } from '../../integrations/billing.js'
+import { BillingUnavailableError, InvoiceNotFoundError } from '../../lib/errors.js'
+import { UpstreamFailure } from '../../lib/failure.js'
+import { Invoice, InvoiceDetails, InvoiceList, InvoiceParams, InvoiceQuery } from '../../schemas/invoices.js'
+
+const errors = { 401: Type.Ref('ErrorResponse'), 404: Type.Ref('ErrorResponse'), 503: Type.Ref('ErrorResponse') }
+
+function clientIdOf (request: FastifyRequest): number {
+  return Number(request.user.sub)
+}
+
+/** Any billing failure, a full queue or a missed deadline included, is the same 503 to the portal. */
+function billingUnavailable (error: unknown): never {
+  throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
+}
+
+const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+  for (const schema of [Invoice, InvoiceDetails, InvoiceList]) fastify.addSchema(schema)
+  const { billing, billingQueue, servicesCache } = fastify
+
+  fastify.get('/api/invoices', {
+    schema: {
+      tags: ['invoices'],
+      summary: 'The caller\'s invoices, a page at a time',
+      security: [{ bearerAuth: [] }],
+      querystring: InvoiceQuery,
+      response: { 200: Type.Ref(InvoiceList), ...errors }
+    }
+  }, async (request) => {
+    const clientId = clientIdOf(request)
+    const { status, page, limit } = request.query
+    const key = `${clientId}:${status ?? 'any'}:${page}:${limit}`
+    const result = await servicesCache.getOrLoad('invoices', key, () => billingQueue.run((signal) =>
+      billing.getInvoices({ clientId, status, limitStart: (page - 1) * limit, limitNum: limit }, signal)
+    )).catch(billingUnavailable)
+    return { invoices: result.invoices, page, limit, total: result.total }
+  })
+
+  fastify.get('/api/invoices/:id', {
+    schema: {
+      tags: ['invoices'],
+      summary: 'One of the caller\'s invoices, with its lines',
+      security: [{ bearerAuth: [] }],
+      params: InvoiceParams,
+      response: { 200: Type.Ref(InvoiceDetails), ...errors }
+    }
+  }, async (request) => {
+    const { id } = request.params
+    const invoice = await servicesCache.getOrLoad<BillingInvoiceDetails | null>('invoice', String(id), () =>
+      billingQueue.run((signal) => billing.getInvoice(id, signal))
+    ).catch(billingUnavailable)
+    // Another client's invoice is as absent as one that does not exist.
+    if (invoice === null || invoice.clientId !== clientIdOf(request)) throw new InvoiceNotFoundError()
+    return invoice
+  })
+}
+
+export default invoiceRoutes

@@ -1,0 +1,53 @@
+import { Type } from '@sinclair/typebox'
+
+const Money = Type.Number()
+const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.Union([schema, Type.Null()])
+
+const invoiceProperties = {
+  id: Type.Integer(),
+  invoiceNumber: Type.String(),
+  date: Nullable(Type.String({ description: 'YYYY-MM-DD' })),
+  dueDate: Nullable(Type.String({ description: 'YYYY-MM-DD' })),
+  datePaid: Nullable(Type.String({ description: 'null while unpaid' })),
+  subtotal: Money,
+  credit: Money,
+  tax: Money,
+  total: Money,
+  taxRate: Type.Number(),
+  status: Type.String({ description: 'Paid, Unpaid, Cancelled, Refunded, Collections, Draft or Payment Pending' }),
+  paymentMethod: Type.String(),
+  currencyCode: Nullable(Type.String())
+}
+
+export const Invoice = Type.Object(invoiceProperties, { $id: 'Invoice', additionalProperties: false })
+
+export const InvoiceDetails = Type.Object({
+  ...invoiceProperties,
+  balance: Money,
+  items: Type.Array(Type.Object({
+    id: Type.Integer(),
+    type: Type.String(),
+    description: Type.String(),
+    amount: Money,
+    taxed: Type.Boolean()
+  }, { additionalProperties: false }))
+}, { $id: 'InvoiceDetails', additionalProperties: false })
+
+export const InvoiceStatus = Type.Union(['Paid', 'Unpaid', 'Cancelled', 'Refunded', 'Collections', 'Draft', 'Payment Pending'].map((status) => Type.Literal(status)))
+
+export const InvoiceQuery = Type.Object({
+  status: Type.Optional(InvoiceStatus),
+  page: Type.Integer({ minimum: 1, maximum: 10_000, default: 1 }),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 25 })
+}, { additionalProperties: false })
+
+export const InvoiceParams = Type.Object({
+  id: Type.Integer({ minimum: 1, maximum: 2_147_483_647 })
+}, { additionalProperties: false })
+
+export const InvoiceList = Type.Object({
+  invoices: Type.Array(Type.Ref(Invoice)),
+  page: Type.Integer(),
+  limit: Type.Integer(),
+  total: Type.Integer({ description: 'invoices that match, on every page' })
+}, { $id: 'InvoiceList', additionalProperties: false })

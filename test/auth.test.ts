@@ -1,0 +1,90 @@
+import t from 'tap'
+import { randomUUID } from 'node:crypto'
+import { buildTestApp, startTestSandbox, testEnv } from './helpers/app.js'
+import { PrivateRedis } from './helpers/private-redis.js'
+import { bearer, handMadeToken, login } from './helpers/tokens.js'
+
+const SECRET = testEnv().JWT_SECRET!
+const ERROR_BODY = { statusCode: Number, error: String, message: String, code: String, correlationId: String }
+
+t.test('login returns a Bearer token carrying the billing client id and a jti', async (t) => {
+  const app = await buildTestApp(t)
+  const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'jane@example.com', password: 'correct-horse' } })
+  t.equal(response.statusCode, 200)
+  const body = response.json()
+  t.match(body, { accessToken: String, expiresIn: 900, tokenType: 'Bearer' })
+  const [header, claims] = body.accessToken.split('.').slice(0, 2).map((part: string) => JSON.parse(Buffer.from(part, 'base64url').toString()))
+  t.equal(header.alg, 'HS256')
+  t.equal(claims.sub, '1', 'the billing client id')
+  t.match(claims.jti, /^[0-9a-f-]{36}$/)
+  t.equal(claims.exp - claims.iat, 900)
+})
+
+t.test('a wrong login gets one generic 401, whatever was wrong', async (t) => {
+  const app = await buildTestApp(t)
+  const answers = []
+  for (const payload of [{ email: 'jane@example.com', password: 'wrong' }, { email: 'nobody@example.com', password: 'correct-horse' }]) {
+    const response = await app.inject({ method: 'POST', url: '/auth/login', payload })
+    t.equal(response.statusCode, 401)
+    const { correlationId: _ignored, ...body } = response.json()
+    answers.push(body)
+  }
+  t.same(answers[0], { statusCode: 401, error: 'Unauthorized', message: 'Invalid email or password', code: 'INVALID_CREDENTIALS' })
+  t.same(answers[1], answers[0], 'an unknown email and a wrong password look alike')
+})
+
+t.test('logout revokes the token', async (t) => {
+  const app = await buildTestApp(t)
+  const token = await login(app)
+  t.equal((await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode, 200)
+  t.equal((await app.inject({ method: 'POST', url: '/auth/logout', headers: bearer(token) })).statusCode, 204)
+  const after = await app.inject({ url: '/api/invoices', headers: bearer(token) })
+  t.equal(after.statusCode, 401, 'the same token is refused')
+  t.match(after.json(), { ...ERROR_BODY, code: 'UNAUTHORIZED' })
+  t.equal((await app.inject({ url: '/api/invoices', headers: bearer(await login(app)) })).statusCode, 200, 'a new login works')
+})
+
+t.test('expired, forged, alg none and garbage tokens are 401 with the error body', async (t) => {
+  const app = await buildTestApp(t)
+  const now = Math.floor(Date.now() / 1000)
+  const valid = { sub: '1', jti: randomUUID(), iat: now, exp: now + 600 }
+  const tokens = {
+    expired: handMadeToken({ ...valid, iat: now - 1000, exp: now - 100 }, { secret: SECRET }),
+    'wrongly signed': handMadeToken(valid, { secret: 'not-the-service-secret-but-just-as-long' }),
+    'alg none': handMadeToken(valid, { alg: 'none' }),
+    'other algorithm': handMadeToken(valid, { secret: SECRET, alg: 'HS512' }),
+    'no jti': handMadeToken({ sub: '1', iat: now, exp: now + 600 }, { secret: SECRET }),
+    garbage: 'not.a.token',
+    empty: ''
+  }
+  t.equal((await app.inject({ url: '/api/invoices', headers: bearer(handMadeToken(valid, { secret: SECRET })) })).statusCode, 200, 'the hand-made token is sound when signed right')
+  for (const [kind, token] of Object.entries(tokens)) {
+    const response = await app.inject({ url: '/api/invoices', headers: bearer(token) })
+    t.equal(response.statusCode, 401, kind)
+    t.match(response.json(), { ...ERROR_BODY, statusCode: 401, code: 'UNAUTHORIZED' }, `${kind}: the contract's error body`)
+  }
+  const missing = await app.inject({ url: '/api/invoices' })
+  t.equal(missing.statusCode, 401, 'no token')
+  t.equal((await app.inject('/api/health/services/cache')).statusCode, 200, '/api/health/* stays public')
+})
+
+t.test('with Redis down, token checks fail closed by default and open when told', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  for (const failClosed of [true, false]) {
+    const redis = await PrivateRedis.start()
+    t.teardown(() => redis.kill())
+    const app = await buildTestApp(t, { REDIS_URL: redis.url, AUTH_BLACKLIST_FAIL_CLOSED: String(failClosed) }, sandbox)
+    const token = await login(app)
+    await redis.kill()
+    const response = await app.inject({ url: '/api/invoices', headers: bearer(token) })
+    const health = (await app.inject('/auth/health-check')).json()
+    if (failClosed) {
+      t.equal(response.statusCode, 503, 'fail closed: 503')
+      t.match(response.json(), { code: 'AUTH_UNAVAILABLE', message: 'Authentication is temporarily unavailable' })
+      t.match(health.blacklist, { mode: 'fail-closed', available: false, failOpenDecisions: 0 })
+    } else {
+      t.equal(response.statusCode, 200, 'fail open: the request passes')
+      t.match(health.blacklist, { mode: 'fail-open', available: false, failOpenDecisions: 1 }, 'and the counter moves')
+    }
+  }
+})

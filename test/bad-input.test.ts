@@ -1,0 +1,84 @@
+import t from 'tap'
+import { connect } from 'node:net'
+import { request } from 'undici'
+import { buildTestApp } from './helpers/app.js'
+import { bearer, login } from './helpers/tokens.js'
+
+interface Case {
+  name: string
+  method?: 'GET' | 'POST'
+  url: string
+  headers?: Record<string, string>
+  body?: string
+  authenticated?: boolean
+}
+
+const json = { 'content-type': 'application/json' }
+const loginWith = (body: string): Case => ({ name: `login ${body.slice(0, 40)}`, method: 'POST', url: '/auth/login', headers: json, body })
+
+const cases: Case[] = [
+  loginWith('{"email":'),
+  loginWith('not json at all'),
+  loginWith('[]'),
+  loginWith('null'),
+  loginWith('{"email":5,"password":["x"]}'),
+  loginWith('{"email":"jane@example.com"}'),
+  loginWith('{"email":"jane@example.com","password":"correct-horse","admin":true}'),
+  loginWith('{"email":"not-an-email","password":"x"}'),
+  loginWith(`{"email":"jane@example.com","password":"${'x'.repeat(300)}"}`),
+  loginWith(JSON.stringify({ email: 'jane@example.com', password: 'x'.repeat(70 * 1024) })),
+  loginWith('{"email":"jane@example.com","password":"x","__proto__":{"admin":true}}'),
+  { name: 'login as text/plain', method: 'POST', url: '/auth/login', headers: { 'content-type': 'text/plain' }, body: 'email=jane' },
+  { name: 'login with no body', method: 'POST', url: '/auth/login', headers: json },
+  { name: 'logout without a token', method: 'POST', url: '/auth/logout' },
+  { name: 'Basic credentials', url: '/api/invoices', headers: { authorization: 'Basic amFuZTpjb3JyZWN0LWhvcnNl' } },
+  { name: 'Bearer with nothing', url: '/api/invoices', headers: { authorization: 'Bearer' } },
+  { name: 'page 0', url: '/api/invoices?page=0', authenticated: true },
+  { name: 'page not a number', url: '/api/invoices?page=abc', authenticated: true },
+  { name: 'limit too large', url: '/api/invoices?limit=1000', authenticated: true },
+  { name: 'unknown status', url: '/api/invoices?status=Bogus', authenticated: true },
+  { name: 'unknown query field', url: '/api/invoices?admin=1', authenticated: true },
+  { name: 'invoice id not a number', url: '/api/invoices/abc', authenticated: true },
+  { name: 'negative invoice id', url: '/api/invoices/-1', authenticated: true },
+  { name: 'fractional invoice id', url: '/api/invoices/1.5', authenticated: true },
+  { name: 'huge invoice id', url: '/api/invoices/99999999999999999999999', authenticated: true },
+  { name: 'invoice id with SQL', url: "/api/invoices/1;DROP%20TABLE%20orders", authenticated: true },
+  { name: 'dot segments', url: '/api/invoices/..%2F..%2Fetc%2Fpasswd', authenticated: true },
+  { name: 'encoded NUL', url: '/health%00', authenticated: false },
+  { name: 'unknown route', url: '/api/../../etc/passwd' },
+  { name: 'wrong method', method: 'POST', url: '/health', headers: json, body: '{}' },
+  { name: '10 KB correlation id', url: '/api/invoices?page=0', headers: { 'x-correlation-id': 'c'.repeat(10 * 1024) }, authenticated: true }
+]
+
+const LEAKS = /\bat [^\n]*\.(ts|js):\d+|node_modules|stack|ECONN|password authentication|SQLSTATE|syntax error at|Error: /
+
+t.test('every kind of bad input gets a clear 4xx in the contract shape, never a 5xx or a leak', async (t) => {
+  const app = await buildTestApp(t)
+  const token = await login(app)
+  for (const item of cases) {
+    const headers = { ...item.headers, ...(item.authenticated === true ? bearer(token) : {}) }
+    const response = await app.inject({ method: item.method ?? 'GET', url: item.url, headers, ...(item.body !== undefined && { payload: item.body }) })
+    t.ok(response.statusCode >= 400 && response.statusCode < 500, `${item.name}: ${response.statusCode}`)
+    const body = response.json()
+    t.match(body, { statusCode: response.statusCode, error: String, message: String, code: String, correlationId: String }, `${item.name}: error body`)
+    t.notMatch(response.body, LEAKS, `${item.name}: no stack or driver text`)
+  }
+  t.equal((await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode, 200, 'and nothing was lost: the service still serves')
+})
+
+t.test('oversized headers are refused by the HTTP server with 431', async (t) => {
+  const app = await buildTestApp(t)
+  const address = await app.listen({ port: 0, host: '127.0.0.1' })
+  const response = await request(`${address}/health/live`, { headers: { 'x-padding': 'p'.repeat(20 * 1024) } })
+  t.equal(response.statusCode, 431)
+  await response.body.dump()
+
+  const raw = await new Promise<string>((resolve) => {
+    const { port } = new URL(address)
+    const socket = connect(Number(port), '127.0.0.1', () => socket.end('GET /health/live HTTP/1.1\r\nHost: x\r\nBroken header line\r\n\r\n'))
+    let text = ''
+    socket.on('data', (chunk) => { text += chunk })
+    socket.on('close', () => resolve(text))
+  })
+  t.match(raw, /^HTTP\/1\.1 400/, 'a malformed request line gets 400')
+})

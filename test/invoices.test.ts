@@ -1,0 +1,66 @@
+import t from 'tap'
+import { buildTestApp, startTestSandbox } from './helpers/app.js'
+import { bearer, login } from './helpers/tokens.js'
+
+t.test('the caller\'s invoices, normalised and paged', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  const token = await login(app)
+  const janes = sandbox.billing.invoices.filter((invoice) => invoice.userid === 1)
+
+  const first = await app.inject({ url: '/api/invoices?page=1&limit=2', headers: bearer(token) })
+  t.equal(first.statusCode, 200)
+  const page = first.json()
+  t.match(page, { page: 1, limit: 2, total: janes.length })
+  t.equal(page.invoices.length, 2)
+  const second = (await app.inject({ url: '/api/invoices?page=2&limit=2', headers: bearer(token) })).json()
+  t.not(second.invoices[0].id, page.invoices[0].id, 'page 2 holds other invoices')
+
+  for (const invoice of page.invoices) {
+    t.type(invoice.total, 'number', 'money is a number')
+    t.type(invoice.subtotal, 'number')
+    t.notOk('clientId' in invoice, 'no field beyond the schema')
+  }
+  const all = (await app.inject({ url: '/api/invoices?limit=100', headers: bearer(token) })).json()
+  const unpaid = all.invoices.find((invoice: { status: string }) => invoice.status === 'Unpaid')
+  t.equal(unpaid.datePaid, null, '0000-00-00 00:00:00 becomes null')
+  const onlyPaid = (await app.inject({ url: '/api/invoices?status=Paid&limit=100', headers: bearer(token) })).json()
+  t.ok(onlyPaid.invoices.length > 0 && onlyPaid.invoices.every((invoice: { status: string }) => invoice.status === 'Paid'), 'status filter')
+
+  const detail = await app.inject({ url: `/api/invoices/${unpaid.id}`, headers: bearer(token) })
+  t.equal(detail.statusCode, 200)
+  t.match(detail.json(), { id: unpaid.id, datePaid: null, total: Number, balance: Number, items: Array })
+})
+
+t.test('another client\'s invoice is 404', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  const johns = sandbox.billing.invoices.find((invoice) => invoice.userid === 2)!
+  const janesToken = await login(app)
+  const response = await app.inject({ url: `/api/invoices/${johns.id}`, headers: bearer(janesToken) })
+  t.equal(response.statusCode, 404)
+  t.match(response.json(), { code: 'INVOICE_NOT_FOUND', message: 'Invoice not found' })
+  const missing = await app.inject({ url: '/api/invoices/999999', headers: bearer(janesToken) })
+  t.same({ ...missing.json(), correlationId: '' }, { ...response.json(), correlationId: '' }, 'the same answer as an invoice that does not exist')
+})
+
+t.test('billing black-holed: 503 in bounded time, and failedRequests moves', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { BILLING_QUEUE_TIMEOUT_MS: '600' }, sandbox)
+  const token = await login(app)
+  sandbox.billing.injectFault({ kind: 'blackhole' })
+  const before = (await app.inject('/health/queues')).json().billing.metrics.failedRequests
+  const started = performance.now()
+  const response = await app.inject({ url: '/api/invoices/1001', headers: bearer(token) })
+  const elapsed = performance.now() - started
+  t.equal(response.statusCode, 503)
+  t.match(response.json(), { code: 'BILLING_UNAVAILABLE', message: 'Billing service is temporarily unavailable' })
+  t.ok(elapsed < 900, `answered in ${Math.round(elapsed)} ms`)
+  t.equal((await app.inject('/health/queues')).json().billing.metrics.failedRequests, before + 1)
+
+  sandbox.billing.clearFaults()
+  sandbox.billing.injectFault({ kind: 'http5xx', status: 502 })
+  const failing = await app.inject({ url: '/api/invoices?page=3', headers: bearer(token) })
+  t.equal(failing.statusCode, 503, 'an HTTP 5xx upstream is the same 503')
+  t.notMatch(failing.body, /502|Bad Gateway|api\.php/)
+})
