@@ -42,7 +42,7 @@ const cases: Case[] = [
   { name: 'negative invoice id', url: '/api/invoices/-1', authenticated: true },
   { name: 'fractional invoice id', url: '/api/invoices/1.5', authenticated: true },
   { name: 'huge invoice id', url: '/api/invoices/99999999999999999999999', authenticated: true },
-  { name: 'invoice id with SQL', url: "/api/invoices/1;DROP%20TABLE%20orders", authenticated: true },
+  { name: 'invoice id with SQL', url: '/api/invoices/1;DROP%20TABLE%20orders', authenticated: true },
   { name: 'dot segments', url: '/api/invoices/..%2F..%2Fetc%2Fpasswd', authenticated: true },
   { name: 'encoded NUL', url: '/health%00', authenticated: false },
   { name: 'unknown route', url: '/api/../../etc/passwd' },
