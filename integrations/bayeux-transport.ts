@@ -1,0 +1,116 @@
+import { Pool } from 'undici'
+import { classifyFailure, type FailureClass } from '../lib/failure.js'
+import { asRecord } from './upstream.js'
+
+export type BayeuxMessage = Record<string, unknown>
+
+/** Why a subscription ended: a failure class, or what the Streaming API said. */
+export type StreamFailure = FailureClass |
+  'unknown_client' | 'handshake_advised' | 'reconnect_none' | 'events_rejected' | 'replay_unavailable'
+
+/** Ends one subscription; the supervisor decides when to handshake again. */
+export class StreamInterruption extends Error {
+  constructor (readonly failure: StreamFailure, message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = 'StreamInterruption'
+  }
+}
+
+/**
+ * The cookies one instance sets (BAYEUX_BROWSER, and any load balancer's), sent back with every request:
+ * Salesforce refuses a client whose requests come without the browser cookie of its handshake.
+ */
+class CookieJar {
+  readonly #cookies = new Map<string, string>()
+
+  store (setCookie: string | string[] | undefined): void {
+    for (const header of typeof setCookie === 'string' ? [setCookie] : setCookie ?? []) {
+      const [pair = '', ...attributes] = header.split(';')
+      const separator = pair.indexOf('=')
+      if (separator <= 0) continue
+      const name = pair.slice(0, separator).trim()
+      const expired = attributes.some(attribute => /^\s*max-age\s*=\s*(0|-\d+)\s*$/i.test(attribute))
+      if (expired) this.#cookies.delete(name)
+      else this.#cookies.set(name, pair.slice(separator + 1).trim())
+    }
+  }
+
+  header (): string | undefined {
+    if (this.#cookies.size === 0) return undefined
+    return [...this.#cookies].map(([name, value]) => `${name}=${value}`).join('; ')
+  }
+}
+
+/**
+ * Bayeux over HTTP to one instance's CometD endpoint: each request POSTs a JSON array of messages and
+ * answers the array the server sends back. Every request is bounded by its own deadline as well as the
+ * caller's signal, so undici's own timeouts are off (a long poll is legitimately quiet).
+ */
+export class BayeuxTransport {
+  readonly #pool: Pool
+  readonly #path: string
+  readonly #cookies = new CookieJar()
+
+  constructor (readonly instanceUrl: string, apiVersion: string) {
+    const { origin, pathname } = new URL(`${instanceUrl}/cometd/${apiVersion}`)
+    this.#pool = new Pool(origin, { headersTimeout: 0, bodyTimeout: 0 })
+    this.#path = pathname
+  }
+
+  /**
+   * Sends the messages and answers the server's. Rejects with a StreamInterruption, or with the signal's
+   * reason once `signal` aborts.
+   */
+  async send (messages: BayeuxMessage[], accessToken: string, timeoutMs: number, signal?: AbortSignal): Promise<BayeuxMessage[]> {
+    const operation = messages.map(message => String(message.channel)).join(',')
+    const deadline = new AbortController()
+    const timer = setTimeout(() => deadline.abort(), timeoutMs)
+    const abort = (): void => deadline.abort()
+    signal?.addEventListener('abort', abort, { once: true })
+    try {
+      const cookie = this.#cookies.header()
+      const response = await this.#pool.request({
+        path: this.#path,
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json',
+          authorization: `Bearer ${accessToken}`,
+          ...(cookie === undefined ? {} : { cookie })
+        },
+        body: JSON.stringify(messages),
+        signal: deadline.signal
+      })
+      this.#cookies.store(response.headers['set-cookie'])
+      const text = await response.body.text()
+      return this.#replies(operation, response.statusCode, text)
+    } catch (error) {
+      if (signal?.aborted === true) throw signal.reason
+      if (error instanceof StreamInterruption) throw error
+      if (deadline.signal.aborted) throw new StreamInterruption('timeout', `${operation}: no answer within ${timeoutMs} ms`)
+      // The network error's message may name hosts; its class says enough.
+      throw new StreamInterruption(classifyFailure(error), `${operation}: ${classifyFailure(error)}`)
+    } finally {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', abort)
+    }
+  }
+
+  async close (): Promise<void> {
+    await this.#pool.close()
+  }
+
+  #replies (operation: string, status: number, text: string): BayeuxMessage[] {
+    if (status === 401 || status === 403) throw new StreamInterruption('auth_failed', `${operation}: HTTP ${status}`)
+    if (status >= 500) throw new StreamInterruption('http_5xx', `${operation}: HTTP ${status}`)
+    if (status !== 200) throw new StreamInterruption('upstream_error', `${operation}: HTTP ${status}`)
+    let replies: unknown
+    try {
+      replies = JSON.parse(text)
+    } catch {
+      throw new StreamInterruption('upstream_error', `${operation}: the answer is not JSON`)
+    }
+    if (!Array.isArray(replies)) throw new StreamInterruption('upstream_error', `${operation}: the answer is not a message array`)
+    return replies.map(asRecord)
+  }
+}

@@ -1,0 +1,385 @@
+// Written by hand rather than on Faye or jsforce: Faye does not surface `reconnect: none` advice, and
+// jsforce's replay extension mishandles channels; the service needs full control of advice, replay and
+// the watchdog.
+import { setTimeout as sleep } from 'node:timers/promises'
+import { abortable } from '../lib/abortable.js'
+import { UpstreamFailure } from '../lib/failure.js'
+import { BayeuxTransport, StreamInterruption, type BayeuxMessage, type StreamFailure } from './bayeux-transport.js'
+import type { CrmSession } from './crm.js'
+import { asRecord, brief, type UpstreamLogger } from './upstream.js'
+
+export type { StreamFailure } from './bayeux-transport.js'
+
+/** A platform event as the Streaming API delivers it. */
+export interface PlatformEventMessage {
+  channel: string
+  data: {
+    schema: string
+    payload: Record<string, unknown>
+    event: { replayId: number, EventUuid: string }
+  }
+}
+
+/** What the subscriber needs of the CRM client (a CrmClient fits). */
+export interface CrmSessions {
+  session: (signal: AbortSignal) => Promise<CrmSession>
+  /** Drops a session the Streaming API refused, so that the next `session()` mints a new one. */
+  invalidateSession: (refused: CrmSession) => void
+}
+
+/**
+ * `connecting`: getting a session, handshaking and subscribing; `connected`: subscribed, long polling;
+ * `failed`: after a failure, backing off before the next handshake.
+ */
+export type SubscriberState = 'idle' | 'connecting' | 'connected' | 'failed' | 'stopped'
+
+export interface StateDetails {
+  lastError: StreamFailure | null
+  /** `failed`: when the next handshake is due. */
+  retryInMs?: number
+}
+
+export interface SubscriberStats {
+  state: SubscriberState
+  /** When the last batch of events arrived (ISO 8601), null before the first. */
+  lastEventAt: string | null
+  /** The replayId of the last event that `onEvents` accepted. */
+  replayId: number | null
+  /** Events that `onEvents` accepted. */
+  received: number
+  /** Handshakes after the first. */
+  reconnects: number
+  lastError: StreamFailure | null
+}
+
+export interface PlatformEventSubscriberOptions {
+  crm: CrmSessions
+  /** e.g. `60.0`: the endpoint is `{instanceUrl}/cometd/{apiVersion}`. */
+  apiVersion: string
+  /** e.g. `/event/OrderProvisionRequested__e` */
+  channel: string
+  /** The stored replay position, or -1 (new events) / -2 (every retained event); asked before every subscribe. */
+  replayFrom: () => Promise<number>
+  /** Subscribes with this when the Streaming API no longer has the stored position (default -1). */
+  fallbackReplay?: -1 | -2
+  /** Told the stored position that was refused, before the fallback subscription. */
+  onInvalidReplay?: (replayId: number) => void | Promise<void>
+  /**
+   * Each batch, in replayId order. The next /meta/connect waits for it; a rejection ends the session, and
+   * the next one subscribes from `replayFrom()` again, so that nothing is lost.
+   */
+  onEvents: (events: PlatformEventMessage[]) => Promise<void>
+  onState?: (state: SubscriberState, details: StateDetails) => void
+  log?: UpstreamLogger
+  /** Watchdog: a /meta/connect unanswered after advice.timeout plus this is abandoned (default 10 000 ms). */
+  connectTimeoutMarginMs?: number
+  /** Bound on a handshake or subscribe (default 10 000 ms). */
+  requestTimeoutMs?: number
+  /** Delay before the next handshake after a failure: full jitter up to initialMs doubling to maxMs (500, 30 000). */
+  backoff?: { initialMs?: number, maxMs?: number }
+}
+
+/** A handshaken Bayeux client and the advice it follows. */
+interface Connection {
+  transport: BayeuxTransport
+  session: CrmSession
+  clientId: string
+  timeoutMs: number
+  intervalMs: number
+}
+
+/** Salesforce's advice.timeout, used until the server gives its own. */
+const DEFAULT_CONNECT_TIMEOUT_MS = 110_000
+const DISCONNECT_TIMEOUT_MS = 1000
+const INVALID_REPLAY = /^400::The replayId \{(-?\d+)\}.*\binvalid\b/i
+/** Failures after which the server expects a new handshake at once. */
+const HANDSHAKE_AT_ONCE = new Set<StreamFailure>(['auth_failed', 'unknown_client', 'handshake_advised'])
+
+const ignore = (): void => {}
+const SILENT: UpstreamLogger = { debug: ignore, info: ignore, warn: ignore, error: ignore }
+
+function isRecord (value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function text (value: unknown): string {
+  return typeof value === 'string' ? value : ''
+}
+
+/** The failure an unsuccessful reply (or one that advises against connecting again) stands for. */
+function refusal (reply: BayeuxMessage): StreamInterruption {
+  const error = text(reply.error)
+  const failureReason = text(asRecord(asRecord(reply.ext).sfdc).failureReason)
+  const reconnect = asRecord(reply.advice).reconnect
+  const reason = brief([error, failureReason].filter(Boolean).join(' ')) || (typeof reconnect === 'string' ? `advice reconnect ${reconnect}` : 'unsuccessful')
+  const message = `${text(reply.channel)}: ${reason}`
+  if (error.startsWith('401::') || failureReason.startsWith('401::')) return new StreamInterruption('auth_failed', message)
+  if (/^\d{3}::Unknown client/i.test(error)) return new StreamInterruption('unknown_client', message)
+  if (/limit exceeded/i.test(`${error} ${failureReason}`)) return new StreamInterruption('quota_exceeded', message)
+  if (reconnect === 'handshake') return new StreamInterruption('handshake_advised', message)
+  if (reconnect === 'none') return new StreamInterruption('reconnect_none', message)
+  return new StreamInterruption('upstream_error', message)
+}
+
+function interruptionOf (error: unknown): StreamInterruption {
+  if (error instanceof StreamInterruption) return error
+  if (error instanceof UpstreamFailure) return new StreamInterruption(error.failure, error.message)
+  return new StreamInterruption('upstream_error', 'unexpected failure', { cause: error })
+}
+
+function platformEvent (message: BayeuxMessage): PlatformEventMessage {
+  const data = asRecord(message.data)
+  const event = asRecord(data.event)
+  const { schema, payload } = data
+  const { replayId, EventUuid } = event
+  if (typeof replayId !== 'number' || !Number.isInteger(replayId) || typeof schema !== 'string' || typeof EventUuid !== 'string' || !isRecord(payload)) {
+    throw new StreamInterruption('upstream_error', `${text(message.channel)}: an event without schema, payload, replayId or EventUuid`)
+  }
+  return { channel: text(message.channel), data: { schema, payload, event: { replayId, EventUuid } } }
+}
+
+/**
+ * One subscription to one platform event channel over the Streaming API (CometD / Bayeux 1.0, long
+ * polling), with the replay extension, kept alive by a supervisor: after a failure it backs off
+ * (exponential, full jitter), gets a session (a new one when the old was refused), handshakes and
+ * subscribes again from `replayFrom()`.
+ */
+export class PlatformEventSubscriber {
+  readonly channel: string
+  readonly #crm: CrmSessions
+  readonly #apiVersion: string
+  readonly #replayFrom: () => Promise<number>
+  readonly #fallbackReplay: -1 | -2
+  readonly #onInvalidReplay: (replayId: number) => void | Promise<void>
+  readonly #onEvents: (events: PlatformEventMessage[]) => Promise<void>
+  readonly #onState: (state: SubscriberState, details: StateDetails) => void
+  readonly #log: UpstreamLogger
+  readonly #connectTimeoutMarginMs: number
+  readonly #requestTimeoutMs: number
+  readonly #backoffInitialMs: number
+  readonly #backoffMaxMs: number
+  readonly #lifetime = new AbortController()
+  #running: Promise<void> | undefined
+  #transport: BayeuxTransport | undefined
+  /** The client to disconnect on stop, while it is one the server knows. */
+  #connection: Connection | undefined
+  #nextMessageId = 1
+  #handshakes = 0
+  /** Failures since the last healthy connect: the backoff exponent. */
+  #failures = 0
+  #state: SubscriberState = 'idle'
+  #lastError: StreamFailure | null = null
+  #lastEventAt: string | null = null
+  #replayId: number | null = null
+  #received = 0
+
+  constructor (options: PlatformEventSubscriberOptions) {
+    this.channel = options.channel
+    this.#crm = options.crm
+    this.#apiVersion = options.apiVersion
+    this.#replayFrom = options.replayFrom
+    this.#fallbackReplay = options.fallbackReplay ?? -1
+    this.#onInvalidReplay = options.onInvalidReplay ?? ignore
+    this.#onEvents = options.onEvents
+    this.#onState = options.onState ?? ignore
+    this.#log = options.log ?? SILENT
+    this.#connectTimeoutMarginMs = options.connectTimeoutMarginMs ?? 10_000
+    this.#requestTimeoutMs = options.requestTimeoutMs ?? 10_000
+    this.#backoffInitialMs = options.backoff?.initialMs ?? 500
+    this.#backoffMaxMs = options.backoff?.maxMs ?? 30_000
+  }
+
+  /** Runs until stop() or until `signal` aborts; resolves once stopped, and never rejects. */
+  start (signal?: AbortSignal): Promise<void> {
+    if (this.#running !== undefined) throw new Error(`the subscription to ${this.channel} was started already`)
+    signal?.addEventListener('abort', () => this.#lifetime.abort(), { once: true })
+    if (signal?.aborted === true) this.#lifetime.abort()
+    this.#running = this.#supervise(this.#lifetime.signal)
+    return this.#running
+  }
+
+  /** Abandons the long poll in flight, says /meta/disconnect (bounded) and closes the connections. */
+  async stop (): Promise<void> {
+    this.#lifetime.abort()
+    await this.#running
+  }
+
+  stats (): SubscriberStats {
+    return {
+      state: this.#state,
+      lastEventAt: this.#lastEventAt,
+      replayId: this.#replayId,
+      received: this.#received,
+      reconnects: Math.max(0, this.#handshakes - 1),
+      lastError: this.#lastError
+    }
+  }
+
+  async #supervise (signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      this.#setState('connecting')
+      const interruption = await this.#subscription(signal)
+      if (signal.aborted) break
+      this.#connection = undefined
+      this.#lastError = interruption.failure
+      const details = { channel: this.channel, failure: interruption.failure, ...(interruption.cause === undefined ? {} : { err: interruption.cause }) }
+      // A healthy stream that the server asks to handshake again does so at once; twice in a row backs off.
+      if (HANDSHAKE_AT_ONCE.has(interruption.failure) && this.#failures === 0) {
+        this.#failures = 1
+        this.#log.info(details, `platform event stream: ${interruption.message}; handshaking again`)
+        continue
+      }
+      const retryInMs = Math.round(Math.random() * Math.min(this.#backoffMaxMs, this.#backoffInitialMs * 2 ** this.#failures))
+      this.#failures++
+      this.#log.warn({ ...details, retryInMs }, `platform event stream failed: ${interruption.message}`)
+      this.#setState('failed', retryInMs)
+      await sleep(retryInMs, undefined, { signal }).catch(ignore)
+    }
+    await this.#disconnect()
+    await this.#transport?.close()
+    this.#log.info({ channel: this.channel }, 'platform event subscription stopped')
+    this.#setState('stopped')
+  }
+
+  /** One session: handshake, subscribe, then /meta/connect until something interrupts it. */
+  async #subscription (signal: AbortSignal): Promise<StreamInterruption> {
+    let session: CrmSession | undefined
+    try {
+      session = await this.#crm.session(signal)
+      const connection = await this.#handshake(this.#transportFor(session.instanceUrl), session, signal)
+      const replayId = await this.#subscribe(connection, signal)
+      this.#log.info({ channel: this.channel, replayId }, `subscribed to ${this.channel}`)
+      this.#setState('connected')
+      for (;;) {
+        const reply = await this.#send(connection, {
+          channel: '/meta/connect',
+          clientId: connection.clientId,
+          connectionType: 'long-polling'
+        }, connection.timeoutMs + this.#connectTimeoutMarginMs, signal)
+        const { reconnect } = asRecord(reply.advice)
+        if (reply.successful !== true || reconnect === 'handshake' || reconnect === 'none') throw refusal(reply)
+        this.#follow(connection, reply)
+        this.#failures = 0
+        if (connection.intervalMs > 0) await sleep(connection.intervalMs, undefined, { signal })
+      }
+    } catch (error) {
+      const interruption = interruptionOf(error)
+      if (interruption.failure === 'auth_failed' && session !== undefined) this.#crm.invalidateSession(session)
+      return interruption
+    }
+  }
+
+  /** The transport to the session's instance: a new one (with an empty cookie jar) when the instance changes. */
+  #transportFor (instanceUrl: string): BayeuxTransport {
+    if (this.#transport?.instanceUrl !== instanceUrl) {
+      this.#transport?.close().catch(ignore)
+      this.#transport = new BayeuxTransport(instanceUrl, this.#apiVersion)
+    }
+    return this.#transport
+  }
+
+  async #handshake (transport: BayeuxTransport, session: CrmSession, signal: AbortSignal): Promise<Connection> {
+    this.#handshakes++
+    const reply = await this.#send({ transport, session }, {
+      channel: '/meta/handshake',
+      version: '1.0',
+      minimumVersion: '1.0',
+      supportedConnectionTypes: ['long-polling'],
+      ext: { replay: true }
+    }, this.#requestTimeoutMs, signal)
+    if (reply.successful !== true || typeof reply.clientId !== 'string') throw refusal(reply)
+    const connection: Connection = { transport, session, clientId: reply.clientId, timeoutMs: DEFAULT_CONNECT_TIMEOUT_MS, intervalMs: 0 }
+    this.#follow(connection, reply)
+    this.#connection = connection
+    return connection
+  }
+
+  /** Subscribes from `replayFrom()`, or from the fallback when that position is gone; answers the replayId used. */
+  async #subscribe (connection: Connection, signal: AbortSignal): Promise<number> {
+    const stored = await this.#callback('replay_unavailable', 'replayFrom() failed', () => this.#replayFrom(), signal)
+    const reply = await this.#subscribeFrom(connection, stored, signal)
+    const invalid = INVALID_REPLAY.exec(text(reply.error))
+    if (reply.successful === true || invalid === null) {
+      if (reply.successful !== true) throw refusal(reply)
+      return stored
+    }
+    const refused = Number(invalid[1])
+    this.#log.error({ channel: this.channel, replayId: refused, fallbackReplay: this.#fallbackReplay },
+      `replayId ${refused} of ${this.channel} is no longer retained by the CRM; subscribing from ${this.#fallbackReplay}`)
+    await this.#callback('replay_unavailable', 'onInvalidReplay() failed', () => this.#onInvalidReplay(refused), signal)
+    const fallback = await this.#subscribeFrom(connection, this.#fallbackReplay, signal)
+    if (fallback.successful !== true) throw refusal(fallback)
+    return this.#fallbackReplay
+  }
+
+  #subscribeFrom (connection: Connection, replayId: number, signal: AbortSignal): Promise<BayeuxMessage> {
+    return this.#send(connection, {
+      channel: '/meta/subscribe',
+      clientId: connection.clientId,
+      subscription: this.channel,
+      ext: { replay: { [this.channel]: replayId } }
+    }, this.#requestTimeoutMs, signal)
+  }
+
+  /** Keeps the advice a reply carries: the long poll's timeout and the pause before the next connect. */
+  #follow (connection: Connection, reply: BayeuxMessage): void {
+    const { timeout, interval } = asRecord(reply.advice)
+    if (typeof timeout === 'number' && timeout >= 0) connection.timeoutMs = timeout
+    if (typeof interval === 'number' && interval >= 0) connection.intervalMs = interval
+  }
+
+  /**
+   * Sends one message and answers its reply. Events that come in the same answer (they usually precede
+   * a /meta/connect reply) are handed to `onEvents` first.
+   */
+  async #send ({ transport, session }: Pick<Connection, 'transport' | 'session'>, message: BayeuxMessage,
+    timeoutMs: number, signal: AbortSignal): Promise<BayeuxMessage> {
+    const id = String(this.#nextMessageId++)
+    const replies = await transport.send([{ ...message, id }], session.accessToken, timeoutMs, signal)
+    const events = replies.filter(reply => reply.channel === this.channel).map(platformEvent)
+    if (events.length > 0) await this.#deliver(events.sort((a, b) => a.data.event.replayId - b.data.event.replayId), signal)
+    const reply = replies.find(candidate => candidate.channel === message.channel && (candidate.id === undefined || String(candidate.id) === id))
+    if (reply === undefined) throw new StreamInterruption('upstream_error', `${text(message.channel)}: no reply in the answer`)
+    return reply
+  }
+
+  async #deliver (events: PlatformEventMessage[], signal: AbortSignal): Promise<void> {
+    this.#lastEventAt = new Date().toISOString()
+    await this.#callback('events_rejected', 'onEvents() rejected a batch', () => this.#onEvents(events), signal)
+    this.#received += events.length
+    this.#replayId = events.at(-1)?.data.event.replayId ?? this.#replayId
+    this.#log.debug({ channel: this.channel, events: events.length, replayId: this.#replayId }, 'platform events delivered')
+  }
+
+  /** Runs one of the service's callbacks; its failure ends the session, unless the subscriber is stopping. */
+  async #callback<T> (failure: StreamFailure, message: string, run: () => T | Promise<T>, signal: AbortSignal): Promise<T> {
+    try {
+      return await abortable(Promise.resolve(run()), signal)
+    } catch (error) {
+      if (signal.aborted) throw error
+      throw new StreamInterruption(failure, message, { cause: error })
+    }
+  }
+
+  /** Best effort: the server would forget the client anyway, but later. */
+  async #disconnect (): Promise<void> {
+    const connection = this.#connection
+    if (connection === undefined) return
+    this.#connection = undefined
+    try {
+      await connection.transport.send([{ channel: '/meta/disconnect', clientId: connection.clientId, id: String(this.#nextMessageId++) }],
+        connection.session.accessToken, DISCONNECT_TIMEOUT_MS)
+    } catch (error) {
+      this.#log.debug({ channel: this.channel, failure: interruptionOf(error).failure }, 'platform event stream: /meta/disconnect failed')
+    }
+  }
+
+  #setState (state: SubscriberState, retryInMs?: number): void {
+    this.#state = state
+    try {
+      this.#onState(state, { lastError: this.#lastError, ...(retryInMs === undefined ? {} : { retryInMs }) })
+    } catch (error) {
+      this.#log.error({ channel: this.channel, err: error }, 'the platform event state observer threw; the subscription is unaffected')
+    }
+  }
+}

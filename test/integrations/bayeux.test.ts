@@ -1,0 +1,327 @@
+import { Writable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
+import { pino } from 'pino'
+import t, { type Test } from 'tap'
+import {
+  PlatformEventSubscriber, type CrmSessions, type PlatformEventMessage, type PlatformEventSubscriberOptions, type SubscriberState
+} from '../../integrations/bayeux.js'
+import { CrmClient } from '../../integrations/crm.js'
+import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
+import { ORDER_PROVISION_CHANNEL, startSandbox } from '../../sandbox/index.js'
+import { leaks } from './helpers.js'
+
+const CONNECT_TIMEOUT_MS = 500
+const MARGIN_MS = 500
+const BACKOFF = { initialMs: 200, maxMs: 1000 }
+
+const sandbox = await startSandbox({ crm: { streaming: { connectTimeoutMs: CONNECT_TIMEOUT_MS } } })
+const { crm } = sandbox
+// Minting a token touches no usage figures, so this Redis client never connects.
+const redis = new Redis({ lazyConnect: true })
+const salesforce = new CrmClient({
+  loginUrl: sandbox.settings.CRM_LOGIN_URL ?? '',
+  clientId: sandbox.settings.CRM_CLIENT_ID ?? '',
+  username: sandbox.settings.CRM_USERNAME ?? '',
+  privateKey: sandbox.settings.CRM_PRIVATE_KEY ?? '',
+  apiVersion: '60.0',
+  usage: new DailyUsageStore({ redis })
+})
+t.teardown(async () => {
+  await salesforce.close()
+  await sandbox.close()
+  redis.disconnect()
+})
+t.afterEach(() => {
+  crm.clearFaults()
+  crm.resumeAnsweringConnects()
+})
+
+const logLines: string[] = []
+const log = pino({ level: 'debug' }, new Writable({
+  write (chunk: Buffer, _encoding, done) {
+    logLines.push(chunk.toString('utf8'))
+    done()
+  }
+}))
+const logged = (): Array<Record<string, unknown>> => logLines.map(line => JSON.parse(line) as Record<string, unknown>)
+
+/** Every access token handed to a subscriber, to prove none is logged. */
+const accessTokens = new Set<string>()
+const sessions: CrmSessions = {
+  session: async signal => {
+    const session = await salesforce.session(signal)
+    accessTokens.add(session.accessToken)
+    return session
+  },
+  invalidateSession: refused => salesforce.invalidateSession(refused)
+}
+
+const tokenCalls = (): number => crm.calls.filter(call => call.route === 'oauth/token').length
+const publish = (): number => crm.publishOrderProvisionRequested(`801ORDER${Math.random().toString(36).slice(2, 8)}`)
+const replayIdsOf = (events: PlatformEventMessage[]): number[] => events.map(event => event.data.event.replayId)
+
+async function until (condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(10)
+  }
+}
+
+interface SubscriptionOptions extends Partial<PlatformEventSubscriberOptions> {
+  /** Where to start; later subscribes resume after the last accepted event, as the service does. */
+  from: number
+  /** Runs before a batch is accepted; a rejection refuses it. */
+  accept?: (events: PlatformEventMessage[]) => Promise<void>
+}
+
+/** A subscriber that records what it was offered, accepted and went through, stopped at the end of the test. */
+function subscription (t: Test, { from, accept, ...options }: SubscriptionOptions) {
+  const offered: number[][] = []
+  const accepted: number[][] = []
+  const asked: number[] = []
+  const states: SubscriberState[] = []
+  const subscriber = new PlatformEventSubscriber({
+    crm: sessions,
+    apiVersion: '60.0',
+    channel: ORDER_PROVISION_CHANNEL,
+    replayFrom: async () => {
+      asked.push(accepted.flat().at(-1) ?? from)
+      return accepted.flat().at(-1) ?? from
+    },
+    onEvents: async events => {
+      offered.push(replayIdsOf(events))
+      await accept?.(events)
+      accepted.push(replayIdsOf(events))
+    },
+    onState: state => { states.push(state) },
+    log,
+    connectTimeoutMarginMs: MARGIN_MS,
+    backoff: BACKOFF,
+    ...options
+  })
+  const stopped = subscriber.start()
+  t.teardown(() => subscriber.stop())
+  return {
+    subscriber,
+    stopped,
+    offered,
+    accepted,
+    asked,
+    states,
+    received: () => accepted.flat(),
+    connected: () => until(() => subscriber.stats().state === 'connected', 'the subscription')
+  }
+}
+
+t.test('-1 gives only new events, batched in order; the stats follow', async t => {
+  const old = publish()
+  const stream = subscription(t, { from: -1 })
+  await stream.connected()
+  const batch = [publish(), publish(), publish()]
+  await until(() => stream.received().length === 3, 'the batch')
+  t.same(stream.accepted, [batch], 'one batch, in replayId order')
+  t.notOk(stream.received().includes(old))
+  t.match(stream.subscriber.stats(), { state: 'connected', replayId: batch[2], received: 3, reconnects: 0, lastError: null, lastEventAt: /^\d{4}-\d\d-\d\dT/ })
+  t.same(stream.states, ['connecting', 'connected'])
+})
+
+t.test('-2 replays every retained event; N the ones after N', async t => {
+  const first = publish()
+  const rest = [publish(), publish()]
+  const retained = crm.retainedEvents.map(event => event.data.event.replayId)
+
+  const all = subscription(t, { from: -2 })
+  await until(() => all.received().length >= retained.length, 'the retained events')
+  t.same(all.received(), retained)
+
+  const after = subscription(t, { from: first })
+  await until(() => after.received().length >= rest.length, 'the events after N')
+  await sleep(100)
+  t.same(after.received(), rest)
+})
+
+t.test('the next /meta/connect waits for onEvents', async t => {
+  let release = (): void => {}
+  const gate = new Promise<void>(resolve => { release = resolve })
+  const stream = subscription(t, { from: -1, accept: () => gate })
+  await stream.connected()
+  const first = publish()
+  await until(() => stream.offered.length === 1, 'the first batch')
+  const connects = crm.streamingStats.connects
+  const second = publish()
+  await sleep(CONNECT_TIMEOUT_MS * 2.5)
+  t.equal(crm.streamingStats.connects, connects, 'no connect while onEvents is pending')
+  release()
+  await until(() => stream.received().includes(second), 'the event published meanwhile')
+  t.same(stream.received(), [first, second])
+})
+
+t.test('dropped sessions: a new handshake resubscribes from replayFrom(), nothing lost or repeated', async t => {
+  const stream = subscription(t, { from: -1 })
+  await stream.connected()
+  const before = [publish(), publish()]
+  await until(() => stream.received().length === 2, 'the first events')
+  const handshakes = crm.streamingStats.handshakes
+  crm.dropAllSessions()
+  const meanwhile = [publish(), publish()]
+  await until(() => crm.streamingStats.handshakes > handshakes && stream.subscriber.stats().state === 'connected', 'the new handshake')
+  const after = publish()
+  await until(() => stream.received().includes(after), 'the event after the drop')
+  t.same(stream.received(), [...before, ...meanwhile, after])
+  t.same(stream.asked, [-1, before[1]])
+  t.match(stream.subscriber.stats(), { reconnects: 1, lastError: 'unknown_client', received: 5 })
+})
+
+t.test('watchdog: a /meta/connect that is never answered is abandoned, and the stream recovers', async t => {
+  const stream = subscription(t, { from: publish() })
+  await stream.connected()
+  const handshakes = crm.streamingStats.handshakes
+  const stopped = Date.now()
+  crm.stopAnsweringConnects()
+  await until(() => crm.streamingStats.handshakes > handshakes, 'a new handshake')
+  // The held connect answers within its timeout, the next one is given timeout + margin, then one backoff step.
+  t.ok(Date.now() - stopped < CONNECT_TIMEOUT_MS * 2 + MARGIN_MS + BACKOFF.initialMs + 500, `re-handshook after ${Date.now() - stopped} ms`)
+  t.equal(stream.subscriber.stats().lastError, 'timeout')
+  t.ok(stream.states.indexOf('failed') > stream.states.indexOf('connected'), 'the gap shows')
+  crm.resumeAnsweringConnects()
+  const later = publish()
+  await until(() => stream.received().includes(later), 'an event after the gap', 8000)
+  t.equal(stream.subscriber.stats().state, 'connected')
+  t.ok(logged().some(line => line.level === 40 && /\/meta\/connect: no answer within 1000 ms/.test(String(line.msg))))
+})
+
+t.test('an expired replay position falls back, logged at error with the channel and the id', async t => {
+  const expired = publish()
+  publish()
+  const kept = publish()
+  crm.expireEventsThrough(expired + 1)
+  const invalid: number[] = []
+  const all = subscription(t, { from: expired, fallbackReplay: -2, onInvalidReplay: replayId => { invalid.push(replayId) } })
+  await until(() => all.received().includes(kept), 'the retained events')
+  t.same(all.received(), [kept])
+  t.same(invalid, [expired])
+  t.ok(logged().some(line => line.level === 50 && line.channel === ORDER_PROVISION_CHANNEL && line.replayId === expired &&
+    String(line.msg).includes(String(expired)) && String(line.msg).includes(ORDER_PROVISION_CHANNEL)))
+
+  const latest = subscription(t, { from: expired })
+  await latest.connected()
+  const fresh = publish()
+  await until(() => latest.received().includes(fresh), 'a new event')
+  t.same(latest.received(), [fresh], 'the fallback -1 replays nothing')
+})
+
+t.test('expired access tokens: one new token, and the stream continues', async t => {
+  const stream = subscription(t, { from: publish() })
+  await stream.connected()
+  await sleep(50)
+  const calls = tokenCalls()
+  crm.expireAccessTokens()
+  const later = publish()
+  await until(() => stream.received().includes(later), 'an event after the new token')
+  t.equal(tokenCalls(), calls + 1)
+  t.match(stream.subscriber.stats(), { state: 'connected', lastError: 'auth_failed', reconnects: 1 })
+})
+
+t.test('HTTP 403 from the CometD endpoint: a new token too', async t => {
+  const stream = subscription(t, { from: publish() })
+  await stream.connected()
+  const calls = tokenCalls()
+  crm.injectFault({ kind: 'error', route: 'cometd/meta/connect', status: 403, message: '403::Forbidden', times: 1 })
+  await until(() => stream.subscriber.stats().reconnects === 1 && stream.subscriber.stats().state === 'connected', 'the new handshake')
+  t.equal(tokenCalls(), calls + 1)
+  t.equal(stream.subscriber.stats().lastError, 'auth_failed')
+  const later = publish()
+  await until(() => stream.received().includes(later), 'an event after the new token')
+})
+
+t.test('a handshake refused for its token drops that token and gets another', async t => {
+  const refused: string[] = []
+  const bogus = { accessToken: 'bogus', instanceUrl: crm.instanceUrl }
+  let first = true
+  const stream = subscription(t, {
+    from: -1,
+    crm: {
+      session: async signal => {
+        if (!first) return await sessions.session(signal)
+        first = false
+        return bogus
+      },
+      invalidateSession: session => { refused.push(session.accessToken) }
+    }
+  })
+  await stream.connected()
+  t.same(refused, ['bogus'])
+  t.match(stream.subscriber.stats(), { lastError: 'auth_failed', reconnects: 1 })
+})
+
+t.test('onEvents rejecting: a new handshake, and the same events again from replayFrom()', async t => {
+  let refusals = 0
+  const stream = subscription(t, {
+    from: publish(),
+    accept: async () => {
+      if (refusals++ === 0) throw new Error('queue unavailable')
+    }
+  })
+  await stream.connected()
+  const handshakes = crm.streamingStats.handshakes
+  const event = publish()
+  await until(() => stream.received().includes(event), 'the redelivered event')
+  t.same(stream.offered, [[event], [event]])
+  t.same(stream.accepted, [[event]])
+  t.equal(crm.streamingStats.handshakes, handshakes + 1)
+  t.match(stream.subscriber.stats(), { received: 1, replayId: event, lastError: 'events_rejected' })
+})
+
+t.test('reconnect none and HTTP 5xx are failures: back off, then handshake again', async t => {
+  crm.injectFault({ kind: 'http5xx', route: 'cometd/meta/handshake', status: 503, times: 1 })
+  const stream = subscription(t, { from: -1 })
+  await stream.connected()
+  t.same(stream.states, ['connecting', 'failed', 'connecting', 'connected'])
+  t.equal(stream.subscriber.stats().lastError, 'http_5xx')
+  crm.injectFault({ kind: 'error', route: 'cometd/meta/connect', message: '503::Server is too busy', reconnect: 'none', times: 1 })
+  await until(() => stream.states.length === 7, 'the second recovery')
+  t.same(stream.states.slice(4), ['failed', 'connecting', 'connected'])
+  t.match(stream.subscriber.stats(), { lastError: 'reconnect_none', reconnects: 2 })
+})
+
+t.test('stop() ends at once, mid long poll, and says /meta/disconnect', async t => {
+  const stream = subscription(t, { from: -1, connectTimeoutMarginMs: 60_000 })
+  await stream.connected()
+  crm.stopAnsweringConnects()
+  await sleep(CONNECT_TIMEOUT_MS + 200)
+  const disconnects = crm.streamingStats.disconnects
+  const started = Date.now()
+  await stream.subscriber.stop()
+  await stream.stopped
+  t.ok(Date.now() - started < 1000, `stopped in ${Date.now() - started} ms`)
+  t.equal(crm.streamingStats.disconnects, disconnects + 1)
+  t.equal(stream.subscriber.stats().state, 'stopped')
+  t.equal(stream.states.at(-1), 'stopped')
+})
+
+t.test('stop() ends at once during a hung handshake and during a backoff', async t => {
+  crm.injectFault({ kind: 'blackhole', route: 'cometd/meta/handshake', times: 1 })
+  const hung = subscription(t, { from: -1 })
+  await until(() => crm.calls.at(-1)?.route === 'cometd/meta/handshake', 'the handshake')
+  let started = Date.now()
+  await hung.subscriber.stop()
+  t.ok(Date.now() - started < 1000, `stopped in ${Date.now() - started} ms`)
+
+  const waiting = subscription(t, {
+    from: -1,
+    backoff: { initialMs: 60_000 },
+    crm: { session: async () => { throw new Error('no session') }, invalidateSession: () => {} }
+  })
+  await until(() => waiting.subscriber.stats().state === 'failed', 'the backoff')
+  started = Date.now()
+  await waiting.subscriber.stop()
+  t.ok(Date.now() - started < 1000, `stopped in ${Date.now() - started} ms`)
+  t.throws(() => waiting.subscriber.start(), /started already/)
+})
+
+t.test('no log line carries an access token', async t => {
+  t.ok(accessTokens.size >= 2)
+  t.same(leaks(logLines, [...accessTokens]), [])
+})
