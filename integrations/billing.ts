@@ -241,6 +241,14 @@ export class BillingClient {
     })
   }
 
+  /** The order's status (`Pending`, `Active`, `Cancelled`, `Fraud`...), or null when there is no such order. */
+  getOrderStatus (orderId: number, signal?: AbortSignal): Promise<string | null> {
+    return this.#action('GetOrders', { id: orderId }, signal, (answer) => {
+      const [order] = listOf(answer.orders, 'order')
+      return order === undefined ? null : toText(order.status)
+    })
+  }
+
   async health (signal: AbortSignal): Promise<void> {
     await this.#action('WhmcsDetails', {}, signal, () => undefined)
   }

@@ -87,7 +87,7 @@ type Params = URLSearchParams
 type Answer = Record<string, unknown>
 
 const NEVER = '0000-00-00 00:00:00'
-const ACTIONS = ['ValidateLogin', 'GetClientsDetails', 'GetInvoices', 'GetInvoice', 'AddOrder', 'AcceptOrder', 'WhmcsDetails'] as const
+const ACTIONS = ['ValidateLogin', 'GetClientsDetails', 'GetInvoices', 'GetInvoice', 'AddOrder', 'AcceptOrder', 'GetOrders', 'WhmcsDetails'] as const
 type Action = typeof ACTIONS[number]
 const ACTION_BY_LOWER_NAME = new Map<string, Action>(ACTIONS.map(action => [action.toLowerCase(), action]))
 const SECRET_PARAMS = new Set(['identifier', 'secret', 'username', 'password', 'accesskey', 'password2'])
@@ -258,6 +258,7 @@ export class BillingSimulator extends Simulator {
       case 'GetInvoice': return this.#getInvoice(params)
       case 'AddOrder': return this.#addOrder(params)
       case 'AcceptOrder': return this.#acceptOrder(params)
+      case 'GetOrders': return this.#getOrders(params)
       case 'WhmcsDetails': return { result: 'success', whmcs: { version: this.version, canonicalversion: `${this.version}-release.1` } }
     }
   }
@@ -477,6 +478,20 @@ export class BillingSimulator extends Simulator {
       serviceids
     })
     return { result: 'success', orderid, serviceids: serviceids.join(','), addonids: '', domainids: '', invoiceid }
+  }
+
+  /** GetOrders by `id` or `userid`; WHMCS answers `orders: {order: [...]}`, or `orders: []` when none match. */
+  #getOrders (params: Params): Answer {
+    const id = params.has('id') ? intParam(params, 'id') : undefined
+    const userid = params.has('userid') ? intParam(params, 'userid') : undefined
+    const orders = this.#orders.filter(order => (id === undefined || order.id === id) && (userid === undefined || order.userid === userid))
+    return {
+      result: 'success',
+      totalresults: orders.length,
+      startnumber: 0,
+      numreturned: orders.length,
+      orders: orders.length === 0 ? [] : { order: orders.map(order => ({ ...order, serviceids: order.serviceids.join(',') })) }
+    }
   }
 
   #acceptOrder (params: Params): Answer {

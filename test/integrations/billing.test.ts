@@ -216,3 +216,11 @@ t.test('no credential or password in any log line or error message', async t => 
   const secrets = [billing.secret, 'not-the-secret', 'correct-horse', 'wrong-password', 'secret-page-content']
   t.same(leaks(readable(recorded.lines, errors), secrets), [])
 })
+
+t.test('GetOrders: the status of an order, or null for an unknown one', async t => {
+  const placed = await whmcs.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
+  t.equal(await whmcs.getOrderStatus(placed.orderId), 'Pending')
+  await whmcs.acceptOrder(placed.orderId)
+  t.equal(await whmcs.getOrderStatus(placed.orderId), 'Active', 'accepted')
+  t.equal(await whmcs.getOrderStatus(999_999), null)
+})
