@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import fastifyRateLimit, { type FastifyRateLimitOptions, type FastifyRateLimitStore } from '@fastify/rate-limit'
-import RedisStore from '@fastify/rate-limit/store/RedisStore.js'
+import { createRequire } from 'node:module'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { RateLimitedError } from '../../lib/errors.js'
 
@@ -10,6 +10,10 @@ declare module 'fastify' {
     rateLimitBypassed: () => number
   }
 }
+
+type RedisStoreConstructor = new (continueExceeding: boolean, exponentialBackoff: boolean, redis: unknown, key?: string) => FastifyRateLimitStore
+// The plugin's own Redis store: CommonJS, not exported by the package's entry point, and untyped.
+const RedisStore = createRequire(import.meta.url)('@fastify/rate-limit/store/RedisStore.js') as RedisStoreConstructor
 
 type Incr = (key: string, callback: (error: Error | null, result?: { current: number, ttl: number }) => void, ...rest: unknown[]) => void
 
