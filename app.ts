@@ -19,6 +19,8 @@ import servicesCache from './plugins/app/services-cache.js'
 import upstreams from './plugins/app/upstreams.js'
 import blacklist from './plugins/app/blacklist.js'
 import authentication from './plugins/app/authentication.js'
+import orders from './plugins/app/orders.js'
+import jobQueue from './plugins/app/job-queue.js'
 import healthRoutes from './routes/health.js'
 import queueRoutes from './routes/queues.js'
 import servicesCacheRoutes from './routes/services-cache.js'
@@ -78,6 +80,8 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     await app.register(upstreams)
     await app.register(blacklist)
     await app.register(authentication)
+    await app.register(orders)
+    await app.register(jobQueue)
 
     await app.register(healthRoutes)
     await app.register(queueRoutes)

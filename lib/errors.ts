@@ -23,3 +23,6 @@ export const AuthUnavailableError = definePublicError('AUTH_UNAVAILABLE', 'Authe
 export const BillingUnavailableError = definePublicError('BILLING_UNAVAILABLE', 'Billing service is temporarily unavailable', 503)
 export const InvoiceNotFoundError = definePublicError('INVOICE_NOT_FOUND', 'Invoice not found', 404)
 export const RateLimitedError = definePublicError('RATE_LIMITED', 'Too many requests: retry in %s', 429)
+export const OrderRejectedError = definePublicError('ORDER_REJECTED', 'The billing system refused the order', 422)
+export const CrmUnavailableError = definePublicError('CRM_UNAVAILABLE', 'CRM service is temporarily unavailable', 503)
+export const OrderNotFoundError = definePublicError('ORDER_NOT_FOUND', 'Order not found', 404)

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { RequestQueue } from '../lib/request-queue.js'
+import { ProvisioningJobQueue } from '../plugins/app/job-queue.js'
 import { levelOf } from '../lib/thresholds.js'
 import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
 
@@ -17,6 +18,11 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const usage = await fastify.crmUsage.read()
     const used = usage.used ?? 0
     return { used, limit: usage.limit, limitSource: usage.limitSource, percent: percentOf(used, usage.limit) }
+  }
+
+  async function jobReport () {
+    const counts = await fastify.jobQueue.counts().catch(() => null)
+    return counts === null ? null : { health: ProvisioningJobQueue.health(counts), ...counts }
   }
 
   function detail (queue: RequestQueue) {
@@ -41,11 +47,12 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Type.Ref(QueuesReport) }
     }
   }, async () => {
-    const { used, limit } = await dailyUsage()
+    const [{ used, limit }, jobs] = await Promise.all([dailyUsage(), jobReport()])
     return {
       timestamp: new Date().toISOString(),
       billing: { health: fastify.billingQueue.health(), metrics: fastify.billingQueue.metrics() },
-      crm: { health: fastify.crmQueue.health(), metrics: fastify.crmQueue.metrics(), dailyUsage: { used, limit } }
+      crm: { health: fastify.crmQueue.health(), metrics: fastify.crmQueue.metrics(), dailyUsage: { used, limit } },
+      jobs
     }
   })
 

@@ -36,10 +36,23 @@ export const CrmQueueReport = Type.Object({
   dailyUsage: Type.Ref(DailyUsage)
 }, { $id: 'CrmQueueReport', additionalProperties: false })
 
+export const JobQueueReport = Type.Union([
+  Type.Object({
+    health: Type.Ref(QueueHealth),
+    waiting: Count('jobs waiting to run'),
+    active: Count('jobs running'),
+    delayed: Count('jobs waiting for a retry'),
+    failed: Count('jobs that failed after their last attempt, kept 30 days'),
+    completed: Count('jobs completed, kept 7 days')
+  }, { additionalProperties: false }),
+  Type.Null({ description: 'Redis could not be asked' })
+], { $id: 'JobQueueReport', description: 'the provisioning job queue (BullMQ)' })
+
 export const QueuesReport = Type.Object({
   timestamp: Type.String({ format: 'date-time' }),
   billing: Type.Ref(QueueReport),
-  crm: Type.Ref(CrmQueueReport)
+  crm: Type.Ref(CrmQueueReport),
+  jobs: Type.Ref(JobQueueReport)
 }, { $id: 'QueuesReport', title: 'Queue health report', additionalProperties: false })
 
 const QueueDetailProperties = {
@@ -74,4 +87,4 @@ export const CrmQueueDetail = Type.Object({
   }, { additionalProperties: false })
 }, { $id: 'CrmQueueDetail', title: 'CRM queue details', additionalProperties: false })
 
-export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, QueuesReport, QueueDetail, CrmQueueDetail]
+export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, JobQueueReport, QueuesReport, QueueDetail, CrmQueueDetail]

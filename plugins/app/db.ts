@@ -14,7 +14,10 @@ export async function migrate (connectionString: string): Promise<string> {
   await client.connect()
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID])
+    // The connection's search_path decides where the tables live; postgrator would assume public.
+    const { rows } = await client.query<{ schema: string }>('SELECT current_schema() AS schema')
     const postgrator = new Postgrator({
+      currentSchema: rows[0]?.schema ?? 'public',
       migrationPattern: join(projectRoot, 'migrations', '*.sql'),
       driver: 'pg',
       schemaTable: 'schema_version',

@@ -15,7 +15,8 @@ async function swagger (fastify: FastifyInstance) {
       tags: [
         { name: 'health', description: 'Unauthenticated health and monitoring endpoints' },
         { name: 'auth', description: 'Portal sign-in and sign-out' },
-        { name: 'invoices', description: 'The signed-in client\'s invoices, from the billing system' }
+        { name: 'invoices', description: 'The signed-in client\'s invoices, from the billing system' },
+        { name: 'orders', description: 'The signed-in client\'s orders, their provisioning status and its event stream' }
       ],
       components: {
         securitySchemes: {

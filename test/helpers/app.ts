@@ -57,6 +57,27 @@ export function testConfig (overrides: Record<string, string> = {}): Config {
   return loadConfig(testEnv(overrides)).config
 }
 
+async function onTestDatabase (sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: TEST_DATABASE_URL })
+  await client.connect()
+  try {
+    await client.query(sql)
+  } finally {
+    await client.end()
+  }
+}
+
+/**
+ * A schema of the test's own in the tests' database: each test app gets fresh tables, so ids
+ * that simulators hand out again (billing order 1, say) never collide with another test's.
+ */
+async function testSchemaUrl (t: Teardown): Promise<string> {
+  const schema = `test_${randomUUID().replaceAll('-', '')}`
+  await onTestDatabase(`CREATE SCHEMA ${schema}`)
+  t.teardown(() => onTestDatabase(`DROP SCHEMA ${schema} CASCADE`))
+  return `${TEST_DATABASE_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`
+}
+
 /** The test's keys on the shared Redis, so runs leave nothing behind. */
 async function removeKeys (app: FastifyInstance, prefix: string): Promise<void> {
   if (prefix === '') return
@@ -82,7 +103,8 @@ export async function startTestSandbox (t: Teardown, options?: SandboxOptions): 
 export async function buildTestApp (t: Teardown, overrides: Record<string, string> = {}, sandbox?: Sandbox): Promise<FastifyInstance> {
   await ensureTestDatabase()
   const upstreams = sandbox ?? await startTestSandbox(t)
-  const config = testConfig({ ...upstreams.settings, ...overrides })
+  const databaseUrl = overrides.DATABASE_URL ?? await testSchemaUrl(t)
+  const config = testConfig({ ...upstreams.settings, DATABASE_URL: databaseUrl, ...overrides })
   const app = await build({ config, logToStdout: false })
   t.teardown(async () => {
     await removeKeys(app, config.REDIS_KEY_PREFIX).catch(() => {})

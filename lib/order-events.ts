@@ -1,0 +1,112 @@
+import type { Redis } from 'ioredis'
+import type { Order, OrderStatus } from './orders.js'
+
+/** What an SSE client sees when one of its orders changes status. */
+export interface OrderStatusEvent {
+  /** The Redis stream entry id: the SSE `id:`, from which `Last-Event-ID` resumes. */
+  id: string
+  orderId: string
+  crmOrderId: string | null
+  status: OrderStatus
+  failureReason: string | null
+  at: string
+}
+
+type Listener = (event: OrderStatusEvent) => void
+
+interface Log {
+  warn (object: object, message: string): void
+  info (message: string): void
+}
+
+/** Redis stream ids are `<ms>-<seq>`; compares them in order. */
+export function streamIdAfter (a: string, b: string): boolean {
+  const [aMs = 0, aSeq = 0] = a.split('-').map(Number)
+  const [bMs = 0, bSeq = 0] = b.split('-').map(Number)
+  return aMs !== bMs ? aMs > bMs : aSeq > bSeq
+}
+
+/**
+ * Order status changes for every instance's SSE streams. Each client's changes go to a short
+ * Redis stream (the backlog that `Last-Event-ID` resumes from) and are announced on one pub/sub
+ * channel, which each instance fans out to its own connections.
+ */
+export class OrderEvents {
+  readonly #listeners = new Map<number, Set<Listener>>()
+  readonly #onDrop = new Set<() => void>()
+  readonly #channel: string
+
+  constructor (
+    private readonly redis: Redis,
+    private readonly subscriber: Redis,
+    private readonly prefix: string,
+    private readonly backlogLength: number,
+    private readonly log: Log
+  ) {
+    this.#channel = `${prefix}orders:status`
+    subscriber.on('message', (channel: string, message: string) => {
+      if (channel === this.#channel) this.#deliver(message)
+    })
+    // Seed §6: when the cache fails, the streams drop, and clients reconnect.
+    subscriber.on('close', () => this.#dropAll())
+  }
+
+  async start (): Promise<void> {
+    await this.subscriber.subscribe(this.#channel)
+  }
+
+  /** Announces a status change; a Redis failure is logged, not thrown: the status is in PostgreSQL. */
+  async publish (order: Order): Promise<void> {
+    if (order.billingClientId === null) return
+    const event: Omit<OrderStatusEvent, 'id'> = { orderId: order.id, crmOrderId: order.crmOrderId, status: order.status, failureReason: order.failureReason, at: order.updatedAt }
+    try {
+      const id = await this.redis.xadd(this.#backlogKey(order.billingClientId), 'MAXLEN', '~', String(this.backlogLength), '*', 'event', JSON.stringify(event))
+      await this.redis.publish(this.#channel, JSON.stringify({ clientId: order.billingClientId, event: { id, ...event } }))
+    } catch (error) {
+      this.log.warn({ err: error, orderId: order.id, status: order.status }, 'order status change not announced: Redis unavailable')
+    }
+  }
+
+  /** The client's changes after `lastEventId`, oldest first. */
+  async backlog (clientId: number, lastEventId: string): Promise<OrderStatusEvent[]> {
+    const entries = await this.redis.xrange(this.#backlogKey(clientId), `(${lastEventId}`, '+')
+    return entries.map(([id, fields]) => ({ id, ...JSON.parse(fields[1] ?? '{}') as Omit<OrderStatusEvent, 'id'> }))
+  }
+
+  /** Listens to one client's changes; returns the function that stops listening. */
+  listen (clientId: number, listener: Listener, onDrop: () => void): () => void {
+    const listeners = this.#listeners.get(clientId) ?? new Set()
+    listeners.add(listener)
+    this.#listeners.set(clientId, listeners)
+    this.#onDrop.add(onDrop)
+    return () => {
+      listeners.delete(listener)
+      if (listeners.size === 0) this.#listeners.delete(clientId)
+      this.#onDrop.delete(onDrop)
+    }
+  }
+
+  get connections (): number {
+    return this.#onDrop.size
+  }
+
+  #deliver (message: string): void {
+    let parsed: { clientId: number, event: OrderStatusEvent }
+    try {
+      parsed = JSON.parse(message)
+    } catch {
+      return
+    }
+    for (const listener of this.#listeners.get(parsed.clientId) ?? []) listener(parsed.event)
+  }
+
+  #dropAll (): void {
+    if (this.#onDrop.size === 0) return
+    this.log.info(`order event streams dropped: Redis connection lost (${this.#onDrop.size} streams)`)
+    for (const drop of [...this.#onDrop]) drop()
+  }
+
+  #backlogKey (clientId: number): string {
+    return `${this.prefix}orders:events:${clientId}`
+  }
+}

@@ -1,0 +1,147 @@
+import type { Pool } from 'pg'
+
+export const ORDER_STATUSES = ['Pending Review', 'Provisioning', 'Active', 'Failed'] as const
+export type OrderStatus = typeof ORDER_STATUSES[number]
+
+export interface Order {
+  id: string
+  billingClientId: number | null
+  productId: string
+  billingCycle: string | null
+  billingOrderId: number | null
+  crmOrderId: string | null
+  status: OrderStatus
+  failureReason: string | null
+  telecomActivationId: string | null
+  msisdn: string | null
+  billingAcceptedAt: string | null
+  crmActivatedAt: string | null
+  provisioningAttempts: number
+  createdAt: string
+  updatedAt: string
+}
+
+const COLUMNS = `id, billing_client_id, product_id, billing_cycle, billing_order_id, crm_order_id, status,
+  failure_reason, telecom_activation_id, msisdn, billing_accepted_at, crm_activated_at, provisioning_attempts,
+  created_at, updated_at`
+
+interface OrderRow {
+  id: string
+  billing_client_id: number | null
+  product_id: string
+  billing_cycle: string | null
+  billing_order_id: number | null
+  crm_order_id: string | null
+  status: OrderStatus
+  failure_reason: string | null
+  telecom_activation_id: string | null
+  msisdn: string | null
+  billing_accepted_at: Date | null
+  crm_activated_at: Date | null
+  provisioning_attempts: number
+  created_at: Date
+  updated_at: Date
+}
+
+function toOrder (row: OrderRow): Order {
+  return {
+    id: row.id,
+    billingClientId: row.billing_client_id,
+    productId: row.product_id,
+    billingCycle: row.billing_cycle,
+    billingOrderId: row.billing_order_id,
+    crmOrderId: row.crm_order_id,
+    status: row.status,
+    failureReason: row.failure_reason,
+    telecomActivationId: row.telecom_activation_id,
+    msisdn: row.msisdn,
+    billingAcceptedAt: row.billing_accepted_at?.toISOString() ?? null,
+    crmActivatedAt: row.crm_activated_at?.toISOString() ?? null,
+    provisioningAttempts: row.provisioning_attempts,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString()
+  }
+}
+
+export interface NewOrder {
+  billingClientId: number | null
+  productId: string
+  billingCycle: string | null
+  billingOrderId: number | null
+  crmOrderId: string | null
+}
+
+/** The orders table, in the service's words. */
+export class OrderStore {
+  constructor (private readonly pool: Pool) {}
+
+  async create (order: NewOrder): Promise<Order> {
+    const { rows } = await this.pool.query<OrderRow>(
+      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, billing_order_id, crm_order_id)
+       VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
+      [order.billingClientId, order.productId, order.billingCycle, order.billingOrderId, order.crmOrderId])
+    return toOrder(rows[0]!)
+  }
+
+  /** Stores an order the CRM told of, unless one with its CRM id exists; either way returns the stored one. */
+  async ensure (order: NewOrder & { crmOrderId: string }): Promise<Order> {
+    await this.pool.query(
+      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, billing_order_id, crm_order_id)
+       VALUES ($1, $2, $3, $4, $5) ON CONFLICT (crm_order_id) DO NOTHING`,
+      [order.billingClientId, order.productId, order.billingCycle, order.billingOrderId, order.crmOrderId])
+    return (await this.findByCrmId(order.crmOrderId))!
+  }
+
+  async findByCrmId (crmOrderId: string): Promise<Order | null> {
+    const { rows } = await this.pool.query<OrderRow>(`SELECT ${COLUMNS} FROM orders WHERE crm_order_id = $1`, [crmOrderId])
+    return rows[0] === undefined ? null : toOrder(rows[0])
+  }
+
+  async findForClient (billingClientId: number, id: string): Promise<Order | null> {
+    const { rows } = await this.pool.query<OrderRow>(`SELECT ${COLUMNS} FROM orders WHERE id = $1 AND billing_client_id = $2`, [id, billingClientId])
+    return rows[0] === undefined ? null : toOrder(rows[0])
+  }
+
+  async listForClient (billingClientId: number, limit: number, offset: number): Promise<{ orders: Order[], total: number }> {
+    const [{ rows }, count] = await Promise.all([
+      this.pool.query<OrderRow>(`SELECT ${COLUMNS} FROM orders WHERE billing_client_id = $1 ORDER BY created_at DESC, id LIMIT $2 OFFSET $3`, [billingClientId, limit, offset]),
+      this.pool.query<{ total: string }>('SELECT count(*) AS total FROM orders WHERE billing_client_id = $1', [billingClientId])
+    ])
+    return { orders: rows.map(toOrder), total: Number(count.rows[0]?.total ?? 0) }
+  }
+
+  async setCrmOrderId (id: string, crmOrderId: string): Promise<Order> {
+    return this.#update(id, 'crm_order_id = $2', [crmOrderId])
+  }
+
+  /** Moves the order to `status`; null when it already was there (so nothing is announced twice). */
+  async changeStatus (id: string, status: OrderStatus, failureReason: string | null = null): Promise<Order | null> {
+    const { rows } = await this.pool.query<OrderRow>(
+      `UPDATE orders SET status = $2, failure_reason = $3, updated_at = now()
+       WHERE id = $1 AND (status <> $2 OR failure_reason IS DISTINCT FROM $3) RETURNING ${COLUMNS}`,
+      [id, status, failureReason])
+    return rows[0] === undefined ? null : toOrder(rows[0])
+  }
+
+  async countAttempt (id: string): Promise<Order> {
+    return this.#update(id, 'provisioning_attempts = provisioning_attempts + 1', [])
+  }
+
+  async recordActivation (id: string, activationId: string, msisdn: string | null): Promise<Order> {
+    return this.#update(id, 'telecom_activation_id = $2, msisdn = $3', [activationId, msisdn])
+  }
+
+  async recordBillingAccepted (id: string): Promise<Order> {
+    return this.#update(id, 'billing_accepted_at = now()', [])
+  }
+
+  async recordCrmActivated (id: string): Promise<Order> {
+    return this.#update(id, 'crm_activated_at = now()', [])
+  }
+
+  async #update (id: string, assignments: string, values: unknown[]): Promise<Order> {
+    const { rows } = await this.pool.query<OrderRow>(`UPDATE orders SET ${assignments}, updated_at = now() WHERE id = $1 RETURNING ${COLUMNS}`, [id, ...values])
+    if (rows[0] === undefined) throw new Error(`Order ${id} does not exist`)
+    return toOrder(rows[0])
+  }
+}

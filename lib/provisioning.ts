@@ -1,0 +1,83 @@
+import type { BillingClient } from '../integrations/billing.js'
+import { OrderNotPendingError } from '../integrations/billing.js'
+import type { CrmClient } from '../integrations/crm.js'
+import type { TelecomClient } from '../integrations/telecom.js'
+import type { OrderEvents } from './order-events.js'
+import type { Order, OrderStatus, OrderStore } from './orders.js'
+import type { RequestQueue } from './request-queue.js'
+import { UpstreamFailure } from './failure.js'
+
+export interface ProvisioningDependencies {
+  orders: OrderStore
+  orderEvents: OrderEvents
+  billing: BillingClient
+  crm: CrmClient
+  telecom: TelecomClient
+  billingQueue: RequestQueue
+  crmQueue: RequestQueue
+  log: { info (object: object, message: string): void }
+}
+
+export class OrderNotStoredError extends Error {
+  constructor (crmOrderId: string) {
+    super(`No stored order for CRM order ${crmOrderId}`)
+    this.name = 'OrderNotStoredError'
+  }
+}
+
+async function changeStatus (deps: ProvisioningDependencies, order: Order, status: OrderStatus, failureReason: string | null = null): Promise<Order> {
+  const changed = await deps.orders.changeStatus(order.id, status, failureReason)
+  if (changed === null) return order
+  await deps.orderEvents.publish(changed)
+  return changed
+}
+
+/**
+ * Provisions one order: telecom activation, billing AcceptOrder, CRM status. Each completed step is
+ * recorded before the next starts, so a retry after a failure or a crash repeats none of them.
+ */
+export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId: string): Promise<Order> {
+  let order = await deps.orders.findByCrmId(crmOrderId)
+  if (order === null) throw new OrderNotStoredError(crmOrderId)
+  if (order.status === 'Active') return order
+  order = await deps.orders.countAttempt(order.id)
+  order = await changeStatus(deps, order, 'Provisioning')
+
+  if (order.telecomActivationId === null) {
+    // The CRM order id is the idempotency key: a repeat returns the first activation.
+    const activation = await deps.telecom.activate({ orderId: crmOrderId, productId: order.productId, idempotencyKey: crmOrderId })
+    order = await deps.orders.recordActivation(order.id, activation.id, activation.msisdn)
+  }
+
+  const billingOrderId = order.billingOrderId
+  if (order.billingAcceptedAt === null && billingOrderId !== null) {
+    await deps.billingQueue.run(async (signal) => {
+      try {
+        await deps.billing.acceptOrder(billingOrderId, signal)
+      } catch (error) {
+        if (!(error instanceof OrderNotPendingError)) throw error
+        // Accepted before a crash lost the record of it, or cancelled: the order's status tells.
+        const status = await deps.billing.getOrderStatus(billingOrderId, signal)
+        if (status !== 'Active') throw new UpstreamFailure('upstream_error', 'billing', `billing order ${billingOrderId} is ${status ?? 'missing'}, not pending or active`)
+      }
+    })
+    order = await deps.orders.recordBillingAccepted(order.id)
+  }
+
+  if (order.crmActivatedAt === null) {
+    await deps.crmQueue.run((signal) => deps.crm.updateOrder(crmOrderId, { Status: 'Activated' }, signal))
+    order = await deps.orders.recordCrmActivated(order.id)
+  }
+
+  order = await changeStatus(deps, order, 'Active')
+  deps.log.info({ orderId: order.id, crmOrderId, attempts: order.provisioningAttempts }, 'order provisioned')
+  return order
+}
+
+/** After the last attempt: the order is Failed, with the reason kept. */
+export async function failOrder (deps: ProvisioningDependencies, crmOrderId: string, reason: string): Promise<void> {
+  const order = await deps.orders.findByCrmId(crmOrderId)
+  if (order === null || order.status === 'Active') return
+  await changeStatus(deps, order, 'Failed', reason)
+  await deps.crmQueue.run((signal) => deps.crm.updateOrder(crmOrderId, { Provisioning_Error__c: reason.slice(0, 255) }, signal)).catch(() => {})
+}

@@ -1,0 +1,118 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { Queue, Worker, type Job } from 'bullmq'
+import { Redis } from 'ioredis'
+import { abortable } from '../../lib/abortable.js'
+import { classifyFailure } from '../../lib/failure.js'
+import { failOrder, provisionOrder, type ProvisioningDependencies } from '../../lib/provisioning.js'
+import { levelOf, worstLevel, type Level } from '../../lib/thresholds.js'
+import type { QueueHealth } from '../../lib/request-queue.js'
+import { closeRedis } from '../external/redis.js'
+
+export const PROVISIONING_QUEUE = 'provisioning'
+
+export interface JobCounts {
+  waiting: number
+  active: number
+  delayed: number
+  failed: number
+  completed: number
+}
+
+interface ProvisioningJob { crmOrderId: string }
+
+const FORCED_CLOSE_MS = 2000
+
+const HEALTH_OF_LEVEL: Record<Level, QueueHealth> = { ok: 'healthy', warning: 'degraded', critical: 'unhealthy' }
+
+/** The job id derives from the CRM order id, so a replayed or duplicated event never makes a second job. */
+export function jobIdOf (crmOrderId: string): string {
+  return `order-${crmOrderId}`
+}
+
+export class ProvisioningJobQueue {
+  constructor (private readonly queue: Queue<ProvisioningJob>) {}
+
+  /** Resolves once the job is durably in Redis. */
+  async enqueue (crmOrderId: string): Promise<void> {
+    await this.queue.add('provision', { crmOrderId }, { jobId: jobIdOf(crmOrderId) })
+  }
+
+  async counts (): Promise<JobCounts> {
+    const counts = await this.queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed')
+    return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, delayed: counts.delayed ?? 0, failed: counts.failed ?? 0, completed: counts.completed ?? 0 }
+  }
+
+  static health (counts: JobCounts): QueueHealth {
+    return HEALTH_OF_LEVEL[worstLevel([levelOf('job_queue_waiting', counts.waiting), levelOf('job_queue_failed', counts.failed)])]
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    jobQueue: ProvisioningJobQueue
+  }
+}
+
+async function jobQueue (fastify: FastifyInstance) {
+  const { config } = fastify
+  const prefix = `${config.REDIS_KEY_PREFIX}bull`
+  // BullMQ wants its own connections: a worker's blocking commands must never time out, and a
+  // producer should fail fast while Redis is away.
+  // BullMQ duplicates the consumer for its blocking commands; the duplicates inherit this strategy,
+  // which stops reconnecting once the service is closing.
+  let closing = false
+  const retryStrategy = (attempt: number) => closing ? null : Math.min(attempt * 100, 2000)
+  const producer = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS, retryStrategy })
+  const consumer = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, retryStrategy })
+  for (const connection of [producer, consumer]) connection.on('error', () => {})
+
+  const queue = new Queue<ProvisioningJob>(PROVISIONING_QUEUE, {
+    connection: producer,
+    prefix,
+    defaultJobOptions: {
+      attempts: config.PROVISIONING_ATTEMPTS,
+      backoff: { type: 'exponential', delay: config.PROVISIONING_BACKOFF_MS },
+      removeOnComplete: { age: 7 * 86_400 },
+      removeOnFail: { age: 30 * 86_400 }
+    }
+  })
+  const deps: ProvisioningDependencies = {
+    orders: fastify.orders,
+    orderEvents: fastify.orderEvents,
+    billing: fastify.billing,
+    crm: fastify.crm,
+    telecom: fastify.telecom,
+    billingQueue: fastify.billingQueue,
+    crmQueue: fastify.crmQueue,
+    log: fastify.log
+  }
+  const worker = new Worker<ProvisioningJob>(PROVISIONING_QUEUE, async (job: Job<ProvisioningJob>) => {
+    const { crmOrderId } = job.data
+    try {
+      await provisionOrder(deps, crmOrderId)
+    } catch (error) {
+      const reason = `${classifyFailure(error)}: ${error instanceof Error ? error.message : String(error)}`
+      const last = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
+      fastify.log[last ? 'error' : 'warn']({ crmOrderId, attempt: job.attemptsMade + 1, reason }, last ? 'provisioning failed for good' : 'provisioning attempt failed; it will be retried')
+      if (last) await failOrder(deps, crmOrderId, reason)
+      throw error
+    }
+  }, { connection: consumer, prefix, concurrency: config.PROVISIONING_CONCURRENCY, lockDuration: config.PROVISIONING_LOCK_MS, stalledInterval: config.PROVISIONING_LOCK_MS })
+  worker.on('error', (error) => fastify.log.warn({ err: error }, 'provisioning worker error'))
+
+  fastify.decorate('jobQueue', new ProvisioningJobQueue(queue))
+  fastify.addHook('onClose', async () => {
+    closing = true
+    // With Redis answering, the worker finishes the jobs it holds (within a queue deadline). With
+    // Redis away BullMQ's graceful close would wait for it forever, so it is forced; the jobs it
+    // held are taken over by another instance once their lock expires.
+    const redisUp = consumer.status === 'ready'
+    await abortable(worker.close(!redisUp), AbortSignal.timeout(redisUp ? config.CRM_QUEUE_TIMEOUT_MS : FORCED_CLOSE_MS))
+      .catch(() => fastify.log.warn('provisioning worker did not close in time; its connections are dropped'))
+    await abortable(queue.close(), AbortSignal.timeout(FORCED_CLOSE_MS)).catch(() => {})
+    await Promise.all([closeRedis(producer), closeRedis(consumer)])
+  })
+}
+
+export default fp(jobQueue, { name: 'job-queue', fastify: '5.x', dependencies: ['orders', 'upstreams', 'request-queues'], decorators: { fastify: ['config'] } })

@@ -1,0 +1,29 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { OrderEvents } from '../../lib/order-events.js'
+import { OrderStore } from '../../lib/orders.js'
+import { closeRedis } from '../external/redis.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    orders: OrderStore
+    orderEvents: OrderEvents
+  }
+}
+
+// Enough for a client that reconnects after a short outage to miss nothing.
+const BACKLOG_LENGTH = 100
+
+async function orders (fastify: FastifyInstance) {
+  const { REDIS_KEY_PREFIX } = fastify.config
+  // A connection in subscriber mode can do nothing else, so it is a connection of its own.
+  const subscriber = fastify.redis.duplicate({ enableOfflineQueue: true })
+  subscriber.on('error', () => {})
+  const orderEvents = new OrderEvents(fastify.redis, subscriber, REDIS_KEY_PREFIX, BACKLOG_LENGTH, fastify.log)
+  await orderEvents.start()
+  fastify.decorate('orders', new OrderStore(fastify.pg.pool))
+  fastify.decorate('orderEvents', orderEvents)
+  fastify.addHook('onClose', () => closeRedis(subscriber))
+}
+
+export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['db', 'redis'], decorators: { fastify: ['config'] } })

@@ -1,0 +1,81 @@
+import type { FastifyPluginAsync } from 'fastify'
+import { streamIdAfter, type OrderStatusEvent } from '../../lib/order-events.js'
+
+export const HEARTBEAT_MS = 15_000
+const VALID_EVENT_ID = /^\d{1,20}-\d{1,20}$/
+
+function frame (event: OrderStatusEvent): string {
+  const { id, ...data } = event
+  return `id: ${id}\nevent: order.status\ndata: ${JSON.stringify(data)}\n\n`
+}
+
+/**
+ * Server-sent events: the caller's order status changes, from any instance. `Last-Event-ID`
+ * resumes from the client's short backlog; a comment line every 15 s keeps proxies from
+ * closing an idle stream.
+ */
+const eventRoutes: FastifyPluginAsync = async (fastify) => {
+  fastify.get('/api/events', {
+    schema: {
+      tags: ['orders'],
+      summary: 'Server-sent events: `order.status` whenever one of the caller\'s orders changes status',
+      description: 'Each event has an `id:`; reconnect with `Last-Event-ID` to receive what was missed. The stream drops when the cache fails; clients reconnect.',
+      security: [{ bearerAuth: [] }],
+      headers: {
+        type: 'object',
+        properties: { 'last-event-id': { type: 'string', maxLength: 64 } }
+      },
+      response: {
+        200: { description: '`text/event-stream`', content: { 'text/event-stream': { schema: { type: 'string' } } } }
+      }
+    }
+  }, async (request, reply) => {
+    const clientId = Number(request.user.sub)
+    const lastEventId = request.headers['last-event-id']
+    const resumeFrom = typeof lastEventId === 'string' && VALID_EVENT_ID.test(lastEventId) ? lastEventId : undefined
+    const { orderEvents } = fastify
+
+    let lastSent = resumeFrom ?? '0-0'
+    let live = false
+    const pending: OrderStatusEvent[] = []
+    const send = (event: OrderStatusEvent) => {
+      if (!streamIdAfter(event.id, lastSent)) return
+      lastSent = event.id
+      reply.raw.write(frame(event))
+    }
+    const close = () => {
+      clearInterval(heartbeat)
+      stopListening()
+      reply.raw.end()
+    }
+    // Listen before reading the backlog, so nothing falls between the two.
+    const stopListening = orderEvents.listen(clientId, (event) => (live ? send(event) : pending.push(event)), close)
+    const heartbeat = setInterval(() => reply.raw.write(': heartbeat\n\n'), HEARTBEAT_MS)
+    request.raw.on('close', () => {
+      clearInterval(heartbeat)
+      stopListening()
+    })
+
+    reply.hijack()
+    const headersSoFar = Object.entries(reply.getHeaders()).filter((entry): entry is [string, string | number | string[]] => entry[1] !== undefined)
+    reply.raw.writeHead(200, {
+      ...Object.fromEntries(headersSoFar),
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no'
+    })
+    reply.raw.write('retry: 3000\n\n')
+    if (resumeFrom !== undefined) {
+      try {
+        for (const event of await orderEvents.backlog(clientId, resumeFrom)) send(event)
+      } catch (error) {
+        request.log.warn({ err: error }, 'event backlog unavailable: the stream starts with new events')
+      }
+    }
+    live = true
+    for (const event of pending.splice(0)) send(event)
+  })
+}
+
+export default eventRoutes

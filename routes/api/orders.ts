@@ -1,0 +1,80 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { BillingUnavailableError, CrmUnavailableError, OrderNotFoundError, OrderRejectedError } from '../../lib/errors.js'
+import { classifyFailure, UpstreamFailure } from '../../lib/failure.js'
+import { NewOrderRequest, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../schemas/orders.js'
+
+const errors = { 401: Type.Ref('ErrorResponse'), 404: Type.Ref('ErrorResponse'), 422: Type.Ref('ErrorResponse'), 503: Type.Ref('ErrorResponse') }
+
+const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+  for (const schema of [OrderStatus, Order, OrderList]) fastify.addSchema(schema)
+  const { billing, billingQueue, crm, crmQueue, orders, orderEvents } = fastify
+
+  fastify.post('/api/orders', {
+    schema: {
+      tags: ['orders'],
+      summary: 'Order a product: billing AddOrder, then a CRM Order in Pending Review',
+      description: 'The CRM provisions the order when it raises OrderProvisionRequested__e; follow its status on GET /api/events.',
+      security: [{ bearerAuth: [] }],
+      body: NewOrderRequest,
+      response: { 201: Type.Ref(Order), ...errors }
+    }
+  }, async (request, reply) => {
+    const clientId = Number(request.user.sub)
+    const { productId, billingCycle } = request.body
+    const placed = await billingQueue.run((signal) => billing.addOrder({ clientId, productId, billingCycle }, signal)).catch((error: unknown) => {
+      // An error answer is the billing system refusing this order; anything else is it being unavailable.
+      if (error instanceof UpstreamFailure && error.failure === 'upstream_error' && error.name === 'UpstreamFailure') throw new OrderRejectedError({ cause: error })
+      throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
+    })
+    const order = await orders.create({ billingClientId: clientId, productId: String(productId), billingCycle, billingOrderId: placed.orderId, crmOrderId: null })
+    let crmOrderId: string
+    try {
+      crmOrderId = await crmQueue.run((signal) => crm.createOrder({
+        Name: `Portal order ${placed.orderId}`,
+        Status: 'Pending Review',
+        EffectiveDate: new Date().toISOString().slice(0, 10),
+        BillingOrderId__c: String(placed.orderId),
+        BillingClientId__c: String(clientId),
+        Product__c: String(productId)
+      }, signal))
+    } catch (error) {
+      const failed = await orders.changeStatus(order.id, 'Failed', `crm_${classifyFailure(error)}: the CRM order could not be created`)
+      if (failed !== null) await orderEvents.publish(failed)
+      throw error instanceof UpstreamFailure ? new CrmUnavailableError({ cause: error }) : error
+    }
+    const stored = await orders.setCrmOrderId(order.id, crmOrderId)
+    await orderEvents.publish(stored)
+    return reply.code(201).send(stored)
+  })
+
+  fastify.get('/api/orders', {
+    schema: {
+      tags: ['orders'],
+      summary: 'The caller\'s orders, newest first',
+      security: [{ bearerAuth: [] }],
+      querystring: OrderQuery,
+      response: { 200: Type.Ref(OrderList), ...errors }
+    }
+  }, async (request) => {
+    const { page, limit } = request.query
+    const { orders: list, total } = await orders.listForClient(Number(request.user.sub), limit, (page - 1) * limit)
+    return { orders: list, page, limit, total }
+  })
+
+  fastify.get('/api/orders/:id', {
+    schema: {
+      tags: ['orders'],
+      summary: 'One of the caller\'s orders and its status',
+      security: [{ bearerAuth: [] }],
+      params: OrderParams,
+      response: { 200: Type.Ref(Order), ...errors }
+    }
+  }, async (request) => {
+    const order = await orders.findForClient(Number(request.user.sub), request.params.id)
+    if (order === null) throw new OrderNotFoundError()
+    return order
+  })
+}
+
+export default orderRoutes

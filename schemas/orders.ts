@@ -1,0 +1,41 @@
+import { Type } from '@sinclair/typebox'
+import { ORDER_STATUSES } from '../lib/orders.js'
+
+export const BILLING_CYCLES = ['monthly', 'quarterly', 'semiannually', 'annually', 'biennially', 'triennially'] as const
+
+export const OrderStatus = Type.Union(ORDER_STATUSES.map((status) => Type.Literal(status)), {
+  $id: 'OrderStatus',
+  description: '`Pending Review` → `Provisioning` → `Active`, or `Failed` after its retries'
+})
+
+export const Order = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  productId: Type.String(),
+  billingCycle: Type.Union([Type.String(), Type.Null()]),
+  billingOrderId: Type.Union([Type.Integer(), Type.Null()]),
+  crmOrderId: Type.Union([Type.String(), Type.Null()]),
+  status: Type.Ref(OrderStatus),
+  failureReason: Type.Union([Type.String(), Type.Null()]),
+  msisdn: Type.Union([Type.String(), Type.Null()], { description: 'the activated number, once provisioned' }),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' })
+}, { $id: 'Order', additionalProperties: false })
+
+export const NewOrderRequest = Type.Object({
+  productId: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }),
+  billingCycle: Type.Union(BILLING_CYCLES.map((cycle) => Type.Literal(cycle)))
+}, { additionalProperties: false })
+
+export const OrderParams = Type.Object({ id: Type.String({ format: 'uuid' }) }, { additionalProperties: false })
+
+export const OrderQuery = Type.Object({
+  page: Type.Integer({ minimum: 1, maximum: 10_000, default: 1 }),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 25 })
+}, { additionalProperties: false })
+
+export const OrderList = Type.Object({
+  orders: Type.Array(Type.Ref(Order)),
+  page: Type.Integer(),
+  limit: Type.Integer(),
+  total: Type.Integer()
+}, { $id: 'OrderList', additionalProperties: false })

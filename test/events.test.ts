@@ -1,0 +1,56 @@
+import t from 'tap'
+import { buildTestApp, startTestSandbox } from './helpers/app.js'
+import { waitFor } from './helpers/processes.js'
+import { PrivateRedis } from './helpers/private-redis.js'
+import { SseClient } from './helpers/sse.js'
+import { bearer, login } from './helpers/tokens.js'
+
+function statuses (client: SseClient): string[] {
+  return client.events.filter((event) => event.event === 'order.status').map((event) => JSON.parse(event.data ?? '{}').status)
+}
+
+t.test('a client sees its order go Pending Review → Provisioning → Active, resumes, and sees no one else\'s', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const jane = await login(app)
+  const john = await login(app, 'john@example.com', 'battery-staple')
+
+  const janes = await SseClient.open(`${url}/api/events`, bearer(jane))
+  const johns = await SseClient.open(`${url}/api/events`, bearer(john))
+  t.teardown(() => { janes.close(); johns.close() })
+  t.equal(janes.status, 200)
+  t.equal((await SseClient.open(`${url}/api/events`, {})).status, 401, 'the stream needs a token')
+
+  const order = (await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(jane), payload: { productId: 1, billingCycle: 'monthly' } })).json()
+  await app.jobQueue.enqueue(order.crmOrderId)
+  await waitFor('Active on the stream', async () => statuses(janes).includes('Active'))
+  t.same(statuses(janes), ['Pending Review', 'Provisioning', 'Active'])
+  const last = janes.events.at(-1)!
+  t.match(last, { id: /^\d+-\d+$/, event: 'order.status' })
+  t.match(JSON.parse(last.data!), { orderId: order.id, crmOrderId: order.crmOrderId, status: 'Active' })
+  t.same(johns.events, [], 'another user sees none of it')
+
+  janes.close()
+  const second = (await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(jane), payload: { productId: 2, billingCycle: 'annually' } })).json()
+  const resumed = await SseClient.open(`${url}/api/events`, { ...bearer(jane), 'last-event-id': last.id! })
+  t.teardown(() => resumed.close())
+  await waitFor('the missed event', async () => resumed.events.length >= 1)
+  t.same(statuses(resumed), ['Pending Review'], 'only what was missed')
+  t.equal(JSON.parse(resumed.events[0]!.data!).orderId, second.id)
+  t.same(johns.events, [])
+})
+
+t.test('a heartbeat every 15 s, and the streams drop when Redis fails', async (t) => {
+  const redis = await PrivateRedis.start()
+  t.teardown(() => redis.kill())
+  const app = await buildTestApp(t, { REDIS_URL: redis.url, AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const stream = await SseClient.open(`${url}/api/events`, bearer(await login(app)))
+  t.teardown(() => stream.close())
+  await waitFor('a heartbeat', async () => stream.comments >= 1, 17_000)
+  t.pass('a comment line arrived')
+  await redis.kill()
+  await waitFor('the stream to end', async () => stream.ended, 5000)
+  t.pass('the stream dropped; the client reconnects')
+})
