@@ -21,6 +21,7 @@ import blacklist from './plugins/app/blacklist.js'
 import authentication from './plugins/app/authentication.js'
 import orders from './plugins/app/orders.js'
 import jobQueue from './plugins/app/job-queue.js'
+import eventSubscriber from './plugins/app/event-subscriber.js'
 import healthRoutes from './routes/health.js'
 import queueRoutes from './routes/queues.js'
 import servicesCacheRoutes from './routes/services-cache.js'
@@ -82,6 +83,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     await app.register(authentication)
     await app.register(orders)
     await app.register(jobQueue)
+    await app.register(eventSubscriber)
 
     await app.register(healthRoutes)
     await app.register(queueRoutes)

@@ -1,3 +1,4 @@
+import { once } from 'node:events'
 import type { Redis } from 'ioredis'
 import type { Order, OrderStatus } from './orders.js'
 
@@ -47,11 +48,17 @@ export class OrderEvents {
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === this.#channel) this.#deliver(message)
     })
+    // ioredis's own resubscription leaves its promise unhandled when the connection drops again at
+    // once, which would end the process; the subscriber connection is made without it, and this does it.
+    subscriber.on('ready', () => {
+      subscriber.subscribe(this.#channel).catch((error: unknown) => this.log.warn({ err: error }, 'order events: resubscription failed; retried on the next reconnection'))
+    })
     // Seed §6: when the cache fails, the streams drop, and clients reconnect.
     subscriber.on('close', () => this.#dropAll())
   }
 
   async start (): Promise<void> {
+    if (this.subscriber.status !== 'ready') await once(this.subscriber, 'ready')
     await this.subscriber.subscribe(this.#channel)
   }
 

@@ -26,7 +26,8 @@ const integrationHealthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       database: results.database ?? NOT_REGISTERED,
       billing: results.billing ?? NOT_REGISTERED,
       crm: results.crm ?? NOT_REGISTERED,
-      telecom: results.telecom ?? NOT_REGISTERED
+      telecom: results.telecom ?? NOT_REGISTERED,
+      ...(results.events !== undefined && { events: results.events })
     }
     const ok = Object.values(checks).every((check) => check.status === 'ok')
     return reply.code(ok ? 200 : 503).send({

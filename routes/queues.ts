@@ -47,12 +47,16 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Type.Ref(QueuesReport) }
     }
   }, async () => {
-    const [{ used, limit }, jobs] = await Promise.all([dailyUsage(), jobReport()])
+    const [{ used, limit }, jobs, holder] = await Promise.all([dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null)])
     return {
       timestamp: new Date().toISOString(),
       billing: { health: fastify.billingQueue.health(), metrics: fastify.billingQueue.metrics() },
       crm: { health: fastify.crmQueue.health(), metrics: fastify.crmQueue.metrics(), dailyUsage: { used, limit } },
-      jobs
+      jobs,
+      events: {
+        ...fastify.eventSubscription.stats(),
+        holder: holder === null ? null : { instance: holder.instance, state: holder.state, lastEventAt: holder.lastEventAt, replayId: holder.replayId, reportedAt: holder.reportedAt }
+      }
     }
   })
 

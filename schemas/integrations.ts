@@ -35,7 +35,8 @@ export const IntegrationHealthReport = Type.Object({
     database: Type.Ref(IntegrationCheck),
     billing: Type.Ref(IntegrationCheck),
     crm: Type.Ref(IntegrationCheck),
-    telecom: Type.Ref(IntegrationCheck)
+    telecom: Type.Ref(IntegrationCheck),
+    events: Type.Optional(Type.Ref(IntegrationCheck, { description: 'with CRM_EVENTS_ENABLED: fails while no instance holds a connected platform-event subscription' }))
   }, { additionalProperties: false }),
   blacklist: Type.Object({
     mode: Type.Union([Type.Literal('fail-closed'), Type.Literal('fail-open')], { description: 'what token checks do while Redis is down (AUTH_BLACKLIST_FAIL_CLOSED)' }),

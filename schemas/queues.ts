@@ -48,11 +48,33 @@ export const JobQueueReport = Type.Union([
   Type.Null({ description: 'Redis could not be asked' })
 ], { $id: 'JobQueueReport', description: 'the provisioning job queue (BullMQ)' })
 
+const SubscriptionState = Type.Union(['disabled', 'standby', 'connecting', 'connected', 'failed'].map((state) => Type.Literal(state)))
+
+export const EventsReport = Type.Object({
+  state: SubscriptionState,
+  lastEventAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  replayId: Type.Union([Type.Integer(), Type.Null()], { description: 'last event handed to the job queue' }),
+  received: Count('events handed to the job queue'),
+  reconnects: Count('handshakes after the first'),
+  lastError: Type.Union([Type.String(), Type.Null()], { description: 'short failure code' }),
+  holder: Type.Union([
+    Type.Object({
+      instance: Type.String(),
+      state: SubscriptionState,
+      lastEventAt: Type.Union([Type.String(), Type.Null()]),
+      replayId: Type.Union([Type.Integer(), Type.Null()]),
+      reportedAt: Type.String({ format: 'date-time' })
+    }),
+    Type.Null()
+  ], { description: 'the instance holding the subscription lease, as it last reported; null when none does' })
+}, { $id: 'EventsReport', description: 'the platform-event subscription: this instance\'s state, and the lease holder\'s' })
+
 export const QueuesReport = Type.Object({
   timestamp: Type.String({ format: 'date-time' }),
   billing: Type.Ref(QueueReport),
   crm: Type.Ref(CrmQueueReport),
-  jobs: Type.Ref(JobQueueReport)
+  jobs: Type.Ref(JobQueueReport),
+  events: Type.Ref(EventsReport)
 }, { $id: 'QueuesReport', title: 'Queue health report', additionalProperties: false })
 
 const QueueDetailProperties = {
@@ -87,4 +109,4 @@ export const CrmQueueDetail = Type.Object({
   }, { additionalProperties: false })
 }, { $id: 'CrmQueueDetail', title: 'CRM queue details', additionalProperties: false })
 
-export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, JobQueueReport, QueuesReport, QueueDetail, CrmQueueDetail]
+export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, JobQueueReport, EventsReport, QueuesReport, QueueDetail, CrmQueueDetail]

@@ -105,6 +105,8 @@ t.test('CRM daily usage comes from the CRM and is one figure for all instances',
 
   await first.crmQueue.run((signal) => first.crm.getOrder('801000000000001AAA', signal))
   const usage = sandbox.crm.apiUsage
+  // The client records the figure without waiting for Redis; the other instance reads it from there.
+  await waitFor('the shared figure', async () => (await queues(second)).crm.dailyUsage.used === usage.used)
   const fromFirst = (await queues(first)).crm.dailyUsage
   const fromSecond = (await queues(second)).crm.dailyUsage
   t.same(fromFirst, { used: usage.used, limit: usage.max }, 'equals the sandbox api-usage after a call')

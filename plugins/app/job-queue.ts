@@ -21,8 +21,6 @@ export interface JobCounts {
 
 interface ProvisioningJob { crmOrderId: string }
 
-const FORCED_CLOSE_MS = 2000
-
 const HEALTH_OF_LEVEL: Record<Level, QueueHealth> = { ok: 'healthy', warning: 'degraded', critical: 'unhealthy' }
 
 /** The job id derives from the CRM order id, so a replayed or duplicated event never makes a second job. */
@@ -31,15 +29,15 @@ export function jobIdOf (crmOrderId: string): string {
 }
 
 export class ProvisioningJobQueue {
-  constructor (private readonly queue: Queue<ProvisioningJob>) {}
+  constructor (private readonly queue: Queue<ProvisioningJob>, private readonly timeoutMs: number) {}
 
-  /** Resolves once the job is durably in Redis. */
+  /** Resolves once the job is durably in Redis; rejects when Redis does not take it in time. */
   async enqueue (crmOrderId: string): Promise<void> {
-    await this.queue.add('provision', { crmOrderId }, { jobId: jobIdOf(crmOrderId) })
+    await abortable(this.queue.add('provision', { crmOrderId }, { jobId: jobIdOf(crmOrderId) }), AbortSignal.timeout(this.timeoutMs))
   }
 
   async counts (): Promise<JobCounts> {
-    const counts = await this.queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed')
+    const counts = await abortable(this.queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'), AbortSignal.timeout(this.timeoutMs))
     return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, delayed: counts.delayed ?? 0, failed: counts.failed ?? 0, completed: counts.completed ?? 0 }
   }
 
@@ -57,14 +55,15 @@ declare module 'fastify' {
 async function jobQueue (fastify: FastifyInstance) {
   const { config } = fastify
   const prefix = `${config.REDIS_KEY_PREFIX}bull`
-  // BullMQ wants its own connections: a worker's blocking commands must never time out, and a
-  // producer should fail fast while Redis is away.
+  // BullMQ wants its own connections: a worker's blocking commands must never time out. The producer
+  // has neither ioredis's command timeout nor a disabled offline queue: BullMQ's client proxy leaves
+  // the rejections those produce unhandled, which would end the process. Enqueueing is bounded here.
   // BullMQ duplicates the consumer for its blocking commands; the duplicates inherit this strategy,
   // which stops reconnecting once the service is closing.
   let closing = false
   const retryStrategy = (attempt: number) => closing ? null : Math.min(attempt * 100, 2000)
-  const producer = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS, retryStrategy })
-  const consumer = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, retryStrategy })
+  const producer = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, retryStrategy, disableClientInfo: true })
+  const consumer = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, retryStrategy, disableClientInfo: true })
   for (const connection of [producer, consumer]) connection.on('error', () => {})
 
   const queue = new Queue<ProvisioningJob>(PROVISIONING_QUEUE, {
@@ -99,19 +98,31 @@ async function jobQueue (fastify: FastifyInstance) {
       throw error
     }
   }, { connection: consumer, prefix, concurrency: config.PROVISIONING_CONCURRENCY, lockDuration: config.PROVISIONING_LOCK_MS, stalledInterval: config.PROVISIONING_LOCK_MS })
+  // BullMQ re-emits connection errors on the queue and the worker: unheard, an 'error' event throws.
   worker.on('error', (error) => fastify.log.warn({ err: error }, 'provisioning worker error'))
+  queue.on('error', (error) => fastify.log.warn({ err: error }, 'provisioning queue error'))
 
-  fastify.decorate('jobQueue', new ProvisioningJobQueue(queue))
+  // Started here, BullMQ's own setup commands are done before anything could close its connections.
+  await Promise.all([queue.waitUntilReady(), worker.waitUntilReady()])
+  fastify.decorate('jobQueue', new ProvisioningJobQueue(queue, config.REDIS_COMMAND_TIMEOUT_MS * 5))
   fastify.addHook('onClose', async () => {
     closing = true
     // With Redis answering, the worker finishes the jobs it holds (within a queue deadline). With
-    // Redis away BullMQ's graceful close would wait for it forever, so it is forced; the jobs it
-    // held are taken over by another instance once their lock expires.
-    const redisUp = consumer.status === 'ready'
-    await abortable(worker.close(!redisUp), AbortSignal.timeout(redisUp ? config.CRM_QUEUE_TIMEOUT_MS : FORCED_CLOSE_MS))
-      .catch(() => fastify.log.warn('provisioning worker did not close in time; its connections are dropped'))
-    await abortable(queue.close(), AbortSignal.timeout(FORCED_CLOSE_MS)).catch(() => {})
-    await Promise.all([closeRedis(producer), closeRedis(consumer)])
+    // Redis away or hung, BullMQ's close would wait for it, so nothing is waited on: the closes are
+    // forced and the connections dropped; the jobs it held are taken over by another instance once
+    // their lock expires.
+    const redisUp = await abortable(consumer.ping(), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).then(() => true, () => false)
+    if (redisUp) {
+      const deadline = AbortSignal.timeout(config.CRM_QUEUE_TIMEOUT_MS)
+      await abortable(worker.close(), deadline).catch(() => fastify.log.warn('provisioning worker did not close in time; its connections are dropped'))
+      await abortable(queue.close(), deadline).catch(() => {})
+      await Promise.all([closeRedis(producer), closeRedis(consumer)])
+      return
+    }
+    worker.close(true).catch(() => {})
+    queue.close().catch(() => {})
+    producer.disconnect()
+    consumer.disconnect()
   })
 }
 

@@ -17,7 +17,7 @@ const BACKLOG_LENGTH = 100
 async function orders (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX } = fastify.config
   // A connection in subscriber mode can do nothing else, so it is a connection of its own.
-  const subscriber = fastify.redis.duplicate({ enableOfflineQueue: true })
+  const subscriber = fastify.redis.duplicate({ enableOfflineQueue: true, autoResubscribe: false })
   subscriber.on('error', () => {})
   const orderEvents = new OrderEvents(fastify.redis, subscriber, REDIS_KEY_PREFIX, BACKLOG_LENGTH, fastify.log)
   await orderEvents.start()

@@ -71,7 +71,7 @@ async function onTestDatabase (sql: string): Promise<void> {
  * A schema of the test's own in the tests' database: each test app gets fresh tables, so ids
  * that simulators hand out again (billing order 1, say) never collide with another test's.
  */
-async function testSchemaUrl (t: Teardown): Promise<string> {
+export async function testSchemaUrl (t: Teardown): Promise<string> {
   const schema = `test_${randomUUID().replaceAll('-', '')}`
   await onTestDatabase(`CREATE SCHEMA ${schema}`)
   t.teardown(() => onTestDatabase(`DROP SCHEMA ${schema} CASCADE`))

@@ -1,0 +1,215 @@
+import { hostname } from 'node:os'
+import { randomUUID } from 'node:crypto'
+import type { Redis } from 'ioredis'
+import { PlatformEventSubscriber, type PlatformEventMessage, type SubscriberState } from '../integrations/bayeux.js'
+import type { CrmClient } from '../integrations/crm.js'
+
+export const ORDER_PROVISION_CHANNEL = '/event/OrderProvisionRequested__e'
+
+export type SubscriptionState = 'disabled' | 'standby' | 'connecting' | 'connected' | 'failed'
+
+export interface SubscriptionStats {
+  state: SubscriptionState
+  lastEventAt: string | null
+  replayId: number | null
+  received: number
+  reconnects: number
+  lastError: string | null
+}
+
+/** What the lease holder last said of its subscription, shared with every instance through Redis. */
+export interface HolderReport extends SubscriptionStats {
+  instance: string
+  reportedAt: string
+}
+
+interface Log {
+  debug (object: object, message: string): void
+  info (object: object, message: string): void
+  warn (object: object, message: string): void
+  error (object: object, message: string): void
+}
+
+export interface EventSubscriptionOptions {
+  enabled: boolean
+  replay: 'ALL' | 'LATEST' | undefined
+  redis: Redis
+  keyPrefix: string
+  crm: CrmClient
+  apiVersion: string
+  leaseTtlMs: number
+  connectTimeoutMarginMs: number
+  /** Durably hands one event over (stored order, queued job); the replay position moves past it only after. */
+  handOff: (event: PlatformEventMessage) => Promise<void>
+  log: Log
+  backoff?: { initialMs?: number, maxMs?: number }
+}
+
+// Moves the stored replay position forward only: a late or repeated batch never rewinds it.
+const ADVANCE_REPLAY = `
+local current = tonumber(redis.call('GET', KEYS[1]))
+if current == nil or tonumber(ARGV[1]) > current then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
+return 0`
+
+// Renews the lease only while this instance holds it.
+const RENEW_LEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0`
+
+const RELEASE_LEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`
+
+function localState (state: SubscriberState): SubscriptionState {
+  return state === 'connected' ? 'connected' : state === 'failed' ? 'failed' : 'connecting'
+}
+
+/**
+ * The platform-event subscription, held by at most one instance at a time through a Redis lease
+ * that the holder renews; another takes over within the lease time (plus one renewal period) of
+ * the holder's death. The replay position lives in Redis and moves only after a batch is handed off.
+ */
+export class EventSubscription {
+  readonly instance = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`
+  readonly replayKey: string
+  readonly #leaseKey: string
+  readonly #stateKey: string
+  #state: SubscriptionState
+  #subscriber: PlatformEventSubscriber | undefined
+  #timer: NodeJS.Timeout | undefined
+  #ticking: Promise<void> | undefined
+
+  constructor (private readonly options: EventSubscriptionOptions) {
+    this.replayKey = `${options.keyPrefix}crm:pe:replay:${ORDER_PROVISION_CHANNEL}`
+    this.#leaseKey = `${options.keyPrefix}crm:pe:lease:${ORDER_PROVISION_CHANNEL}`
+    this.#stateKey = `${options.keyPrefix}crm:pe:state:${ORDER_PROVISION_CHANNEL}`
+    this.#state = options.enabled ? 'standby' : 'disabled'
+  }
+
+  get renewEveryMs (): number {
+    return Math.max(250, Math.floor(this.options.leaseTtlMs / 3))
+  }
+
+  start (): void {
+    if (!this.options.enabled) return
+    const tick = () => {
+      this.#ticking = this.#tick().finally(() => { this.#ticking = undefined })
+    }
+    tick()
+    this.#timer = setInterval(tick, this.renewEveryMs)
+  }
+
+  async stop (): Promise<void> {
+    clearInterval(this.#timer)
+    await this.#ticking
+    if (this.#subscriber !== undefined) {
+      await this.#release()
+    }
+  }
+
+  stats (): SubscriptionStats {
+    const subscriber = this.#subscriber?.stats()
+    return {
+      state: this.#state,
+      lastEventAt: subscriber?.lastEventAt ?? null,
+      replayId: subscriber?.replayId ?? null,
+      received: subscriber?.received ?? 0,
+      reconnects: subscriber?.reconnects ?? 0,
+      lastError: subscriber?.lastError ?? null
+    }
+  }
+
+  /** The holder's last report, whichever instance holds the lease; null when none reports. */
+  async holder (): Promise<HolderReport | null> {
+    const report = await this.options.redis.get(this.#stateKey)
+    return report === null ? null : JSON.parse(report) as HolderReport
+  }
+
+  async #tick (): Promise<void> {
+    const { redis, leaseTtlMs, log } = this.options
+    try {
+      if (this.#subscriber !== undefined) {
+        const renewed = await redis.eval(RENEW_LEASE, 1, this.#leaseKey, this.instance, String(leaseTtlMs))
+        if (renewed === 1) {
+          await this.#report()
+          return
+        }
+        log.warn({ instance: this.instance }, 'platform-event subscription lease lost: another instance holds it; standing by')
+        await this.#stopSubscriber('standby')
+        return
+      }
+      const acquired = await redis.set(this.#leaseKey, this.instance, 'PX', leaseTtlMs, 'NX')
+      if (acquired === 'OK') {
+        log.info({ instance: this.instance }, 'platform-event subscription lease acquired: subscribing')
+        this.#startSubscriber()
+        await this.#report()
+      }
+    } catch (error) {
+      // Without Redis there is no lease, no replay position and no job queue: stand by until it returns.
+      if (this.#subscriber !== undefined) {
+        log.error({ err: error }, 'platform-event subscription stopped: Redis unavailable, the lease cannot be renewed')
+        await this.#stopSubscriber('failed')
+      }
+    }
+  }
+
+  #startSubscriber (): void {
+    const { crm, apiVersion, replay, redis, log, handOff, connectTimeoutMarginMs, backoff } = this.options
+    this.#state = 'connecting'
+    const subscriber = new PlatformEventSubscriber({
+      crm,
+      apiVersion,
+      channel: ORDER_PROVISION_CHANNEL,
+      replayFrom: async () => {
+        const stored = await redis.get(this.replayKey)
+        return stored !== null ? Number(stored) : replay === 'ALL' ? -2 : -1
+      },
+      fallbackReplay: replay === 'ALL' ? -2 : -1,
+      // The stored position is no longer valid: forget it, so the fallback's positions can be stored.
+      onInvalidReplay: async () => { await redis.del(this.replayKey) },
+      onEvents: async (events) => {
+        // Event by event, so that a crash in the middle of a batch resumes right after the last one handed off.
+        for (const event of events) {
+          await handOff(event)
+          await redis.eval(ADVANCE_REPLAY, 1, this.replayKey, String(event.data.event.replayId))
+        }
+        this.#report().catch(() => {})
+      },
+      onState: (state, details) => {
+        if (this.#subscriber !== subscriber || state === 'stopped' || state === 'idle') return
+        const next = localState(state)
+        if (next === this.#state) return
+        this.#state = next
+        if (next === 'connected') log.info({ channel: ORDER_PROVISION_CHANNEL }, 'platform-event subscription connected')
+        else if (next === 'failed') log.error({ channel: ORDER_PROVISION_CHANNEL, lastError: details.lastError, retryInMs: details.retryInMs }, 'platform-event subscription interrupted; reconnecting')
+        this.#report().catch(() => {})
+      },
+      log,
+      connectTimeoutMarginMs,
+      backoff
+    })
+    this.#subscriber = subscriber
+    subscriber.start().catch(() => {})
+  }
+
+  async #stopSubscriber (state: SubscriptionState): Promise<void> {
+    const subscriber = this.#subscriber
+    this.#subscriber = undefined
+    this.#state = state
+    await subscriber?.stop()
+  }
+
+  async #release (): Promise<void> {
+    await this.#stopSubscriber('standby')
+    const { redis } = this.options
+    await Promise.all([
+      redis.eval(RELEASE_LEASE, 1, this.#leaseKey, this.instance),
+      redis.del(this.#stateKey)
+    ]).catch(() => {})
+  }
+
+  async #report (): Promise<void> {
+    const report: HolderReport = { ...this.stats(), instance: this.instance, reportedAt: new Date().toISOString() }
+    await this.options.redis.set(this.#stateKey, JSON.stringify(report), 'PX', this.options.leaseTtlMs)
+  }
+}

@@ -1,0 +1,78 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import type { PlatformEventMessage } from '../../integrations/bayeux.js'
+import { EventSubscription } from '../../lib/event-subscription.js'
+import type { Order } from '../../lib/orders.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    eventSubscription: EventSubscription
+  }
+}
+
+function numberOrNull (value: unknown): number | null {
+  const number = Number(value)
+  return value !== null && value !== undefined && value !== '' && Number.isInteger(number) ? number : null
+}
+
+async function eventSubscriber (fastify: FastifyInstance) {
+  const { config, orders, crm, crmQueue, jobQueue, log } = fastify
+
+  /** The order an event names: stored already, or read from the CRM and stored now. */
+  async function orderOf (crmOrderId: string): Promise<Order | null> {
+    const stored = await orders.findByCrmId(crmOrderId)
+    if (stored !== null) return stored
+    const record = await crmQueue.run((signal) => crm.getOrder(crmOrderId, signal))
+    if (record === null) return null
+    return await orders.ensure({
+      crmOrderId,
+      billingClientId: numberOrNull(record.BillingClientId__c),
+      billingOrderId: numberOrNull(record.BillingOrderId__c),
+      productId: String(record.Product__c ?? ''),
+      billingCycle: null
+    })
+  }
+
+  /** The event's order is stored and its job queued before the event counts as received. */
+  async function handOff (event: PlatformEventMessage): Promise<void> {
+    const crmOrderId = event.data.payload.OrderId__c
+    const { replayId } = event.data.event
+    if (typeof crmOrderId !== 'string' || crmOrderId === '') {
+      log.warn({ replayId }, 'OrderProvisionRequested__e without an OrderId__c: skipped')
+      return
+    }
+    const order = await orderOf(crmOrderId)
+    if (order === null) {
+      log.warn({ replayId, crmOrderId }, 'OrderProvisionRequested__e names an order the CRM does not have: skipped')
+      return
+    }
+    await jobQueue.enqueue(crmOrderId)
+    log.info({ replayId, crmOrderId, orderId: order.id }, 'provisioning requested')
+  }
+
+  const subscription = new EventSubscription({
+    enabled: config.CRM_EVENTS_ENABLED,
+    replay: config.CRM_EVENTS_REPLAY,
+    redis: fastify.redis,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    crm,
+    apiVersion: config.CRM_API_VERSION,
+    leaseTtlMs: config.CRM_EVENTS_LEASE_TTL_MS,
+    connectTimeoutMarginMs: config.CRM_EVENTS_CONNECT_MARGIN_MS,
+    handOff,
+    log
+  })
+  fastify.decorate('eventSubscription', subscription)
+
+  if (config.CRM_EVENTS_ENABLED) {
+    // Fails while no instance holds a connected subscription: the seed's silent outage made loud.
+    fastify.integrationHealth.register('events', async () => {
+      const holder = await subscription.holder()
+      if (holder?.state !== 'connected') throw new Error(`platform-event subscription ${holder === null ? 'held by no instance' : holder.state}`)
+    })
+  }
+  fastify.addHook('onReady', async () => subscription.start())
+  fastify.addHook('onClose', async () => subscription.stop())
+}
+
+export default fp(eventSubscriber, { name: 'event-subscriber', fastify: '5.x', dependencies: ['orders', 'job-queue', 'upstreams', 'request-queues'], decorators: { fastify: ['config'] } })

@@ -1,0 +1,34 @@
+import { BillingClient } from '../../integrations/billing.js'
+import type { Sandbox } from '../../sandbox/index.js'
+
+/** Orders pending in billing and in Pending Review in the CRM, as the portal would have left them. */
+export async function seedCrmOrders (sandbox: Sandbox, count: number): Promise<string[]> {
+  const billing = new BillingClient({
+    url: sandbox.settings.BILLING_API_URL!,
+    identifier: sandbox.settings.BILLING_API_IDENTIFIER!,
+    secret: sandbox.settings.BILLING_API_SECRET!
+  })
+  const ids: string[] = []
+  try {
+    for (let i = 0; i < count; i++) {
+      const { orderId } = await billing.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
+      ids.push(sandbox.crm.putOrder({ Name: `Order ${orderId}`, Status: 'Pending Review', BillingOrderId__c: String(orderId), BillingClientId__c: '1', Product__c: '1' }))
+    }
+  } finally {
+    await billing.close()
+  }
+  return ids
+}
+
+/** What the upstreams saw: activations per telecom key, accepted billing orders, activated CRM orders. */
+export function provisioningOutcome (sandbox: Sandbox, crmOrderIds: string[]) {
+  const keys = new Map(sandbox.telecom.idempotencyKeys.map((use) => [use.key, use.uses]))
+  const billingOrderIds = new Set(crmOrderIds.map((id) => Number(sandbox.crm.order(id)?.BillingOrderId__c)))
+  return {
+    activations: sandbox.telecom.activations.filter((activation) => crmOrderIds.includes(activation.orderId)).length,
+    distinctKeys: crmOrderIds.filter((id) => keys.has(id)).length,
+    keysUsedOnce: crmOrderIds.filter((id) => keys.get(id) === 1).length,
+    billingAccepted: sandbox.billing.orders.filter((order) => billingOrderIds.has(order.id) && order.status === 'Active').length,
+    crmActivated: crmOrderIds.filter((id) => sandbox.crm.order(id)?.Status === 'Activated').length
+  }
+}
