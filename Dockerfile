@@ -20,6 +20,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY migrations ./migrations
+COPY public ./public
 RUN mkdir -p /app/logs && chown node:node /app/logs
 USER node
 EXPOSE 3000

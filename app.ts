@@ -3,6 +3,7 @@ import type { Config } from './lib/config.js'
 import { LazyChildLogger, createLogger } from './lib/logger.js'
 import { RequestLogController, correlationIdOf } from './lib/request-log.js'
 import sensible from './plugins/external/sensible.js'
+import metrics from './plugins/external/metrics.js'
 import swagger from './plugins/external/swagger.js'
 import postgres from './plugins/external/postgres.js'
 import redis from './plugins/external/redis.js'
@@ -19,6 +20,7 @@ import servicesCache from './plugins/app/services-cache.js'
 import upstreams from './plugins/app/upstreams.js'
 import blacklist from './plugins/app/blacklist.js'
 import authentication from './plugins/app/authentication.js'
+import monitoring from './plugins/app/monitoring.js'
 import orders from './plugins/app/orders.js'
 import jobQueue from './plugins/app/job-queue.js'
 import eventSubscriber from './plugins/app/event-subscriber.js'
@@ -26,6 +28,9 @@ import healthRoutes from './routes/health.js'
 import queueRoutes from './routes/queues.js'
 import servicesCacheRoutes from './routes/services-cache.js'
 import integrationHealthRoutes from './routes/integration-health.js'
+import alertRoutes from './routes/alerts.js'
+import metricsRoutes from './routes/metrics.js'
+import statusRoutes from './routes/status.js'
 import authRoutes from './routes/auth.js'
 import portalApi from './routes/api/index.js'
 
@@ -64,6 +69,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
   // A plugin that fails to start must not leave the others' pools and sockets open.
   try {
     await app.register(sensible)
+    await app.register(metrics)
     await app.register(swagger)
     await app.register(postgres)
     await app.register(redis)
@@ -84,11 +90,15 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     await app.register(orders)
     await app.register(jobQueue)
     await app.register(eventSubscriber)
+    await app.register(monitoring)
 
     await app.register(healthRoutes)
     await app.register(queueRoutes)
     await app.register(servicesCacheRoutes)
     await app.register(integrationHealthRoutes)
+    await app.register(alertRoutes)
+    await app.register(metricsRoutes)
+    await app.register(statusRoutes)
     await app.register(authRoutes)
     await app.register(portalApi)
 

@@ -11,6 +11,12 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Probe routes (health, metrics) log their completion at debug: they are polled. */
     probe?: boolean
+    /** A page for people (HTML): it keeps the browser security headers a probe goes without. */
+    page?: boolean
+  }
+  interface FastifyInstance {
+    /** Told of every finished request but the probes' (the HTTP measures of the metrics plugin). */
+    requestObserver?: (request: FastifyRequest, reply: FastifyReply, durationMs: number) => void
   }
 }
 
@@ -38,7 +44,9 @@ export class RequestLogController extends LogController {
   override requestCompleted (_error: Error | null, request: FastifyRequest, reply: FastifyReply): void {
     const statusCode = reply.statusCode
     const probe = request.routeOptions.config.probe === true
-    const duration = Math.round(reply.elapsedTime)
+    const elapsed = reply.elapsedTime
+    if (!probe) reply.server.requestObserver?.(request, reply, elapsed)
+    const duration = Math.round(elapsed)
     if (probe && statusCode < 500 && duration < SLOW_REQUEST_MS && !debugEnabled(reply.log.level)) return
     const line = {
       duration,

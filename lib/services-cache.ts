@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import { LatencyWindow } from './latency-window.js'
+import { SlidingWindow } from './sliding-window.js'
 
 /** What is cached, and for how long (seconds): long enough to spare the upstream, short enough to stay fresh. */
 export const CACHE_TTL_SECONDS = {
@@ -32,6 +33,11 @@ interface Log {
   info (message: string): void
 }
 
+export interface ServicesCacheOptions {
+  /** Told of the duration of every command Redis answered (the metrics histogram). */
+  onCommand?: (durationMs: number) => void
+}
+
 function round (value: number | null, digits = 2): number | null {
   return value === null ? null : Number(value.toFixed(digits))
 }
@@ -46,17 +52,21 @@ export class ServicesCache {
   #errors = 0
   #available = true
   readonly #latency = new LatencyWindow()
+  /** Reads over the recent window, a miss flagged as failed: the hit rate that alerts judge. */
+  readonly #reads = new SlidingWindow()
 
-  constructor (private readonly redis: Redis, private readonly prefix: string, private readonly log: Log) {}
+  constructor (private readonly redis: Redis, private readonly prefix: string, private readonly log: Log, private readonly options: ServicesCacheOptions = {}) {}
 
   async getOrLoad<T> (kind: CacheKind, key: string, load: () => Promise<T>): Promise<T> {
     const cacheKey = `${this.prefix}${kind}:${key}`
     const cached = await this.#timed(() => this.redis.get(cacheKey))
     if (cached !== undefined && cached !== null) {
       this.#hits++
+      this.#reads.record(0)
       return JSON.parse(cached) as T
     }
     this.#misses++
+    this.#reads.record(0, true)
     const value = await load()
     // Not awaited: the caller has its answer whether or not Redis takes the copy.
     this.#timed(() => this.redis.set(cacheKey, JSON.stringify(value), 'EX', CACHE_TTL_SECONDS[kind]))
@@ -78,6 +88,12 @@ export class ServicesCache {
     }
   }
 
+  /** Percent of the reads of the last 5 minutes served from the cache; null when there were none. */
+  recentHitRate (): number | null {
+    const { failureRate } = this.#reads.summary()
+    return failureRate === null ? null : 100 - failureRate
+  }
+
   async memory (): Promise<RedisMemory> {
     const [info, keys] = await Promise.all([this.redis.info('memory'), this.redis.dbsize()])
     const field = (name: string) => Number(new RegExp(`^${name}:(\\d+)`, 'm').exec(info)?.[1] ?? 0)
@@ -90,7 +106,9 @@ export class ServicesCache {
     const started = performance.now()
     try {
       const result = await command()
-      this.#latency.record(performance.now() - started)
+      const durationMs = performance.now() - started
+      this.#latency.record(durationMs)
+      this.options.onCommand?.(durationMs)
       if (!this.#available) {
         this.#available = true
         this.log.info('services cache available again')

@@ -1,42 +1,243 @@
 /**
  * The monitoring thresholds of the specification (seed §8), as data. Everything that judges a
- * value (queue health, /health/alerts, /metrics, the Prometheus rules) reads this table.
+ * value (queue health, /health/alerts, /metrics, the Prometheus rules and the Grafana dashboard)
+ * reads this table, so they cannot drift apart.
  */
 export type Level = 'ok' | 'warning' | 'critical'
 
 export type Comparison = 'above' | 'below'
 
+export type Unit = 'failing checks' | 'requests' | 'jobs' | 'percent' | 'ms'
+
+/** Seed §8: incident response times by priority. */
+export type Priority = 'P1' | 'P2' | 'P3' | 'P4'
+
+export const INCIDENT_PRIORITIES = {
+  P1: { respondWithinMinutes: 15, postIncidentReview: true },
+  P2: { respondWithinMinutes: 60, postIncidentReview: true },
+  P3: { respondWithinMinutes: 240, postIncidentReview: false },
+  P4: { respondWithinMinutes: 1440, postIncidentReview: false }
+} as const satisfies Record<Priority, { respondWithinMinutes: number, postIncidentReview: boolean }>
+
+/** Seed §8: a post-incident review is held within 3 business days after a P1 or P2. */
+export const POST_INCIDENT_REVIEW_BUSINESS_DAYS = 3
+
+/** Label matchers: a string is `=`, a list is `=~` of the alternatives. */
+export type Matchers = Readonly<Record<string, string | readonly string[]>>
+
+/**
+ * How Prometheus computes a row's value, in the row's unit, from the service's `/metrics`.
+ * Every expression keeps only the target's labels (job, instance and the like), so each alert is
+ * one per instance.
+ */
+export type PrometheusSource =
+  /** A gauge as it is: `sum without (labels) (metric{match})`. */
+  | { kind: 'gauge', metric: string, match?: Matchers, without?: readonly string[] }
+  /** Checks that are down, from a 1/0 gauge: `sum without (labels) (1 - metric)`. */
+  | { kind: 'failing', metric: string, without: readonly string[] }
+  /** A share of a limit, in percent: `100 * numerator / denominator`. */
+  | { kind: 'quotient', numerator: string, denominator: string }
+  /**
+   * The share of a counter's increase over 5 minutes whose `label` matches `part`, in percent.
+   * `part.not` counts every value but that one; `example` is a value on the other side, for tests.
+   */
+  | { kind: 'ratio', metric: string, label: string, part: { is: string } | { not: string }, example: { part: string, rest: string }, without: readonly string[] }
+  /**
+   * The 95th percentile of a histogram over 5 minutes, in ms; with `maxOver`, the highest of the
+   * percentiles of each value of that label. Thresholds must be bucket boundaries.
+   */
+  | { kind: 'quantile', histogram: string, match?: Matchers, without?: readonly string[], maxOver?: string }
+
 export interface Threshold {
   /** Stable name, used as the alert and metric label. */
   measure: string
   description: string
-  unit: 'failing checks' | 'requests' | 'jobs' | 'percent' | 'ms'
+  unit: Unit
   comparison: Comparison
   warning: number
   critical: number
+  /** The incident priority suggested when the critical threshold is crossed. */
+  priority: 'P1' | 'P2'
+  /** Shown with the value: what the row counts, or why it is judged as it is. */
+  note?: string
+  prometheus: PrometheusSource
 }
 
+const HTTP_LABELS = ['method', 'route', 'status_class'] as const
+
 export const THRESHOLDS = [
-  // The seed's warning (`degraded`) and critical (any check `fail`) are the same condition.
-  { measure: 'core_status', description: 'core health: failing checks of GET /health', unit: 'failing checks', comparison: 'above', warning: 0, critical: 0 },
-  { measure: 'billing_queue_size', description: 'billing request queue: requests waiting', unit: 'requests', comparison: 'above', warning: 10, critical: 50 },
-  { measure: 'billing_failed_requests', description: 'billing request queue: failed requests in the recent window', unit: 'requests', comparison: 'above', warning: 5, critical: 20 },
-  { measure: 'crm_daily_usage', description: 'CRM daily API usage against its limit', unit: 'percent', comparison: 'above', warning: 80, critical: 95 },
-  { measure: 'job_queue_waiting', description: 'provisioning job queue: waiting jobs', unit: 'jobs', comparison: 'above', warning: 10, critical: 50 },
-  { measure: 'job_queue_failed', description: 'provisioning job queue: failed jobs', unit: 'jobs', comparison: 'above', warning: 5, critical: 20 },
-  { measure: 'api_response_time_p95', description: 'API response time, 95th percentile over 5 minutes', unit: 'ms', comparison: 'above', warning: 2000, critical: 5000 },
-  { measure: 'http_5xx_rate', description: 'share of responses with HTTP 5xx over 5 minutes', unit: 'percent', comparison: 'above', warning: 1, critical: 5 },
-  { measure: 'crm_billing_response_time', description: 'CRM or billing response time, 95th percentile over 5 minutes (the slower of the two)', unit: 'ms', comparison: 'above', warning: 2000, critical: 5000 },
-  { measure: 'telecom_response_time', description: 'telecom provider response time, 95th percentile over 5 minutes', unit: 'ms', comparison: 'above', warning: 3000, critical: 10_000 },
-  { measure: 'external_error_rate', description: 'share of failed upstream calls over 5 minutes', unit: 'percent', comparison: 'above', warning: 1, critical: 5 },
-  { measure: 'cache_hit_rate', description: 'services cache hit rate', unit: 'percent', comparison: 'below', warning: 80, critical: 60 },
-  { measure: 'cache_latency', description: 'services cache command latency, 95th percentile', unit: 'ms', comparison: 'above', warning: 10, critical: 50 },
-  { measure: 'cache_memory', description: 'Redis memory used against maxmemory', unit: 'percent', comparison: 'above', warning: 80, critical: 95 },
-  { measure: 'database_pool_usage', description: 'database connection pool in use', unit: 'percent', comparison: 'above', warning: 80, critical: 95 },
-  { measure: 'query_duration', description: 'database query duration, 95th percentile over 5 minutes', unit: 'ms', comparison: 'above', warning: 500, critical: 2000 }
+  {
+    measure: 'core_status',
+    description: 'core health: failing checks of GET /health',
+    unit: 'failing checks',
+    comparison: 'above',
+    // The seed's warning (`degraded`) and critical (any check `fail`) are the same condition:
+    // `degraded` means a check fails. So one failing check is critical (and past warning too).
+    warning: 0,
+    critical: 0,
+    priority: 'P1',
+    note: 'a degraded core (database or cache failing) is critical: the seed\'s warning and critical are the same condition',
+    prometheus: { kind: 'failing', metric: 'portal_bff_health_check_up', without: ['check'] }
+  },
+  {
+    measure: 'billing_queue_size',
+    description: 'billing request queue: requests waiting',
+    unit: 'requests',
+    comparison: 'above',
+    warning: 10,
+    critical: 50,
+    priority: 'P2',
+    prometheus: { kind: 'gauge', metric: 'portal_bff_queue_size', match: { queue: 'billing' }, without: ['queue'] }
+  },
+  {
+    measure: 'billing_failed_requests',
+    description: 'billing request queue: failed requests in the recent window',
+    unit: 'requests',
+    comparison: 'above',
+    warning: 5,
+    critical: 20,
+    priority: 'P2',
+    prometheus: { kind: 'gauge', metric: 'portal_bff_queue_recent_failed_requests', match: { queue: 'billing' }, without: ['queue'] }
+  },
+  {
+    measure: 'crm_daily_usage',
+    description: 'CRM daily API usage against its limit',
+    unit: 'percent',
+    comparison: 'above',
+    warning: 80,
+    critical: 95,
+    // Past the quota every CRM call fails: orders and provisioning stop.
+    priority: 'P1',
+    prometheus: { kind: 'quotient', numerator: 'portal_bff_crm_daily_api_requests', denominator: 'portal_bff_crm_daily_api_limit' }
+  },
+  {
+    measure: 'job_queue_waiting',
+    description: 'provisioning job queue: waiting jobs',
+    unit: 'jobs',
+    comparison: 'above',
+    warning: 10,
+    critical: 50,
+    priority: 'P2',
+    prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_jobs', match: { queue: 'provisioning', state: 'waiting' }, without: ['queue', 'state'] }
+  },
+  {
+    measure: 'job_queue_failed',
+    description: 'provisioning job queue: failed jobs',
+    unit: 'jobs',
+    comparison: 'above',
+    warning: 5,
+    critical: 20,
+    priority: 'P2',
+    prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_jobs', match: { queue: 'provisioning', state: 'failed' }, without: ['queue', 'state'] }
+  },
+  {
+    measure: 'api_response_time_p95',
+    description: 'API response time, 95th percentile over 5 minutes',
+    unit: 'ms',
+    comparison: 'above',
+    warning: 2000,
+    critical: 5000,
+    priority: 'P2',
+    note: 'every request but the probes (health, metrics, status page)',
+    prometheus: { kind: 'quantile', histogram: 'portal_bff_http_request_duration_seconds', without: HTTP_LABELS }
+  },
+  {
+    measure: 'http_5xx_rate',
+    description: 'share of responses with HTTP 5xx over 5 minutes',
+    unit: 'percent',
+    comparison: 'above',
+    warning: 1,
+    critical: 5,
+    priority: 'P1',
+    note: 'every request but the probes (health, metrics, status page)',
+    prometheus: { kind: 'ratio', metric: 'portal_bff_http_request_duration_seconds_count', label: 'status_class', part: { is: '5xx' }, example: { part: '5xx', rest: '2xx' }, without: HTTP_LABELS }
+  },
+  {
+    measure: 'crm_billing_response_time',
+    description: 'CRM or billing response time, 95th percentile over 5 minutes (the slower of the two)',
+    unit: 'ms',
+    comparison: 'above',
+    warning: 2000,
+    critical: 5000,
+    priority: 'P2',
+    prometheus: { kind: 'quantile', histogram: 'portal_bff_upstream_request_duration_seconds', match: { upstream: ['billing', 'crm'] }, without: ['outcome'], maxOver: 'upstream' }
+  },
+  {
+    measure: 'telecom_response_time',
+    description: 'telecom provider response time, 95th percentile over 5 minutes',
+    unit: 'ms',
+    comparison: 'above',
+    warning: 3000,
+    critical: 10_000,
+    priority: 'P2',
+    prometheus: { kind: 'quantile', histogram: 'portal_bff_upstream_request_duration_seconds', match: { upstream: 'telecom' }, without: ['outcome', 'upstream'] }
+  },
+  {
+    measure: 'external_error_rate',
+    description: 'share of failed upstream calls (billing, CRM, telecom) over 5 minutes',
+    unit: 'percent',
+    comparison: 'above',
+    warning: 1,
+    critical: 5,
+    priority: 'P2',
+    prometheus: { kind: 'ratio', metric: 'portal_bff_upstream_request_duration_seconds_count', label: 'outcome', part: { not: 'ok' }, example: { part: 'http_5xx', rest: 'ok' }, without: ['upstream', 'outcome'] }
+  },
+  {
+    measure: 'cache_hit_rate',
+    description: 'services cache hit rate over 5 minutes',
+    unit: 'percent',
+    comparison: 'below',
+    warning: 80,
+    critical: 60,
+    priority: 'P2',
+    prometheus: { kind: 'ratio', metric: 'portal_bff_cache_reads_total', label: 'result', part: { is: 'hit' }, example: { part: 'hit', rest: 'miss' }, without: ['result'] }
+  },
+  {
+    measure: 'cache_latency',
+    description: 'services cache command latency, 95th percentile',
+    unit: 'ms',
+    comparison: 'above',
+    warning: 10,
+    critical: 50,
+    priority: 'P2',
+    prometheus: { kind: 'quantile', histogram: 'portal_bff_cache_command_duration_seconds' }
+  },
+  {
+    measure: 'cache_memory',
+    description: 'Redis memory used against maxmemory',
+    unit: 'percent',
+    comparison: 'above',
+    warning: 80,
+    critical: 95,
+    priority: 'P2',
+    prometheus: { kind: 'quotient', numerator: 'portal_bff_cache_memory_used_bytes', denominator: 'portal_bff_cache_memory_max_bytes' }
+  },
+  {
+    measure: 'database_pool_usage',
+    description: 'database connection pool in use',
+    unit: 'percent',
+    comparison: 'above',
+    warning: 80,
+    critical: 95,
+    // A full pool makes every API request wait, then fail with HTTP 500.
+    priority: 'P1',
+    prometheus: { kind: 'quotient', numerator: 'portal_bff_db_pool_connections_in_use', denominator: 'portal_bff_db_pool_connections_max' }
+  },
+  {
+    measure: 'query_duration',
+    description: 'database query duration, 95th percentile over 5 minutes',
+    unit: 'ms',
+    comparison: 'above',
+    warning: 500,
+    critical: 2000,
+    priority: 'P2',
+    prometheus: { kind: 'quantile', histogram: 'portal_bff_db_query_duration_seconds', without: ['outcome'] }
+  }
 ] as const satisfies readonly Threshold[]
 
 export type MeasureName = typeof THRESHOLDS[number]['measure']
+
+export const MEASURES: readonly MeasureName[] = THRESHOLDS.map((row) => row.measure)
 
 const byMeasure = new Map<string, Threshold>(THRESHOLDS.map((threshold) => [threshold.measure, threshold]))
 
@@ -44,7 +245,8 @@ export function threshold (measure: MeasureName): Threshold {
   return byMeasure.get(measure) as Threshold
 }
 
-function crosses (comparison: Comparison, value: number, limit: number): boolean {
+/** Whether a value is past a limit in the row's direction (strictly: a value at the limit is not). */
+export function crosses (comparison: Comparison, value: number, limit: number): boolean {
   return comparison === 'above' ? value > limit : value < limit
 }
 
@@ -57,7 +259,16 @@ export function levelOf (measure: MeasureName, value: number | null): Level {
   return 'ok'
 }
 
+/** The incident priority suggested for a row at a level: the row's own when critical, none otherwise. */
+export function priorityOf (measure: MeasureName, level: Level): 'P1' | 'P2' | null {
+  return level === 'critical' ? threshold(measure).priority : null
+}
+
 const SEVERITY: Record<Level, number> = { ok: 0, warning: 1, critical: 2 }
+
+export function severityOf (level: Level): number {
+  return SEVERITY[level]
+}
 
 export function worstLevel (levels: Iterable<Level>): Level {
   let worst: Level = 'ok'

@@ -9,7 +9,8 @@ declare module 'fastify' {
 }
 
 async function servicesCache (fastify: FastifyInstance) {
-  fastify.decorate('servicesCache', new ServicesCache(fastify.redis, `${fastify.config.REDIS_KEY_PREFIX}services-cache:`, fastify.log))
+  const onCommand = (durationMs: number) => fastify.metrics.observeCacheCommand(durationMs)
+  fastify.decorate('servicesCache', new ServicesCache(fastify.redis, `${fastify.config.REDIS_KEY_PREFIX}services-cache:`, fastify.log, { onCommand }))
 }
 
-export default fp(servicesCache, { name: 'services-cache', fastify: '5.x', dependencies: ['redis'], decorators: { fastify: ['config'] } })
+export default fp(servicesCache, { name: 'services-cache', fastify: '5.x', dependencies: ['redis', 'metrics'], decorators: { fastify: ['config'] } })

@@ -29,7 +29,7 @@ async function upstreams (fastify: FastifyInstance) {
   const upstreamCalls: Record<UpstreamName, SlidingWindow> = { billing: new SlidingWindow(), crm: new SlidingWindow(), telecom: new SlidingWindow() }
   const common = {
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
-    onCall: ({ upstream, durationMs, outcome }: UpstreamCall) => upstreamCalls[upstream].record(durationMs, outcome !== 'ok'),
+    onCall: (call: UpstreamCall) => { upstreamCalls[call.upstream].record(call.durationMs, call.outcome !== 'ok'); fastify.metrics.observeUpstreamCall(call) },
     log: fastify.log
   }
   const crmUsage = new DailyUsageStore({ redis: fastify.redis, keyPrefix: config.REDIS_KEY_PREFIX, fallbackLimit: config.CRM_DAILY_API_LIMIT, log: fastify.log })

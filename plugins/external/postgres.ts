@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import fastifyPostgres from '@fastify/postgres'
 import type { FastifyInstance } from 'fastify'
+import { instrumentPool } from '../../lib/metrics-database.js'
 
 /**
  * Two pools: `pg` for business traffic, and `pg.probe`, one connection kept for health checks
@@ -28,6 +29,8 @@ async function postgres (fastify: FastifyInstance) {
   for (const pool of [fastify.pg.pool, fastify.pg.probe?.pool]) {
     pool?.on('error', (error) => fastify.log.warn({ err: error }, 'idle database connection lost'))
   }
+  // Business queries only: the probe's are the health check's own.
+  instrumentPool(fastify.pg.pool, (durationMs, failed) => fastify.metrics.observeQuery(durationMs, failed))
 }
 
-export default fp(postgres, { name: 'postgres', fastify: '5.x', decorators: { fastify: ['config'] } })
+export default fp(postgres, { name: 'postgres', fastify: '5.x', dependencies: ['metrics'], decorators: { fastify: ['config'] } })

@@ -1,0 +1,364 @@
+import { HISTOGRAMS } from './metrics.js'
+import {
+  INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, THRESHOLDS,
+  type Level, type Matchers, type PrometheusSource, type Threshold, type Unit
+} from './thresholds.js'
+
+/**
+ * The Prometheus side of the thresholds table: each row's PromQL, the alerting rules, their promtool
+ * unit tests and the Grafana dashboard, all rendered from lib/thresholds.ts by
+ * scripts/generate-alert-rules.ts.
+ */
+
+export const RATE_WINDOW = '5m'
+/** How long a condition must hold before its alert fires. */
+export const FOR: Record<Exclude<Level, 'ok'>, string> = { warning: '5m', critical: '2m' }
+export const GROUP_NAME = 'portal-bff'
+export const RULES_FILE = 'monitoring/prometheus/alerts.yml'
+export const RULE_TESTS_FILE = 'monitoring/prometheus/alerts.test.yml'
+export const DASHBOARD_FILE = 'monitoring/grafana/portal-bff.json'
+
+const HEADER = [
+  '# Generated from lib/thresholds.ts by scripts/generate-alert-rules.ts: do not edit by hand.',
+  '# Regenerate with `npm run monitoring:generate`; CI fails while this file is out of date.'
+]
+
+type Row = Threshold
+
+function matcher (label: string, value: string | readonly string[]): string {
+  return typeof value === 'string' ? `${label}=${JSON.stringify(value)}` : `${label}=~${JSON.stringify(value.join('|'))}`
+}
+
+function selector (metric: string, match: Matchers = {}, extra: readonly string[] = []): string {
+  const parts = [...Object.entries(match).map(([label, value]) => matcher(label, value)), ...extra]
+  return parts.length === 0 ? metric : `${metric}{${parts.join(',')}}`
+}
+
+function sumWithout (labels: readonly string[] | undefined, expression: string): string {
+  return labels === undefined || labels.length === 0 ? expression : `sum without (${labels.join(', ')}) (${expression})`
+}
+
+/**
+ * The PromQL of a row's value, in the row's unit. `extra` matchers go into every selector (the
+ * dashboard's instance filter).
+ */
+export function valueExpr (source: PrometheusSource, extra: readonly string[] = []): string {
+  switch (source.kind) {
+    case 'gauge':
+      return sumWithout(source.without, selector(source.metric, source.match, extra))
+    case 'failing':
+      return sumWithout(source.without, `1 - ${selector(source.metric, {}, extra)}`)
+    case 'quotient':
+      return `100 * ${selector(source.numerator, {}, extra)} / ${selector(source.denominator, {}, extra)}`
+    case 'ratio': {
+      const part = 'is' in source.part ? `${source.label}=${JSON.stringify(source.part.is)}` : `${source.label}!=${JSON.stringify(source.part.not)}`
+      const rate = (matchers: readonly string[]) => sumWithout(source.without, `rate(${selector(source.metric, {}, matchers)}[${RATE_WINDOW}])`)
+      return `100 * ${rate([part, ...extra])} / ${rate(extra)}`
+    }
+    case 'quantile': {
+      const buckets = `rate(${selector(`${source.histogram}_bucket`, source.match, extra)}[${RATE_WINDOW}])`
+      const quantile = `histogram_quantile(0.95, ${sumWithout(source.without, buckets)})`
+      return `1000 * ${source.maxOver === undefined ? quantile : `max without (${source.maxOver}) (${quantile})`}`
+    }
+  }
+}
+
+function limitOf (row: Row, level: Exclude<Level, 'ok'>): number {
+  return level === 'warning' ? row.warning : row.critical
+}
+
+export function ruleExpr (row: Row, level: Exclude<Level, 'ok'>): string {
+  return `${valueExpr(row.prometheus)} ${row.comparison === 'above' ? '>' : '<'} ${limitOf(row, level)}`
+}
+
+export function alertName (row: Row): string {
+  return `PortalBff${row.measure.split('_').map((word) => `${word[0]?.toUpperCase() ?? ''}${word.slice(1)}`).join('')}`
+}
+
+function amount (value: number, unit: Unit): string {
+  if (unit === 'percent') return `${value}%`
+  if (unit === 'ms') return `${value} ms`
+  return `${value} ${unit}`
+}
+
+function ruleLabels (row: Row, level: Exclude<Level, 'ok'>): Record<string, string> {
+  return { severity: level, measure: row.measure, ...(level === 'critical' && { priority: row.priority }) }
+}
+
+function ruleAnnotations (row: Row, level: Exclude<Level, 'ok'>): Record<string, string> {
+  const direction = row.comparison === 'above' ? 'above' : 'below'
+  const thresholds = `Thresholds (seed §8): warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)}.`
+  const { respondWithinMinutes, postIncidentReview } = INCIDENT_PRIORITIES[row.priority]
+  const response = level === 'critical'
+    ? ` Suggested incident priority ${row.priority}: respond within ${respondWithinMinutes} minutes${postIncidentReview ? `, post-incident review within ${POST_INCIDENT_REVIEW_BUSINESS_DAYS} business days` : ''}.`
+    : ''
+  return {
+    summary: `${row.description}: ${direction} ${amount(limitOf(row, level), row.unit)} (${level})`,
+    description: `${thresholds}${'note' in row && row.note !== undefined ? ` Note: ${row.note}.` : ''}${response} Current values of every measure: GET /health/alerts.`
+  }
+}
+
+const q = (value: string | number) => JSON.stringify(value)
+
+function yamlMap (indent: string, map: Record<string, string>): string[] {
+  return Object.entries(map).map(([key, value]) => `${indent}${key}: ${q(value)}`)
+}
+
+/** monitoring/prometheus/alerts.yml: a warning and a critical rule per row. */
+export function renderAlertRules (): string {
+  const lines = [...HEADER, 'groups:', `  - name: ${GROUP_NAME}`, '    rules:']
+  for (const row of THRESHOLDS) {
+    for (const level of ['warning', 'critical'] as const) {
+      lines.push(
+        `      - alert: ${alertName(row)}`,
+        `        expr: ${q(ruleExpr(row, level))}`,
+        `        for: ${FOR[level]}`,
+        '        labels:',
+        ...yamlMap('          ', ruleLabels(row, level)),
+        '        annotations:',
+        ...yamlMap('          ', ruleAnnotations(row, level))
+      )
+    }
+  }
+  return `${lines.join('\n')}\n`
+}
+
+// --- promtool unit tests: each rule fires just past its threshold, and not on the ok side of it.
+
+/** The labels Prometheus adds to every series it scrapes from the service. */
+export const TARGET_LABELS = { job: 'portal-bff', instance: 'portal-bff:3000' } as const
+
+export interface InputSeries { series: string, values: string }
+
+const SERIES_LENGTH = 15
+const EVAL_TIME = '10m'
+
+function seriesName (metric: string, labels: Record<string, string>): string {
+  const all = { ...labels, ...TARGET_LABELS }
+  return `${metric}{${Object.entries(all).map(([label, value]) => `${label}=${JSON.stringify(value)}`).join(',')}}`
+}
+
+const constant = (value: number) => `${value}+0x${SERIES_LENGTH}`
+const increasing = (perMinute: number) => `0+${perMinute}x${SERIES_LENGTH}`
+
+function firstValues (match: Matchers = {}): Record<string, string> {
+  return Object.fromEntries(Object.entries(match).map(([label, value]) => [label, typeof value === 'string' ? value : value[0] ?? '']))
+}
+
+export function bucketsOf (histogram: string): readonly number[] {
+  const definition = Object.values(HISTOGRAMS).find((candidate) => candidate.name === histogram)
+  if (definition === undefined) throw new Error(`No histogram ${histogram} in lib/metrics.ts`)
+  return definition.buckets
+}
+
+/** The bucket after a threshold's; the threshold must be a bucket boundary. */
+function nextBucket (histogram: string, limitMs: number): { at: number, next: number } {
+  const buckets = bucketsOf(histogram)
+  const index = buckets.indexOf(limitMs / 1000)
+  const next = buckets[index + 1]
+  if (index < 0 || next === undefined) throw new Error(`${histogram}: ${limitMs} ms must be a bucket boundary with a bucket above it`)
+  return { at: limitMs / 1000, next }
+}
+
+/** Input series whose value is on the ok side of `limit` (`past` false) or just past it. */
+export function seriesAt (row: Row, limit: number, past: boolean): InputSeries[] {
+  const source = row.prometheus
+  const above = row.comparison === 'above'
+  switch (source.kind) {
+    case 'gauge':
+      return [{ series: seriesName(source.metric, firstValues(source.match)), values: constant(past ? (above ? limit + 1 : limit - 1) : limit) }]
+    case 'failing': {
+      const failing = past ? limit + 1 : limit
+      return ['database', 'cache'].map((check, index) => ({ series: seriesName(source.metric, { check }), values: constant(index < failing ? 0 : 1) }))
+    }
+    case 'quotient':
+      return [
+        { series: seriesName(source.numerator, {}), values: constant(past ? (above ? limit + 1 : limit - 1) : limit) },
+        { series: seriesName(source.denominator, {}), values: constant(100) }
+      ]
+    case 'ratio': {
+      // Per mille, so the percentages have one decimal; half a percent either side of the limit.
+      const percent = limit + (past === above ? 0.5 : -0.5)
+      const part = Math.round(percent * 10)
+      return [
+        { series: seriesName(source.metric, { [source.label]: source.example.part }), values: increasing(part) },
+        { series: seriesName(source.metric, { [source.label]: source.example.rest }), values: increasing(1000 - part) }
+      ]
+    }
+    case 'quantile': {
+      // 100 observations a minute: 96 at the threshold's bucket and 4 above puts the 95th percentile
+      // below the threshold; 94 and 6 puts it just above.
+      const { at, next } = nextBucket(source.histogram, limit)
+      const within = past ? 94 : 96
+      const labels = firstValues(source.match)
+      const edges = [...bucketsOf(source.histogram).map(String), '+Inf']
+      return edges.map((le) => {
+        const bound = le === '+Inf' ? Infinity : Number(le)
+        const count = (bound >= at ? within : 0) + (bound >= next ? 100 - within : 0)
+        return { series: seriesName(`${source.histogram}_bucket`, { ...labels, le }), values: increasing(count) }
+      })
+    }
+  }
+}
+
+/** The alerts a level fires for a row: the warning from warning on, both at critical. */
+export function expectedAlerts (row: Row, level: Level, targetLabels: Record<string, string> = TARGET_LABELS): Array<{ exp_labels: Record<string, string>, exp_annotations: Record<string, string> }> {
+  const levels = level === 'ok' ? [] : level === 'warning' ? ['warning' as const] : ['warning' as const, 'critical' as const]
+  return levels.map((fired) => ({ exp_labels: { ...ruleLabels(row, fired), ...targetLabels }, exp_annotations: ruleAnnotations(row, fired) }))
+}
+
+export interface RuleTest {
+  name: string
+  series: InputSeries[]
+  alertname: string
+  level: Level
+  row: Row
+}
+
+function renderTest ({ name, series, alertname, level, row }: RuleTest, targetLabels?: Record<string, string>): string[] {
+  const lines = [
+    `  - name: ${q(name)}`,
+    '    interval: 1m',
+    '    input_series:',
+    ...series.flatMap(({ series, values }) => [`      - series: ${q(series)}`, `        values: ${q(values)}`]),
+    '    alert_rule_test:',
+    `      - eval_time: ${EVAL_TIME}`,
+    `        alertname: ${alertname}`
+  ]
+  const alerts = expectedAlerts(row, level, targetLabels)
+  if (alerts.length === 0) return [...lines, '        exp_alerts: []']
+  lines.push('        exp_alerts:')
+  for (const { exp_labels: labels, exp_annotations: annotations } of alerts) {
+    lines.push('          - exp_labels:', ...yamlMap('              ', labels), '            exp_annotations:', ...yamlMap('              ', annotations))
+  }
+  return lines
+}
+
+/** A promtool test file of the given tests against the rules file at `rulesPath`. */
+export function renderRuleTests (tests: RuleTest[], rulesPath: string, targetLabels?: Record<string, string>): string {
+  return `${[
+    `rule_files:\n  - ${q(rulesPath)}`,
+    'evaluation_interval: 1m',
+    'tests:',
+    ...tests.flatMap((test) => renderTest(test, targetLabels))
+  ].join('\n')}\n`
+}
+
+/** For every row: ok side of the warning threshold, past it, and past the critical one. */
+export function thresholdTests (): RuleTest[] {
+  return THRESHOLDS.flatMap((row): RuleTest[] => {
+    const test = (label: string, limit: number, past: boolean, level: Level): RuleTest =>
+      ({ name: `${row.measure}: ${label}`, series: seriesAt(row, limit, past), alertname: alertName(row), level, row })
+    const direction = row.comparison === 'above' ? 'above' : 'below'
+    return [
+      test(`not past the warning threshold (${direction} ${row.warning}): nothing fires`, row.warning, false, 'ok'),
+      // Where warning and critical coincide (core status), past one is past the other.
+      ...(row.warning === row.critical ? [] : [test('past the warning threshold: the warning fires', row.warning, true, 'warning')]),
+      test(`past the critical threshold (${direction} ${row.critical}): warning and critical fire`, row.critical, true, 'critical')
+    ]
+  })
+}
+
+/** monitoring/prometheus/alerts.test.yml */
+export function renderAlertRuleTests (): string {
+  return `${HEADER.join('\n')}\n${renderRuleTests(thresholdTests(), 'alerts.yml')}`
+}
+
+// --- Grafana
+
+const GRAFANA_UNITS: Record<Unit, string> = { ms: 'ms', percent: 'percent', requests: 'short', jobs: 'short', 'failing checks': 'short' }
+
+function thresholdSteps (row: Row) {
+  return row.comparison === 'above'
+    ? [{ color: 'green', value: null }, { color: 'orange', value: row.warning }, { color: 'red', value: row.critical }]
+    : [{ color: 'red', value: null }, { color: 'orange', value: row.critical }, { color: 'green', value: row.warning }]
+}
+
+// Grafana's own variable syntax, not a template literal.
+// eslint-disable-next-line no-template-curly-in-string
+const DATASOURCE = { type: 'prometheus', uid: '${datasource}' }
+const INSTANCE = 'instance=~"$instance"'
+
+function timeseries (id: number, title: string, description: string, expr: string, unit: string, gridPos: object, steps?: unknown[], legendFormat = '{{instance}}') {
+  return {
+    id,
+    type: 'timeseries',
+    title,
+    description,
+    datasource: DATASOURCE,
+    gridPos,
+    fieldConfig: {
+      defaults: {
+        unit,
+        custom: { thresholdsStyle: { mode: steps === undefined ? 'off' : 'line+area' }, fillOpacity: 10 },
+        thresholds: { mode: 'absolute', steps: steps ?? [{ color: 'green', value: null }] }
+      },
+      overrides: []
+    },
+    options: { legend: { displayMode: 'list', placement: 'bottom' }, tooltip: { mode: 'multi' } },
+    targets: [{ refId: 'A', datasource: DATASOURCE, expr, legendFormat }]
+  }
+}
+
+/** monitoring/grafana/portal-bff.json: one panel per row, with its thresholds, and the process. */
+export function renderDashboard (): string {
+  let id = 0
+  const panels: unknown[] = [{
+    id: ++id,
+    type: 'stat',
+    title: 'Firing alerts',
+    description: 'Alerts of monitoring/prometheus/alerts.yml firing now, by severity',
+    datasource: DATASOURCE,
+    gridPos: { x: 0, y: 0, w: 24, h: 4 },
+    fieldConfig: { defaults: { unit: 'short', thresholds: { mode: 'absolute', steps: [{ color: 'green', value: null }, { color: 'red', value: 1 }] } }, overrides: [] },
+    options: { reduceOptions: { calcs: ['lastNotNull'] }, colorMode: 'background', textMode: 'value_and_name' },
+    targets: [{ refId: 'A', datasource: DATASOURCE, expr: `count by (severity) (ALERTS{alertstate="firing",alertname=~"PortalBff.*",${INSTANCE}})`, legendFormat: '{{severity}}' }]
+  }]
+  THRESHOLDS.forEach((row, index) => {
+    const gridPos = { x: (index % 3) * 8, y: 4 + Math.floor(index / 3) * 8, w: 8, h: 8 }
+    const direction = row.comparison === 'above' ? '>' : '<'
+    const description = `${row.description}. Warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)} (seed §8).`
+    panels.push(timeseries(++id, row.description, description, valueExpr(row.prometheus, [INSTANCE]), GRAFANA_UNITS[row.unit], gridPos, thresholdSteps(row)))
+  })
+  const y = 4 + Math.ceil(THRESHOLDS.length / 3) * 8
+  panels.push(
+    timeseries(++id, 'Request queues: requests in flight', 'Billing and CRM request queues', `portal_bff_queue_pending_requests{${INSTANCE}}`, 'short', { x: 0, y, w: 8, h: 8 }, undefined, '{{instance}} {{queue}}'),
+    timeseries(++id, 'Process CPU', 'CPU seconds per second', `rate(process_cpu_seconds_total{${INSTANCE}}[${RATE_WINDOW}])`, 'percentunit', { x: 8, y, w: 8, h: 8 }),
+    timeseries(++id, 'Process resident memory', 'Resident set size', `process_resident_memory_bytes{${INSTANCE}}`, 'bytes', { x: 16, y, w: 8, h: 8 })
+  )
+  const dashboard = {
+    __comment: 'Generated from lib/thresholds.ts by scripts/generate-alert-rules.ts: do not edit by hand.',
+    uid: 'portal-bff',
+    title: 'Portal BFF',
+    description: 'The measures of the monitoring thresholds (seed §8), with their warning and critical levels',
+    tags: ['portal-bff'],
+    timezone: 'utc',
+    editable: true,
+    schemaVersion: 39,
+    version: 1,
+    refresh: '30s',
+    time: { from: 'now-6h', to: 'now' },
+    templating: {
+      list: [
+        { name: 'datasource', label: 'Data source', type: 'datasource', query: 'prometheus', current: {}, hide: 0 },
+        {
+          name: 'instance',
+          label: 'Instance',
+          type: 'query',
+          datasource: DATASOURCE,
+          query: { query: 'label_values(portal_bff_health_check_up, instance)', refId: 'instance' },
+          definition: 'label_values(portal_bff_health_check_up, instance)',
+          refresh: 2,
+          multi: true,
+          includeAll: true,
+          allValue: '.+',
+          current: {},
+          hide: 0
+        }
+      ]
+    },
+    annotations: { list: [] },
+    panels
+  }
+  return `${JSON.stringify(dashboard, null, 2)}\n`
+}

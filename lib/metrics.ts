@@ -1,0 +1,119 @@
+import { Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client'
+import type { UpstreamCall } from '../integrations/upstream.js'
+import { SlidingWindow } from './sliding-window.js'
+
+/**
+ * The histograms of /metrics. Their buckets include every threshold of seed §8 that is judged on
+ * them (lib/thresholds.ts), so a percentile past a threshold is past it in Prometheus too.
+ */
+export const HISTOGRAMS = {
+  http: {
+    name: 'portal_bff_http_request_duration_seconds',
+    help: 'Duration of HTTP requests, probes excepted, by route pattern, method and status class',
+    labelNames: ['method', 'route', 'status_class'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 5, 10, 30]
+  },
+  upstream: {
+    name: 'portal_bff_upstream_request_duration_seconds',
+    help: 'Duration of upstream calls (billing, CRM, telecom) by upstream and outcome (ok or the failure class)',
+    labelNames: ['upstream', 'outcome'],
+    buckets: [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 3, 5, 10, 15, 30]
+  },
+  cacheCommand: {
+    name: 'portal_bff_cache_command_duration_seconds',
+    help: 'Duration of the services cache\'s Redis commands that Redis answered',
+    labelNames: [],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
+  },
+  query: {
+    name: 'portal_bff_db_query_duration_seconds',
+    help: 'Duration of database queries of the business connection pool, by outcome',
+    labelNames: ['outcome'],
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10]
+  }
+} as const
+
+export interface Sample {
+  labels?: Record<string, string | number>
+  value: number
+}
+
+/**
+ * A metric whose samples are read from the service's own state at scrape time. Unlike a
+ * prom-client Gauge it has no sample at all when there is nothing to report (a limit Redis does
+ * not have, a queue that is not running), so rules see no value rather than a made-up 0.
+ */
+class LiveMetric {
+  readonly aggregator = 'sum'
+
+  constructor (readonly name: string, readonly help: string, readonly type: 'gauge' | 'counter', private readonly read: () => Promise<Sample[]>) {}
+
+  async get () {
+    const values = await this.read()
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: values.map(({ labels = {}, value }) => ({ labels, value })) }
+  }
+
+  reset (): void {}
+}
+
+const statusClass = (statusCode: number) => `${Math.floor(statusCode / 100)}xx`
+
+/**
+ * The service's metrics registry (one per app instance, so several instances in one process do not
+ * clash), with the default process metrics, and the recorders of the measures that are judged over
+ * the recent window: every observation feeds both the Prometheus histogram and the window.
+ */
+export class ServiceMetrics {
+  readonly registry = new Registry()
+  /** Finished requests, probes excepted: the API p95 and the HTTP 5xx rate. */
+  readonly httpRequests = new SlidingWindow()
+  /** Queries of the business pool: the query duration p95. */
+  readonly queries = new SlidingWindow()
+  readonly #http: Histogram<'method' | 'route' | 'status_class'>
+  readonly #upstream: Histogram<'upstream' | 'outcome'>
+  readonly #cacheCommand: Histogram
+  readonly #query: Histogram<'outcome'>
+
+  constructor () {
+    collectDefaultMetrics({ register: this.registry })
+    const registers = [this.registry]
+    this.#http = new Histogram({ ...HISTOGRAMS.http, labelNames: [...HISTOGRAMS.http.labelNames], buckets: [...HISTOGRAMS.http.buckets], registers })
+    this.#upstream = new Histogram({ ...HISTOGRAMS.upstream, labelNames: [...HISTOGRAMS.upstream.labelNames], buckets: [...HISTOGRAMS.upstream.buckets], registers })
+    this.#cacheCommand = new Histogram({ ...HISTOGRAMS.cacheCommand, labelNames: [], buckets: [...HISTOGRAMS.cacheCommand.buckets], registers })
+    this.#query = new Histogram({ ...HISTOGRAMS.query, labelNames: [...HISTOGRAMS.query.labelNames], buckets: [...HISTOGRAMS.query.buckets], registers })
+  }
+
+  /** A finished request; `route` is the route pattern (`unmatched` for a 404), never the raw path. */
+  observeHttpRequest (route: string, method: string, statusCode: number, durationMs: number): void {
+    this.httpRequests.record(durationMs, statusCode >= 500)
+    this.#http.observe({ route, method, status_class: statusClass(statusCode) }, durationMs / 1000)
+  }
+
+  /** The per-upstream windows live with the clients (plugins/app/upstreams.ts); this feeds the histogram. */
+  observeUpstreamCall ({ upstream, outcome, durationMs }: Pick<UpstreamCall, 'upstream' | 'outcome' | 'durationMs'>): void {
+    this.#upstream.observe({ upstream, outcome }, durationMs / 1000)
+  }
+
+  observeCacheCommand (durationMs: number): void {
+    this.#cacheCommand.observe(durationMs / 1000)
+  }
+
+  observeQuery (durationMs: number, failed: boolean): void {
+    this.queries.record(durationMs, failed)
+    this.#query.observe({ outcome: failed ? 'error' : 'ok' }, durationMs / 1000)
+  }
+
+  /** Adds a metric read at scrape time. `read` must not throw: report no sample instead. */
+  live (name: string, help: string, type: 'gauge' | 'counter', read: () => Promise<Sample[]>): void {
+    // The registry takes any object with a name and a get(); its type names only its own classes.
+    this.registry.registerMetric(new LiveMetric(name, help, type, read) as unknown as Metric)
+  }
+
+  get contentType (): string {
+    return this.registry.contentType
+  }
+
+  text (): Promise<string> {
+    return this.registry.metrics()
+  }
+}

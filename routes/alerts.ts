@@ -1,0 +1,23 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { PRIORITIES } from '../lib/alerts.js'
+import { AlertsReport, alertSchemas } from '../schemas/alerts.js'
+
+const alertRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+  for (const schema of alertSchemas) fastify.addSchema(schema)
+
+  fastify.get('/health/alerts', {
+    config: { probe: true },
+    schema: {
+      tags: ['health'],
+      summary: 'Every measure of the monitoring thresholds with its value, unit and level, and the overall level',
+      description: 'One row per row of the seed\'s thresholds table. 200 whatever the level: the level is in the body. A critical row suggests an incident priority.',
+      response: { 200: Type.Ref(AlertsReport) }
+    }
+  }, async () => {
+    const { snapshot, judgement } = await fastify.monitoring.evaluate()
+    return { timestamp: snapshot.timestamp, level: judgement.level, alerts: judgement.alerts, priorities: PRIORITIES }
+  })
+}
+
+export default alertRoutes

@@ -1,0 +1,82 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { MEASURES } from '../lib/thresholds.js'
+import { AlertLevel, QueueHealth, QueueMetrics } from './queues.js'
+
+const Count = (description: string) => Type.Integer({ minimum: 0, description })
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description?: string) =>
+  Type.Union([schema, Type.Null()], description === undefined ? {} : { description })
+
+export const Alert = Type.Object({
+  measure: Type.Union(MEASURES.map((measure) => Type.Literal(measure)), { description: 'the row of the thresholds table (seed §8)' }),
+  description: Type.String(),
+  value: Nullable(Type.Number(), 'the current value in `unit`; null when there is nothing to judge (see `note`)'),
+  unit: Type.Union(['failing checks', 'requests', 'jobs', 'percent', 'ms'].map((unit) => Type.Literal(unit))),
+  level: Type.Ref(AlertLevel),
+  threshold: Type.Object({
+    comparison: Type.Union([Type.Literal('above'), Type.Literal('below')], { description: 'a value past a limit in this direction crosses it; a value at the limit does not' }),
+    warning: Type.Number(),
+    critical: Type.Number()
+  }, { additionalProperties: false }),
+  crossed: Type.Union([Type.Literal('warning'), Type.Literal('critical'), Type.Null()], { description: 'the threshold the value is past, if any' }),
+  priority: Type.Union([Type.Literal('P1'), Type.Literal('P2'), Type.Null()], { description: 'suggested incident priority, for a critical row' }),
+  note: Type.Optional(Type.String())
+}, { $id: 'Alert', additionalProperties: false })
+export type Alert = Static<typeof Alert>
+
+const Priority = Type.Object({
+  respondWithinMinutes: Type.Integer(),
+  postIncidentReviewWithinBusinessDays: Nullable(Type.Integer())
+}, { additionalProperties: false })
+
+export const AlertsReport = Type.Object({
+  timestamp: Type.String({ format: 'date-time' }),
+  level: Type.Ref(AlertLevel, { description: 'the worst level of the alerts' }),
+  alerts: Type.Array(Type.Ref(Alert), { description: 'one per row of the thresholds table, in its order' }),
+  priorities: Type.Object({ P1: Priority, P2: Priority, P3: Priority, P4: Priority }, { additionalProperties: false, description: 'incident response times (seed §8)' })
+}, { $id: 'AlertsReport', title: 'Alerts report', additionalProperties: false })
+
+const QueueStatus = {
+  health: Type.Ref(QueueHealth),
+  metrics: Type.Ref(QueueMetrics),
+  recentFailedRequests: Count('failed requests within the recent window')
+}
+
+export const StatusSummary = Type.Object({
+  timestamp: Type.String({ format: 'date-time' }),
+  level: Type.Ref(AlertLevel),
+  core: Type.Object({
+    status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+    checks: Type.Object({
+      database: Type.Union([Type.Literal('ok'), Type.Literal('fail')]),
+      cache: Type.Union([Type.Literal('ok'), Type.Literal('fail')])
+    }, { additionalProperties: false })
+  }, { additionalProperties: false }),
+  billing: Type.Object(QueueStatus, { additionalProperties: false }),
+  crm: Type.Object({
+    ...QueueStatus,
+    dailyUsage: Type.Object({
+      used: Count('CRM API calls today'),
+      limit: Nullable(Type.Integer({ minimum: 0 })),
+      percent: Nullable(Type.Number()),
+      limitSource: Type.String()
+    }, { additionalProperties: false })
+  }, { additionalProperties: false }),
+  jobs: Nullable(Type.Object({
+    waiting: Count('waiting'),
+    active: Count('running'),
+    delayed: Count('waiting for a retry'),
+    failed: Count('failed'),
+    completed: Count('completed')
+  }, { additionalProperties: false }), 'the provisioning job queue; null when there is no data'),
+  subscriber: Nullable(Type.Object({
+    state: Type.String(),
+    lastEventAt: Nullable(Type.String({ format: 'date-time' })),
+    replayId: Type.Union([Type.Integer(), Type.String(), Type.Null()]),
+    received: Count('events received'),
+    reconnects: Count('reconnections'),
+    lastError: Nullable(Type.String())
+  }, { additionalProperties: false }), 'the platform-event subscription; null when there is no data'),
+  alerts: Type.Array(Type.Ref(Alert))
+}, { $id: 'StatusSummary', title: 'Status page summary', additionalProperties: false })
+
+export const alertSchemas = [AlertLevel, QueueHealth, QueueMetrics, Alert, AlertsReport, StatusSummary]

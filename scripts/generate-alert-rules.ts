@@ -1,0 +1,48 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, renderAlertRuleTests, renderAlertRules, renderDashboard } from '../lib/alert-rules.js'
+import { projectRoot } from '../lib/project-root.js'
+
+/**
+ * Writes the Prometheus rules, their promtool tests and the Grafana dashboard from lib/thresholds.ts.
+ * With --check it writes nothing and exits 1 when a checked-in file differs from what it would write.
+ */
+export function generatedFiles (): Array<{ path: string, content: string }> {
+  return [
+    { path: RULES_FILE, content: renderAlertRules() },
+    { path: RULE_TESTS_FILE, content: renderAlertRuleTests() },
+    { path: DASHBOARD_FILE, content: renderDashboard() }
+  ]
+}
+
+function current (path: string): string | undefined {
+  try {
+    return readFileSync(join(projectRoot, path), 'utf8')
+  } catch {
+    return undefined
+  }
+}
+
+/** The generated files whose checked-in copy is missing or different. */
+export function outOfDate (): string[] {
+  return generatedFiles().filter(({ path, content }) => current(path) !== content).map(({ path }) => path)
+}
+
+function main (args: string[]): number {
+  if (args.includes('--check')) {
+    const stale = outOfDate()
+    for (const path of stale) process.stderr.write(`${path} is out of date: run npm run monitoring:generate\n`)
+    return stale.length === 0 ? 0 : 1
+  }
+  for (const { path, content } of generatedFiles()) {
+    mkdirSync(dirname(join(projectRoot, path)), { recursive: true })
+    writeFileSync(join(projectRoot, path), content)
+    process.stdout.write(`wrote ${path}\n`)
+  }
+  return 0
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exitCode = main(process.argv.slice(2))
+}

@@ -1,0 +1,139 @@
+import { spawnSync } from 'node:child_process'
+import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
+import { RULES_FILE, alertName, renderRuleTests, type InputSeries } from '../lib/alert-rules.js'
+import { projectRoot } from '../lib/project-root.js'
+import { threshold, type Level, type MeasureName } from '../lib/thresholds.js'
+
+/** Prometheus's promtool (Debian package `prometheus`), or undefined when it is not on the PATH. */
+export function findPromtool (): string | undefined {
+  for (const directory of (process.env.PATH ?? '').split(delimiter)) {
+    const candidate = join(directory, 'promtool')
+    try {
+      accessSync(candidate, constants.X_OK)
+      return candidate
+    } catch {}
+  }
+  return undefined
+}
+
+export interface PromtoolResult { code: number | null, output: string }
+
+export function promtool (args: string[], options: { cwd?: string, input?: string } = {}): PromtoolResult {
+  const executable = findPromtool()
+  if (executable === undefined) throw new Error('promtool is not installed (Debian package prometheus)')
+  const result = spawnSync(executable, args, { cwd: options.cwd ?? projectRoot, input: options.input, encoding: 'utf8', timeout: 60_000 })
+  return { code: result.status, output: `${result.stdout}${result.stderr}` }
+}
+
+export interface Sample { name: string, labels: Record<string, string>, value: number }
+export interface Exposition { help: Map<string, string>, types: Map<string, string>, samples: Sample[] }
+
+const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/
+const LABEL = /\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(,|$)/y
+
+function parseLabels (text: string, line: string): Record<string, string> {
+  const labels: Record<string, string> = {}
+  LABEL.lastIndex = 0
+  while (LABEL.lastIndex < text.length) {
+    const match = LABEL.exec(text)
+    if (match === null) throw new Error(`bad labels in: ${line}`)
+    labels[match[1]!] = match[2]!.replace(/\\(.)/g, (_, escaped: string) => (escaped === 'n' ? '\n' : escaped))
+  }
+  return labels
+}
+
+function parseValue (text: string, line: string): number {
+  // As Prometheus reads them (Go's ParseFloat): prom-client writes NaN as `Nan`.
+  if (/^\+?inf$/i.test(text)) return Infinity
+  if (/^-inf$/i.test(text)) return -Infinity
+  if (/^nan$/i.test(text)) return NaN
+  const value = Number(text)
+  if (text === '' || Number.isNaN(value)) throw new Error(`bad value in: ${line}`)
+  return value
+}
+
+/** A strict reader of the Prometheus text format (0.0.4): throws on the first line that is not. */
+export function parseExposition (text: string): Exposition {
+  const exposition: Exposition = { help: new Map(), types: new Map(), samples: [] }
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue
+    const comment = /^# (HELP|TYPE) (\S+) ?(.*)$/.exec(line)
+    if (comment !== null) {
+      const [, kind, name, rest] = comment as unknown as [string, string, string, string]
+      if (!NAME.test(name)) throw new Error(`bad metric name in: ${line}`)
+      if (kind === 'TYPE' && !['counter', 'gauge', 'histogram', 'summary', 'untyped'].includes(rest)) throw new Error(`bad type in: ${line}`)
+      exposition[kind === 'HELP' ? 'help' : 'types'].set(name, rest)
+      continue
+    }
+    if (line.startsWith('#')) continue
+    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: (-?\d+))?$/.exec(line)
+    if (sample === null) throw new Error(`not a sample: ${line}`)
+    const [, name, labels, value] = sample as unknown as [string, string, string | undefined, string]
+    exposition.samples.push({ name, labels: labels === undefined ? {} : parseLabels(labels, line), value: parseValue(value, line) })
+  }
+  return exposition
+}
+
+/** The type of the family a sample belongs to (a histogram's `_bucket`, `_count` and `_sum` included). */
+export function typeOf (exposition: Exposition, name: string): string | undefined {
+  return exposition.types.get(name) ?? exposition.types.get(name.replace(/_(bucket|count|sum)$/, ''))
+}
+
+/**
+ * A scrape of /metrics as promtool input series, as if the service had kept going at the same pace:
+ * a gauge keeps its value; a counter grows by its value every minute, so every rate, ratio and
+ * histogram percentile over 5 minutes equals the one of the scrape.
+ */
+export function scrapedSeries (exposition: Exposition, prefix = 'portal_bff_'): InputSeries[] {
+  const series: InputSeries[] = []
+  for (const { name, labels, value } of exposition.samples) {
+    if (!name.startsWith(prefix) || name.endsWith('_sum') || !Number.isFinite(value) || /e/i.test(String(value))) continue
+    const cumulative = ['counter', 'histogram'].includes(typeOf(exposition, name) ?? '')
+    const all = { ...labels, job: 'portal-bff', instance: 'portal-bff:3000' }
+    series.push({
+      series: `${name}{${Object.entries(all).map(([label, labelValue]) => `${label}=${JSON.stringify(labelValue)}`).join(',')}}`,
+      values: cumulative ? `0+${value}x15` : `${value}+0x15`
+    })
+  }
+  return series
+}
+
+/**
+ * Whether the shipped rules, fed a scrape of /metrics, fire exactly the alerts of `level` for the
+ * measure (none, the warning, or the warning and the critical).
+ */
+export function promtoolAgrees (metricsText: string, measure: MeasureName, level: Level): PromtoolResult & { agrees: boolean } {
+  const row = threshold(measure)
+  const directory = mkdtempSync(join(tmpdir(), 'portal-bff-promtool-'))
+  try {
+    const tests = renderRuleTests([{ name: `${measure} at ${level}, from a scrape`, series: scrapedSeries(parseExposition(metricsText)), alertname: alertName(row), level, row }], join(projectRoot, RULES_FILE))
+    writeFileSync(join(directory, 'scrape.test.yml'), tests)
+    const result = promtool(['test', 'rules', 'scrape.test.yml'], { cwd: directory })
+    return { ...result, agrees: result.code === 0 }
+  } finally {
+    rmSync(directory, { recursive: true, force: true })
+  }
+}
+
+export interface AlertRow { measure: string, level: Level, value: number | null, crossed: Level | null, priority: string | null, note?: string }
+
+export interface LevelCheck {
+  /** The row of GET /health/alerts. */
+  alert: AlertRow
+  /** The shipped rules fed a scrape of /metrics taken right after; undefined when promtool is not installed. */
+  promtool: (PromtoolResult & { agrees: boolean }) | undefined
+}
+
+/**
+ * The level of a measure as /health/alerts judges it, and whether the Prometheus rules, fed the
+ * service's /metrics at that moment, fire the alerts of `expected`.
+ */
+export async function checkLevel (inject: (url: string) => Promise<{ body: string }>, measure: MeasureName, expected: Level): Promise<LevelCheck> {
+  const report = JSON.parse((await inject('/health/alerts')).body) as { alerts: AlertRow[] }
+  const alert = report.alerts.find((row) => row.measure === measure)
+  if (alert === undefined) throw new Error(`/health/alerts has no ${measure} row`)
+  const metrics = (await inject('/metrics')).body
+  return { alert, promtool: findPromtool() === undefined ? undefined : promtoolAgrees(metrics, measure, expected) }
+}

@@ -1,0 +1,48 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, alertName, valueExpr } from '../lib/alert-rules.js'
+import { projectRoot } from '../lib/project-root.js'
+import { THRESHOLDS } from '../lib/thresholds.js'
+import { generatedFiles, outOfDate } from '../scripts/generate-alert-rules.js'
+import { findPromtool, promtool } from '../scripts/promtool.js'
+
+t.test('the checked-in rules, rule tests and dashboard are what lib/thresholds.ts generates', async (t) => {
+  for (const { path, content } of generatedFiles()) {
+    t.equal(readFileSync(join(projectRoot, path), 'utf8'), content, `${path} is up to date (npm run monitoring:generate)`)
+  }
+  t.same(outOfDate(), [], 'the generator\'s --check agrees')
+})
+
+t.test('a warning and a critical rule per row of the thresholds table', async (t) => {
+  const rules = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
+  t.equal(rules.match(/^ {6}- alert: /gm)?.length, 2 * THRESHOLDS.length, `${2 * THRESHOLDS.length} rules`)
+  for (const row of THRESHOLDS) {
+    const direction = row.comparison === 'above' ? '>' : '<'
+    for (const [severity, limit] of [['warning', row.warning], ['critical', row.critical]] as const) {
+      const expr = JSON.stringify(`${valueExpr(row.prometheus)} ${direction} ${limit}`)
+      const rule = new RegExp(`- alert: ${alertName(row)}\\n {8}expr: ${expr.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\n.*\\n {8}labels:\\n {10}severity: "${severity}"\\n {10}measure: "${row.measure}"`)
+      t.match(rules, rule, `${row.measure}: the ${severity} rule compares with ${direction} ${limit}`)
+    }
+  }
+})
+
+t.test('the dashboard has a panel per row, on the rule\'s expression, with its thresholds', async (t) => {
+  const dashboard = JSON.parse(readFileSync(join(projectRoot, DASHBOARD_FILE), 'utf8')) as { panels: Array<{ title: string, targets: Array<{ expr: string }>, fieldConfig: { defaults: { thresholds: { steps: Array<{ value: number | null }> } } } }> }
+  for (const row of THRESHOLDS) {
+    const panel = dashboard.panels.find((candidate) => candidate.title === row.description)
+    t.ok(panel, `${row.measure} has a panel`)
+    t.equal(panel?.targets[0]?.expr, valueExpr(row.prometheus, ['instance=~"$instance"']), `${row.measure}: the same measure as the rule`)
+    t.same(panel?.fieldConfig.defaults.thresholds.steps.map((step) => step.value).filter((value) => value !== null).sort((a, b) => a! - b!), [row.warning, row.critical].sort((a, b) => a - b), `${row.measure}: its thresholds`)
+  }
+})
+
+const installed = findPromtool() !== undefined
+t.test('promtool: the rules are valid and each fires at its threshold', { skip: !installed && process.env.CI === undefined && 'promtool is not installed (Debian package prometheus; .ci/run installs it)' }, async (t) => {
+  t.ok(installed, 'promtool is installed')
+  const check = promtool(['check', 'rules', RULES_FILE])
+  t.equal(check.code, 0, 'promtool check rules', { output: check.output })
+  t.match(check.output, `SUCCESS: ${2 * THRESHOLDS.length} rules found`)
+  const test = promtool(['test', 'rules', RULE_TESTS_FILE])
+  t.equal(test.code, 0, 'promtool test rules: every rule fires just past its threshold and not before', { output: test.output })
+})
