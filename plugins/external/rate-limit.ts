@@ -59,6 +59,12 @@ async function rateLimit (fastify: FastifyInstance) {
     }
   }
 
+  // Probes, metrics and the API documentation are never limited: they get no rate-limit hook at all.
+  fastify.addHook('onRoute', (routeOptions) => {
+    if (routeOptions.config?.probe === true || routeOptions.url?.startsWith('/docs') === true) {
+      routeOptions.config = { ...routeOptions.config, rateLimit: false }
+    }
+  })
   await fastify.register(fastifyRateLimit, {
     global: true,
     max: RATE_LIMIT_MAX,
@@ -66,8 +72,6 @@ async function rateLimit (fastify: FastifyInstance) {
     // After authentication, so a signed-in client is limited as itself.
     hook: 'preHandler',
     keyGenerator: rateLimitKey,
-    // Probes, metrics and the API documentation are never limited.
-    allowList: (request) => request.routeOptions.config.probe === true || request.url.startsWith('/docs'),
     store: Store,
     skipOnError: true,
     errorResponseBuilder: (_request, context) => new RateLimitedError(context.after)
