@@ -11,8 +11,6 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Probe routes (health, metrics) log their completion at debug: they are polled. */
     probe?: boolean
-    /** A page for people (HTML): it keeps the browser security headers a probe goes without. */
-    page?: boolean
   }
   interface FastifyInstance {
     /** Told of every finished request but the probes' (the HTTP measures of the metrics plugin). */

@@ -22,7 +22,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   try {
     const assets = Object.entries(ASSETS).map(([url, { file, type }]) => ({ url, type, body: readFileSync(join(directory, file)) }))
     for (const { url, type, body } of assets) {
-      fastify.get(url, { config: { probe: true, page: true }, schema: { hide: true } }, async (_request, reply) => {
+      fastify.get(url, { config: { probe: true }, schema: { hide: true } }, async (_request, reply) => {
         return reply.type(type).header('cache-control', 'no-cache').send(body)
       })
     }

@@ -4,11 +4,6 @@ import fastifyCors from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
 
 async function securityHeaders (fastify: FastifyInstance) {
-  // Machine-polled JSON probes carry no browser security headers: they cost a probe a tenth of its
-  // throughput and protect nothing a monitor reads. Pages (the status page, the API UI) keep them.
-  fastify.addHook('onRoute', (routeOptions) => {
-    if (routeOptions.config?.probe === true && routeOptions.config.page !== true) routeOptions.helmet = false
-  })
   // The API UI sets its own content security policy for its pages (staticCSP in the swagger plugin).
   await fastify.register(fastifyHelmet, { global: true })
   // Unset CORS_ORIGIN means no cross-origin access at all.
