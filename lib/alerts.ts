@@ -2,24 +2,18 @@ import type { QueueHealth, QueueMetrics } from './request-queue.js'
 import type { WindowSummary } from './sliding-window.js'
 import type { RedisMemory } from './services-cache.js'
 import type { PoolUsage } from './metrics-database.js'
+import type { CheckStatus } from './health-checks.js'
+import type { JobCounts } from './provisioning.js'
 import {
   INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, THRESHOLDS, levelOf, priorityOf, worstLevel,
   type Comparison, type Level, type MeasureName, type Unit
 } from './thresholds.js'
 
-export type CheckStatus = 'ok' | 'fail'
+export type { CheckStatus, JobCounts }
 
 export interface CoreHealth {
   status: 'ok' | 'degraded'
   checks: { database: CheckStatus, cache: CheckStatus }
-}
-
-export interface JobCounts {
-  waiting: number
-  active: number
-  delayed: number
-  failed: number
-  completed: number
 }
 
 export interface SubscriberStats {

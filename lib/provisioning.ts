@@ -7,6 +7,15 @@ import type { Order, OrderStatus, OrderStore } from './orders.js'
 import type { RequestQueue } from './request-queue.js'
 import { UpstreamFailure } from './failure.js'
 
+/** The provisioning job queue's counts, by job state. */
+export interface JobCounts {
+  waiting: number
+  active: number
+  delayed: number
+  failed: number
+  completed: number
+}
+
 export interface ProvisioningDependencies {
   orders: OrderStore
   orderEvents: OrderEvents

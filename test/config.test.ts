@@ -4,6 +4,22 @@ import { runServer } from './helpers/service-process.js'
 
 const base = { NODE_ENV: 'test' }
 
+const COMPLETE_PRODUCTION: Record<string, string> = {
+  NODE_ENV: 'production',
+  DATABASE_URL: 'postgres://db/portal',
+  REDIS_URL: 'redis://cache:6379',
+  BILLING_API_URL: 'https://billing.example/includes/api.php',
+  BILLING_API_IDENTIFIER: 'id',
+  BILLING_API_SECRET: 'secret',
+  CRM_LOGIN_URL: 'https://login.example',
+  CRM_CLIENT_ID: 'client',
+  CRM_USERNAME: 'user@example.com',
+  CRM_PRIVATE_KEY: '-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----',
+  TELECOM_API_URL: 'https://telecom.example',
+  TELECOM_API_KEY: 'key',
+  JWT_SECRET: 'x'.repeat(32)
+}
+
 /** The setting a bad configuration is rejected for. */
 function rejectedSetting (env: NodeJS.ProcessEnv): string | undefined {
   try {
@@ -61,21 +77,7 @@ t.test('defaults and conversions', async (t) => {
 
 t.test('production requires every upstream setting and JWT_SECRET', async (t) => {
   t.equal(rejectedSetting({ NODE_ENV: 'production' }), 'DATABASE_URL')
-  const complete: Record<string, string> = {
-    NODE_ENV: 'production',
-    DATABASE_URL: 'postgres://db/portal',
-    REDIS_URL: 'redis://cache:6379',
-    BILLING_API_URL: 'https://billing.example/includes/api.php',
-    BILLING_API_IDENTIFIER: 'id',
-    BILLING_API_SECRET: 'secret',
-    CRM_LOGIN_URL: 'https://login.example',
-    CRM_CLIENT_ID: 'client',
-    CRM_USERNAME: 'user@example.com',
-    CRM_PRIVATE_KEY: '-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----',
-    TELECOM_API_URL: 'https://telecom.example',
-    TELECOM_API_KEY: 'key',
-    JWT_SECRET: 'x'.repeat(32)
-  }
+  const complete = COMPLETE_PRODUCTION
   t.equal(loadConfig(complete).config.isProduction, true)
   for (const name of Object.keys(complete).filter((name) => name !== 'NODE_ENV')) {
     const { [name]: _omitted, ...rest } = complete
@@ -94,20 +96,8 @@ t.test('the server exits non-zero with one line naming the setting', async (t) =
 })
 
 t.test('production without JWT_SECRET refuses to start', async (t) => {
-  const server = runServer({
-    NODE_ENV: 'production',
-    DATABASE_URL: 'postgres://db/portal',
-    REDIS_URL: 'redis://cache:6379',
-    BILLING_API_URL: 'https://billing.example/includes/api.php',
-    BILLING_API_IDENTIFIER: 'id',
-    BILLING_API_SECRET: 'secret',
-    CRM_LOGIN_URL: 'https://login.example',
-    CRM_CLIENT_ID: 'client',
-    CRM_USERNAME: 'user@example.com',
-    CRM_PRIVATE_KEY_PATH: '/dev/null',
-    TELECOM_API_URL: 'https://telecom.example',
-    TELECOM_API_KEY: 'key'
-  })
+  const { JWT_SECRET: _omitted, ...withoutSecret } = COMPLETE_PRODUCTION
+  const server = runServer(withoutSecret)
   t.not(await server.exit, 0)
   t.equal(server.stderr().trim(), 'Invalid setting JWT_SECRET: required in production')
 })

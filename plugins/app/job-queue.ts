@@ -4,20 +4,12 @@ import { Queue, Worker, type Job } from 'bullmq'
 import { Redis } from 'ioredis'
 import { abortable } from '../../lib/abortable.js'
 import { classifyFailure } from '../../lib/failure.js'
-import { failOrder, provisionOrder, type ProvisioningDependencies } from '../../lib/provisioning.js'
+import { failOrder, provisionOrder, type JobCounts, type ProvisioningDependencies } from '../../lib/provisioning.js'
 import { levelOf, worstLevel, type Level } from '../../lib/thresholds.js'
 import type { QueueHealth } from '../../lib/request-queue.js'
 import { closeRedis } from '../external/redis.js'
 
 export const PROVISIONING_QUEUE = 'provisioning'
-
-export interface JobCounts {
-  waiting: number
-  active: number
-  delayed: number
-  failed: number
-  completed: number
-}
 
 interface ProvisioningJob { crmOrderId: string }
 
