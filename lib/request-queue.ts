@@ -88,7 +88,11 @@ export class RequestQueue {
       this.#recordFailure()
       throw new QueueFullError(this.name)
     }
-    const deadline = AbortSignal.timeout(this.#options.timeoutMs)
+    // A timer cleared when the request settles: AbortSignal.timeout's cannot be, and would outlive
+    // every request by its whole deadline.
+    const controller = new AbortController()
+    const timer = setTimeout(() => controller.abort(new DOMException('request deadline passed', 'TimeoutError')), this.#options.timeoutMs)
+    const deadline = controller.signal
     const enqueuedAt = performance.now()
     let startedAt: number | undefined
     try {
@@ -105,6 +109,7 @@ export class RequestQueue {
       }
       throw error
     } finally {
+      clearTimeout(timer)
       if (startedAt !== undefined) this.#recordSample(startedAt - enqueuedAt, performance.now() - startedAt)
     }
   }
