@@ -5,18 +5,9 @@ import type { FastifyInstance } from 'fastify'
 import { buildTestApp } from './helpers/app.js'
 import { PrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
-import { checkLevel } from '../scripts/promtool.js'
-import type { Level, MeasureName } from '../lib/thresholds.js'
+import { expectLevel } from './helpers/alerts.js'
 
 // Core status and the cache measures, on a private Redis the test may stop, hang and limit.
-
-async function expectLevel (t: Test, app: FastifyInstance, measure: MeasureName, level: Level, why: string) {
-  const { alert, promtool } = await checkLevel((url) => app.inject(url), measure, level)
-  t.equal(alert.level, level, `${why}: ${measure} is ${level} in /health/alerts (value ${alert.value})`)
-  if (promtool === undefined) t.notOk(process.env.CI, 'promtool is installed in CI')
-  else t.ok(promtool.agrees, `${why}: the Prometheus rule fires the ${level} alerts`, { output: promtool.output })
-  return alert
-}
 
 async function privateRedisApp (t: Test): Promise<{ redis: PrivateRedis, app: FastifyInstance, admin: Redis }> {
   const redis = await PrivateRedis.start()

@@ -1,19 +1,9 @@
-import t, { type Test } from 'tap'
-import type { FastifyInstance } from 'fastify'
+import t from 'tap'
 import type pg from 'pg'
 import { buildTestApp } from './helpers/app.js'
-import { checkLevel } from '../scripts/promtool.js'
-import type { Level, MeasureName } from '../lib/thresholds.js'
+import { expectLevel } from './helpers/alerts.js'
 
 // The database measures through the business pool itself: held connections and slow queries.
-
-async function expectLevel (t: Test, app: FastifyInstance, measure: MeasureName, level: Level, why: string) {
-  const { alert, promtool } = await checkLevel((url) => app.inject(url), measure, level)
-  t.equal(alert.level, level, `${why}: ${measure} is ${level} in /health/alerts (value ${alert.value})`)
-  if (promtool === undefined) t.notOk(process.env.CI, 'promtool is installed in CI')
-  else t.ok(promtool.agrees, `${why}: the Prometheus rule fires the ${level} alerts`, { output: promtool.output })
-  return alert
-}
 
 t.test('database pool usage: > 80 % warns, > 95 % is critical', async (t) => {
   const app = await buildTestApp(t, { DATABASE_POOL_MAX: '10' })

@@ -1,21 +1,12 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
-import { checkLevel } from '../scripts/promtool.js'
+import { expectLevel } from './helpers/alerts.js'
 import type { Level, MeasureName } from '../lib/thresholds.js'
 
 // Each row driven past its thresholds: /health/alerts, the queue's own `health`, and the shipped
 // Prometheus rules fed the service's /metrics at that moment all say the same level.
-
-async function expectLevel (t: Test, app: FastifyInstance, measure: MeasureName, level: Level, why: string) {
-  const { alert, promtool } = await checkLevel((url) => app.inject(url), measure, level)
-  t.equal(alert.level, level, `${why}: ${measure} is ${level} in /health/alerts (value ${alert.value})`)
-  t.equal(alert.crossed, level === 'ok' ? null : level, 'crossed names the threshold passed')
-  if (promtool === undefined) t.notOk(process.env.CI, 'promtool is installed in CI')
-  else t.ok(promtool.agrees, `${why}: the Prometheus rule fires the ${level} alerts`, { output: promtool.output })
-  return alert
-}
 
 const HEALTH: Record<Level, string> = { ok: 'healthy', warning: 'degraded', critical: 'unhealthy' }
 

@@ -1,19 +1,10 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
-import { checkLevel } from '../scripts/promtool.js'
-import type { Level, MeasureName } from '../lib/thresholds.js'
+import { expectLevel } from './helpers/alerts.js'
 
 // The request and upstream measures, driven through real requests and sandbox faults; each level is
 // read from /health/alerts and from the shipped Prometheus rules fed the service's /metrics.
-
-async function expectLevel (t: Test, app: FastifyInstance, measure: MeasureName, level: Level, why: string) {
-  const { alert, promtool } = await checkLevel((url) => app.inject(url), measure, level)
-  t.equal(alert.level, level, `${why}: ${measure} is ${level} in /health/alerts (value ${alert.value})`)
-  if (promtool === undefined) t.notOk(process.env.CI, 'promtool is installed in CI')
-  else t.ok(promtool.agrees, `${why}: the Prometheus rule fires the ${level} alerts`, { output: promtool.output })
-  return alert
-}
 
 const LIMITS = { LOGIN_RATE_LIMIT_MAX: '10000', RATE_LIMIT_MAX: '10000' }
 
