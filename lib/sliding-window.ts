@@ -1,5 +1,3 @@
-interface Sample { at: number, value: number, failed: boolean }
-
 export interface WindowSummary {
   count: number
   failures: number
@@ -9,33 +7,97 @@ export interface WindowSummary {
   p95: number | null
 }
 
+/** Puts the k-th smallest of `values[0..count)` at index k (Hoare's selection), in place. */
+function select (values: Float64Array, count: number, k: number): number {
+  let low = 0
+  let high = count - 1
+  while (low < high) {
+    const pivot = values[(low + high) >>> 1]!
+    let i = low
+    let j = high
+    while (i <= j) {
+      while (values[i]! < pivot) i++
+      while (values[j]! > pivot) j--
+      if (i <= j) {
+        const swap = values[i]!
+        values[i] = values[j]!
+        values[j] = swap
+        i++
+        j--
+      }
+    }
+    if (k <= j) high = j
+    else if (k >= i) low = i
+    else break
+  }
+  return values[k]!
+}
+
 /**
  * Timed samples over a recent window (5 minutes by default): response times with a failed flag,
- * for percentiles and error rates that follow the present. Memory is capped at `maxSamples`.
+ * for percentiles and error rates that follow the present. A ring of typed arrays: memory is fixed
+ * at `maxSamples` (the oldest give way first), and a summary — read on every scrape, alert
+ * evaluation and status poll, over as many samples — allocates nothing and selects the p95 in
+ * linear time instead of sorting.
  */
 export class SlidingWindow {
-  #samples: Sample[] = []
+  readonly #at: Float64Array
+  readonly #values: Float64Array
+  readonly #failed: Uint8Array
+  readonly #scratch: Float64Array
+  #oldest = 0
+  #count = 0
 
-  constructor (private readonly windowMs = 300_000, private readonly maxSamples = 20_000) {}
+  constructor (private readonly windowMs = 300_000, private readonly maxSamples = 20_000) {
+    this.#at = new Float64Array(maxSamples)
+    this.#values = new Float64Array(maxSamples)
+    this.#failed = new Uint8Array(maxSamples)
+    this.#scratch = new Float64Array(maxSamples)
+  }
 
   record (value: number, failed = false): void {
-    this.#samples.push({ at: performance.now(), value, failed })
-    if (this.#samples.length > 2 * this.maxSamples) this.#samples = this.#samples.slice(-this.maxSamples)
+    if (this.#count === this.maxSamples) this.#dropOldest()
+    const index = (this.#oldest + this.#count) % this.maxSamples
+    this.#at[index] = performance.now()
+    this.#values[index] = value
+    this.#failed[index] = failed ? 1 : 0
+    this.#count++
+  }
+
+  /** Samples within the window, without summarizing them. */
+  count (): number {
+    this.#dropExpired()
+    return this.#count
   }
 
   summary (): WindowSummary {
-    const oldest = performance.now() - this.windowMs
-    if (this.#samples.length > 0 && this.#samples[0]!.at < oldest) this.#samples = this.#samples.filter((sample) => sample.at >= oldest)
-    const count = this.#samples.length
+    this.#dropExpired()
+    const count = this.#count
     if (count === 0) return { count, failures: 0, failureRate: null, average: null, p95: null }
-    const values = this.#samples.map((sample) => sample.value).sort((a, b) => a - b)
-    const failures = this.#samples.reduce((sum, sample) => sum + (sample.failed ? 1 : 0), 0)
+    let sum = 0
+    let failures = 0
+    for (let i = 0; i < count; i++) {
+      const index = (this.#oldest + i) % this.maxSamples
+      this.#scratch[i] = this.#values[index]!
+      sum += this.#values[index]!
+      failures += this.#failed[index]!
+    }
     return {
       count,
       failures,
       failureRate: (100 * failures) / count,
-      average: values.reduce((sum, value) => sum + value, 0) / count,
-      p95: values[Math.ceil(0.95 * count) - 1] ?? null
+      average: sum / count,
+      p95: select(this.#scratch, count, Math.ceil(0.95 * count) - 1)
     }
+  }
+
+  #dropExpired (): void {
+    const since = performance.now() - this.windowMs
+    while (this.#count > 0 && this.#at[this.#oldest]! < since) this.#dropOldest()
+  }
+
+  #dropOldest (): void {
+    this.#oldest = (this.#oldest + 1) % this.maxSamples
+    this.#count--
   }
 }
