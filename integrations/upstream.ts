@@ -1,5 +1,6 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
+import { Deadline } from '../lib/deadline.js'
 import { classifyFailure, UpstreamFailure, type FailureClass } from '../lib/failure.js'
 
 export type UpstreamName = 'billing' | 'crm' | 'telecom'
@@ -103,9 +104,9 @@ export class Upstream {
    */
   async call<T> (operation: string, run: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
     const started = performance.now()
-    const deadline = AbortSignal.timeout(this.timeoutMs)
+    const deadline = new Deadline(this.timeoutMs, signal)
     try {
-      const result = await run(signal === undefined ? deadline : AbortSignal.any([deadline, signal]))
+      const result = await run(deadline.signal)
       this.#report(operation, started, 'ok')
       return result
     } catch (error) {
@@ -116,6 +117,8 @@ export class Upstream {
         this.log.warn({ upstream: this.name, operation, failure: failure.failure, durationMs }, failure.message)
       }
       throw failure
+    } finally {
+      deadline.clear()
     }
   }
 
@@ -151,9 +154,9 @@ export class Upstream {
     return pool
   }
 
-  #classify (operation: string, error: unknown, deadline: AbortSignal, signal: AbortSignal | undefined): UpstreamFailure {
+  #classify (operation: string, error: unknown, deadline: Deadline, signal: AbortSignal | undefined): UpstreamFailure {
     if (error instanceof UpstreamFailure) return error
-    if (deadline.aborted) return this.failure('timeout', `${operation}: no answer within ${this.timeoutMs} ms`)
+    if (deadline.passed) return this.failure('timeout', `${operation}: no answer within ${this.timeoutMs} ms`)
     if (signal?.aborted === true) return this.failure('timeout', `${operation}: abandoned by the caller`)
     const failure = classifyFailure(error)
     // The network error's code names the problem; its message may carry host names, so it stays in the cause.

@@ -1,6 +1,8 @@
 import PQueue from 'p-queue'
 import { abortable } from './abortable.js'
+import { Deadline } from './deadline.js'
 import { UpstreamFailure } from './failure.js'
+import { SlidingWindow } from './sliding-window.js'
 import { levelOf, threshold, worstLevel, type Level, type MeasureName } from './thresholds.js'
 
 export type QueueHealth = 'healthy' | 'degraded' | 'unhealthy'
@@ -36,14 +38,8 @@ export class QueueFullError extends UpstreamFailure {
   }
 }
 
-interface Sample { at: number, waitMs: number, executionMs: number }
-
 // Averages over the most recent samples of the window are as good as over all of them, and memory stays flat.
 const MAX_SAMPLES = 10_000
-
-function average (values: number[]): number {
-  return values.length === 0 ? 0 : Math.round(values.reduce((sum, value) => sum + value, 0) / values.length)
-}
 
 /** Requests to one upstream: bounded concurrency, a bounded wait and the seed's metrics. */
 export class RequestQueue {
@@ -52,12 +48,18 @@ export class RequestQueue {
   #total = 0
   #completed = 0
   #failed = 0
-  #samples: Sample[] = []
-  #failures: number[] = []
+  /** Requests waiting for a slot whose deadline has not passed (p-queue's size counts expired ones until their turn). */
+  #waiting = 0
+  readonly #waits: SlidingWindow
+  readonly #executions: SlidingWindow
+  readonly #failures: SlidingWindow
 
   constructor (options: RequestQueueOptions) {
     this.#options = options
     this.#queue = new PQueue({ concurrency: options.concurrency })
+    this.#waits = new SlidingWindow(options.windowMs, MAX_SAMPLES)
+    this.#executions = new SlidingWindow(options.windowMs, MAX_SAMPLES)
+    this.#failures = new SlidingWindow(options.windowMs, MAX_SAMPLES)
   }
 
   get name (): string {
@@ -79,63 +81,77 @@ export class RequestQueue {
   }
 
   /**
-   * Runs a task when a slot is free. The task gets a signal that aborts at the request's deadline;
-   * the request settles by then whatever the task does.
+   * Runs a task when a slot is free. The task gets a signal that aborts at the request's deadline,
+   * and the request settles by then whatever the task does (its slot is free once the task heeds
+   * the signal). A request whose deadline passes while it waits leaves the queue then.
+   *
+   * The deadline is kept here rather than given to p-queue as a signal: p-queue's abort handling
+   * (a race promise and two listeners a task) cost more than the rest of the queue together.
    */
-  async run<T> (task: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  run<T> (task: (signal: AbortSignal) => Promise<T>): Promise<T> {
     this.#total++
-    if (this.#queue.size >= this.#options.maxSize) {
+    if (this.#waiting >= this.#options.maxSize) {
       this.#recordFailure()
-      throw new QueueFullError(this.name)
+      return Promise.reject(new QueueFullError(this.name))
     }
-    // A timer cleared when the request settles: AbortSignal.timeout's cannot be, and would outlive
-    // every request by its whole deadline.
-    const controller = new AbortController()
-    const timer = setTimeout(() => controller.abort(new DOMException('request deadline passed', 'TimeoutError')), this.#options.timeoutMs)
-    const deadline = controller.signal
     const enqueuedAt = performance.now()
-    let startedAt: number | undefined
-    try {
-      const result = await this.#queue.add(({ signal }) => {
-        startedAt = performance.now()
-        return abortable(task(signal ?? deadline), deadline)
-      }, { signal: deadline })
-      this.#completed++
-      return result as T
-    } catch (error) {
-      this.#recordFailure()
-      if (deadline.aborted) {
-        throw new UpstreamFailure('timeout', this.name, `${this.name} request did not complete within ${this.#options.timeoutMs} ms`, { cause: error })
-      }
-      throw error
-    } finally {
-      clearTimeout(timer)
-      if (startedAt !== undefined) this.#recordSample(startedAt - enqueuedAt, performance.now() - startedAt)
-    }
+    this.#waiting++
+    return new Promise<T>((resolve, reject) => {
+      let state: 'waiting' | 'running' | 'settled' = 'waiting'
+      const deadline = new Deadline(this.#options.timeoutMs, undefined, () => {
+        if (state === 'waiting') this.#waiting--
+        if (state === 'settled') return
+        state = 'settled'
+        this.#recordFailure()
+        reject(new UpstreamFailure('timeout', this.name, `${this.name} request did not complete within ${this.#options.timeoutMs} ms`))
+      })
+      this.#queue.add(async () => {
+        // Its deadline passed while it waited: the caller has had its answer.
+        if (state !== 'waiting') return
+        state = 'running'
+        this.#waiting--
+        const startedAt = performance.now()
+        this.#waits.record(startedAt - enqueuedAt)
+        try {
+          const result = await task(deadline.signal)
+          if (state === 'running') {
+            this.#completed++
+            resolve(result)
+          }
+        } catch (error) {
+          if (state === 'running') {
+            this.#recordFailure()
+            reject(error)
+          }
+        } finally {
+          state = 'settled'
+          deadline.clear()
+          this.#executions.record(performance.now() - startedAt)
+        }
+      }).catch(reject)
+    })
   }
 
   metrics (): QueueMetrics {
-    this.#prune()
     return {
       totalRequests: this.#total,
       completedRequests: this.#completed,
       failedRequests: this.#failed,
-      queueSize: this.#queue.size,
+      queueSize: this.#waiting,
       pendingRequests: this.#queue.pending,
-      averageWaitTime: average(this.#samples.map((sample) => sample.waitMs)),
-      averageExecutionTime: average(this.#samples.map((sample) => sample.executionMs))
+      averageWaitTime: Math.round(this.#waits.summary().average ?? 0),
+      averageExecutionTime: Math.round(this.#executions.summary().average ?? 0)
     }
   }
 
   /** Failed requests within the recent window: what health is judged on. */
   recentFailures (): number {
-    this.#prune()
-    return this.#failures.length
+    return this.#failures.count()
   }
 
   level (): Level {
     const { queueSize, failedRequests } = this.#options.thresholds
-    return worstLevel([levelOf(queueSize, this.#queue.size), levelOf(failedRequests, this.recentFailures())])
+    return worstLevel([levelOf(queueSize, this.#waiting), levelOf(failedRequests, this.recentFailures())])
   }
 
   health (): QueueHealth {
@@ -150,18 +166,6 @@ export class RequestQueue {
 
   #recordFailure (): void {
     this.#failed++
-    this.#failures.push(performance.now())
-    if (this.#failures.length > 2 * MAX_SAMPLES) this.#failures = this.#failures.slice(-MAX_SAMPLES)
-  }
-
-  #recordSample (waitMs: number, executionMs: number): void {
-    this.#samples.push({ at: performance.now(), waitMs, executionMs })
-    if (this.#samples.length > 2 * MAX_SAMPLES) this.#samples = this.#samples.slice(-MAX_SAMPLES)
-  }
-
-  #prune (): void {
-    const oldest = performance.now() - this.#options.windowMs
-    if (this.#samples.length > 0 && this.#samples[0]!.at < oldest) this.#samples = this.#samples.filter((sample) => sample.at >= oldest)
-    if (this.#failures.length > 0 && this.#failures[0]! < oldest) this.#failures = this.#failures.filter((at) => at >= oldest)
+    this.#failures.record(0)
   }
 }

@@ -97,6 +97,23 @@ t.test('a black-holed upstream is bounded by the queue deadline', async (t) => {
   t.equal((await queues(app)).billing.metrics.failedRequests, 1)
 })
 
+t.test('requests whose deadline passes while they wait leave the queue then, and free no slot twice', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { BILLING_QUEUE_CONCURRENCY: '1', BILLING_QUEUE_TIMEOUT_MS: '300' }, sandbox)
+  sandbox.billing.injectFault({ kind: 'blackhole' })
+  const started = performance.now()
+  const calls = Array.from({ length: 3 }, () => billingCall(app).then(() => 'answered', (error: Error) => error.message))
+  await sleep(50)
+  t.match((await queues(app)).billing.metrics, { queueSize: 2, pendingRequests: 1 }, 'one runs, two wait')
+  t.same(await Promise.all(calls), Array(3).fill('billing request did not complete within 300 ms'), 'each gives up at its deadline')
+  t.ok(performance.now() - started < 550, 'the waiting ones too, not after their turn')
+  t.equal((await queues(app)).billing.metrics.queueSize, 0, 'nothing counts as waiting')
+  sandbox.billing.clearFaults()
+  await waitFor('the slot freed', async () => (await queues(app)).billing.metrics.pendingRequests === 0, 2000)
+  t.equal(await billingCall(app).then(() => 'answered'), 'answered', 'the queue serves again')
+  t.match((await queues(app)).billing.metrics, { failedRequests: 3, completedRequests: 1, totalRequests: 4 })
+})
+
 t.test('CRM daily usage comes from the CRM and is one figure for all instances', async (t) => {
   const sandbox = await startTestSandbox(t, { crm: { apiUsage: { used: 120, max: 15000 } } })
   const prefix = `test:${Date.now()}:shared:`
