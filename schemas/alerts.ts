@@ -1,19 +1,20 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { MEASURES } from '../lib/thresholds.js'
 import { AlertLevel, QueueHealth, QueueMetrics } from './queues.js'
+import { StringEnum } from './string-enum.js'
 
 const Count = (description: string) => Type.Integer({ minimum: 0, description })
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description?: string) =>
   Type.Union([schema, Type.Null()], description === undefined ? {} : { description })
 
 export const Alert = Type.Object({
-  measure: Type.Union(MEASURES.map((measure) => Type.Literal(measure)), { description: 'the row of the thresholds table (seed §8)' }),
+  measure: StringEnum(MEASURES, { description: 'the row of the thresholds table (seed §8)' }),
   description: Type.String(),
   value: Nullable(Type.Number(), 'the current value in `unit`; null when there is nothing to judge (see `note`)'),
-  unit: Type.Union(['failing checks', 'requests', 'jobs', 'percent', 'ms'].map((unit) => Type.Literal(unit))),
+  unit: StringEnum(['failing checks', 'requests', 'jobs', 'percent', 'ms']),
   level: Type.Ref(AlertLevel),
   threshold: Type.Object({
-    comparison: Type.Union([Type.Literal('above'), Type.Literal('below')], { description: 'a value past a limit in this direction crosses it; a value at the limit does not' }),
+    comparison: StringEnum(['above', 'below'], { description: 'a value past a limit in this direction crosses it; a value at the limit does not' }),
     warning: Type.Number(),
     critical: Type.Number()
   }, { additionalProperties: false }),
@@ -45,10 +46,10 @@ export const StatusSummary = Type.Object({
   timestamp: Type.String({ format: 'date-time' }),
   level: Type.Ref(AlertLevel),
   core: Type.Object({
-    status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+    status: StringEnum(['ok', 'degraded']),
     checks: Type.Object({
-      database: Type.Union([Type.Literal('ok'), Type.Literal('fail')]),
-      cache: Type.Union([Type.Literal('ok'), Type.Literal('fail')])
+      database: StringEnum(['ok', 'fail']),
+      cache: StringEnum(['ok', 'fail'])
     }, { additionalProperties: false })
   }, { additionalProperties: false }),
   billing: Type.Object(QueueStatus, { additionalProperties: false }),

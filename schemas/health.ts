@@ -1,9 +1,10 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { StringEnum } from './string-enum.js'
 
-export const CheckStatus = Type.Union([Type.Literal('ok'), Type.Literal('fail')], { $id: 'CheckStatus' })
+export const CheckStatus = StringEnum(['ok', 'fail'], { $id: 'CheckStatus' })
 
 export const CoreHealthReport = Type.Object({
-  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')], {
+  status: StringEnum(['ok', 'degraded'], {
     description: '`ok` when every check is `ok`, `degraded` when one or more fail'
   }),
   checks: Type.Object({
@@ -14,7 +15,7 @@ export const CoreHealthReport = Type.Object({
 export type CoreHealthReport = Static<typeof CoreHealthReport>
 
 export const ReadinessReport = Type.Object({
-  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded'), Type.Literal('draining')], {
+  status: StringEnum(['ok', 'degraded', 'draining'], {
     description: '`draining` from the shutdown signal on'
   }),
   checks: CoreHealthReport.properties.checks

@@ -1,10 +1,11 @@
 import { Type } from '@sinclair/typebox'
 import { FAILURE_CLASSES } from '../lib/failure.js'
+import { StringEnum } from './string-enum.js'
 
 const NullableNumber = (description: string) => Type.Union([Type.Number(), Type.Null()], { description })
 
 export const ServicesCacheReport = Type.Object({
-  status: Type.Union([Type.Literal('ok'), Type.Literal('fail')], { description: '`fail` while Redis cannot be read: reads then go to the upstreams' }),
+  status: StringEnum(['ok', 'fail'], { description: '`fail` while Redis cannot be read: reads then go to the upstreams' }),
   hits: Type.Integer({ minimum: 0 }),
   misses: Type.Integer({ minimum: 0 }),
   errors: Type.Integer({ minimum: 0, description: 'cache commands that failed (each read counted as a miss)' }),
@@ -23,13 +24,13 @@ export const ServicesCacheReport = Type.Object({
 }, { $id: 'ServicesCacheReport', title: 'Services cache report', additionalProperties: false })
 
 export const IntegrationCheck = Type.Object({
-  status: Type.Union([Type.Literal('ok'), Type.Literal('fail')]),
+  status: StringEnum(['ok', 'fail']),
   latencyMs: Type.Integer({ minimum: 0 }),
-  error: Type.Optional(Type.Union(FAILURE_CLASSES.map((failure) => Type.Literal(failure)), { description: 'short failure class, never raw text' }))
+  error: Type.Optional(StringEnum(FAILURE_CLASSES, { description: 'short failure class, never raw text' }))
 }, { $id: 'IntegrationCheck', additionalProperties: false })
 
 export const IntegrationHealthReport = Type.Object({
-  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+  status: StringEnum(['ok', 'degraded']),
   timestamp: Type.String({ format: 'date-time' }),
   checks: Type.Object({
     database: Type.Ref(IntegrationCheck),
@@ -39,7 +40,7 @@ export const IntegrationHealthReport = Type.Object({
     events: Type.Optional(Type.Ref(IntegrationCheck, { description: 'with CRM_EVENTS_ENABLED: fails while no instance holds a connected platform-event subscription' }))
   }, { additionalProperties: false }),
   blacklist: Type.Object({
-    mode: Type.Union([Type.Literal('fail-closed'), Type.Literal('fail-open')], { description: 'what token checks do while Redis is down (AUTH_BLACKLIST_FAIL_CLOSED)' }),
+    mode: StringEnum(['fail-closed', 'fail-open'], { description: 'what token checks do while Redis is down (AUTH_BLACKLIST_FAIL_CLOSED)' }),
     available: Type.Boolean({ description: 'whether the last blacklist command reached Redis' }),
     failOpenDecisions: Type.Integer({ minimum: 0, description: 'token checks let through unverified while Redis was down, since start' })
   }, { additionalProperties: false })

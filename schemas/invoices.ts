@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox'
+import { StringEnum } from './string-enum.js'
 
 const Money = Type.Number()
 const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.Union([schema, Type.Null()])
@@ -33,7 +34,7 @@ export const InvoiceDetails = Type.Object({
   }, { additionalProperties: false }))
 }, { $id: 'InvoiceDetails', additionalProperties: false })
 
-export const InvoiceStatus = Type.Union(['Paid', 'Unpaid', 'Cancelled', 'Refunded', 'Collections', 'Draft', 'Payment Pending'].map((status) => Type.Literal(status)))
+export const InvoiceStatus = StringEnum(['Paid', 'Unpaid', 'Cancelled', 'Refunded', 'Collections', 'Draft', 'Payment Pending'])
 
 export const InvoiceQuery = Type.Object({
   status: Type.Optional(InvoiceStatus),

@@ -1,9 +1,10 @@
 import { Type } from '@sinclair/typebox'
 import { ORDER_STATUSES } from '../lib/orders.js'
+import { StringEnum } from './string-enum.js'
 
 export const BILLING_CYCLES = ['monthly', 'quarterly', 'semiannually', 'annually', 'biennially', 'triennially'] as const
 
-export const OrderStatus = Type.Union(ORDER_STATUSES.map((status) => Type.Literal(status)), {
+export const OrderStatus = StringEnum(ORDER_STATUSES, {
   $id: 'OrderStatus',
   description: '`Pending Review` → `Provisioning` → `Active`, or `Failed` after its retries'
 })
@@ -23,7 +24,7 @@ export const Order = Type.Object({
 
 export const NewOrderRequest = Type.Object({
   productId: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }),
-  billingCycle: Type.Union(BILLING_CYCLES.map((cycle) => Type.Literal(cycle)))
+  billingCycle: StringEnum(BILLING_CYCLES)
 }, { additionalProperties: false })
 
 export const OrderParams = Type.Object({ id: Type.String({ format: 'uuid' }) }, { additionalProperties: false })

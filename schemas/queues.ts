@@ -1,13 +1,14 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { StringEnum } from './string-enum.js'
 
 const Count = (description: string) => Type.Integer({ minimum: 0, description })
 
-export const QueueHealth = Type.Union([Type.Literal('healthy'), Type.Literal('degraded'), Type.Literal('unhealthy')], {
+export const QueueHealth = StringEnum(['healthy', 'degraded', 'unhealthy'], {
   $id: 'QueueHealth',
   description: '`healthy`; `degraded` past a warning threshold; `unhealthy` past a critical one'
 })
 
-export const AlertLevel = Type.Union([Type.Literal('ok'), Type.Literal('warning'), Type.Literal('critical')], { $id: 'AlertLevel' })
+export const AlertLevel = StringEnum(['ok', 'warning', 'critical'], { $id: 'AlertLevel' })
 
 export const QueueMetrics = Type.Object({
   totalRequests: Count('requests seen (cumulative)'),
@@ -48,7 +49,7 @@ export const JobQueueReport = Type.Union([
   Type.Null({ description: 'Redis could not be asked' })
 ], { $id: 'JobQueueReport', description: 'the provisioning job queue (BullMQ)' })
 
-const SubscriptionState = Type.Union(['disabled', 'standby', 'connecting', 'connected', 'failed'].map((state) => Type.Literal(state)))
+const SubscriptionState = StringEnum(['disabled', 'standby', 'connecting', 'connected', 'failed'])
 
 export const EventsReport = Type.Object({
   state: SubscriptionState,
@@ -104,7 +105,7 @@ export const CrmQueueDetail = Type.Object({
     used: Count('CRM API calls today'),
     limit: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
     percent: Type.Union([Type.Number(), Type.Null()], { description: 'used against limit' }),
-    limitSource: Type.Union([Type.Literal('crm'), Type.Literal('configured'), Type.Literal('unknown')]),
+    limitSource: StringEnum(['crm', 'configured', 'unknown']),
     level: Type.Ref(AlertLevel)
   }, { additionalProperties: false })
 }, { $id: 'CrmQueueDetail', title: 'CRM queue details', additionalProperties: false })
