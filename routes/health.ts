@@ -7,13 +7,21 @@ const probe = { probe: true }
 const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [CheckStatus, CoreHealthReport, ReadinessReport, LivenessReport]) fastify.addSchema(schema)
 
+  // One report per run of the checks: a run is shared by every probe for up to a second.
+  const reports = new WeakMap<object, CoreHealthReport>()
+
   async function coreHealth (): Promise<CoreHealthReport> {
     const results = await fastify.coreHealth.run()
-    const checks = {
-      database: results.database?.status ?? 'fail',
-      cache: results.cache?.status ?? 'fail'
+    let report = reports.get(results)
+    if (report === undefined) {
+      const checks = {
+        database: results.database?.status ?? 'fail',
+        cache: results.cache?.status ?? 'fail'
+      }
+      report = { status: checks.database === 'ok' && checks.cache === 'ok' ? 'ok' : 'degraded', checks }
+      reports.set(results, report)
     }
-    return { status: checks.database === 'ok' && checks.cache === 'ok' ? 'ok' : 'degraded', checks }
+    return report
   }
 
   fastify.get('/health', {
