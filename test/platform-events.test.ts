@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildTestApp, startTestSandbox, tempDir, testSchemaUrl } from './helpers/app.js'
@@ -41,6 +41,25 @@ t.test('100 events: 100 orders Active, each step once; the replay key holds the 
   t.match(check.checks.events, { status: 'ok' }, 'the events check passes while connected')
 })
 
+t.test('a batch is handed off a chunk at a time, CRM_QUEUE_CONCURRENCY events at once', async (t) => {
+  const sandbox = await startTestSandbox(t, STREAMING)
+  const app = await buildTestApp(t, { ...EVENTS_ON, CRM_QUEUE_CONCURRENCY: '4' }, sandbox)
+  await connected(app, sandbox)
+  const ids = await seedCrmOrders(sandbox, 8)
+  // Slow order reads hold the hand-offs in flight long enough to count them.
+  sandbox.crm.injectFault({ kind: 'latency', ms: 300, route: 'rest' })
+  for (const id of ids) sandbox.crm.publishOrderProvisionRequested(id)
+  let mostAtOnce = 0
+  await waitFor('the first chunk in flight', async () => {
+    mostAtOnce = Math.max(mostAtOnce, app.crmQueue.metrics().pendingRequests)
+    return mostAtOnce === 4
+  }, 5000)
+  t.equal(mostAtOnce, 4, 'four order reads in flight together, not one after another')
+  t.equal(app.crmQueue.metrics().queueSize, 0, 'and no more than a chunk: nothing waits in the CRM queue')
+  sandbox.crm.clearFaults()
+  await waitFor('8 orders Active', () => allActive(app, ids), 30_000)
+})
+
 t.test('duplicated and replayed events never make a second job', async (t) => {
   const sandbox = await startTestSandbox(t, STREAMING)
   const app = await buildTestApp(t, { ...EVENTS_ON, CRM_EVENTS_REPLAY: 'ALL' }, sandbox)
@@ -58,20 +77,40 @@ t.test('duplicated and replayed events never make a second job', async (t) => {
   t.same(provisioningOutcome(sandbox, ids), { activations: 5, distinctKeys: 5, keysUsedOnce: 5, billingAccepted: 5, crmActivated: 5 })
 })
 
-t.test('the CRM drops every session: resubscribed from the stored position, nothing lost', async (t) => {
+/** A connected subscription and `count` orders, the first half of them provisioned already. */
+async function firstHalfActive (t: Test, count: number) {
   const sandbox = await startTestSandbox(t, STREAMING)
   const app = await buildTestApp(t, EVENTS_ON, sandbox)
   await connected(app, sandbox)
-  const ids = await seedCrmOrders(sandbox, 10)
-  for (const id of ids.slice(0, 5)) sandbox.crm.publishOrderProvisionRequested(id)
-  await waitFor('first half', () => allActive(app, ids.slice(0, 5)), 30_000)
+  const ids = await seedCrmOrders(sandbox, count)
+  const half = Math.floor(count / 2)
+  for (const id of ids.slice(0, half)) sandbox.crm.publishOrderProvisionRequested(id)
+  await waitFor('first half', () => allActive(app, ids.slice(0, half)), 30_000)
+  return { sandbox, app, ids, rest: ids.slice(half) }
+}
+
+t.test('the CRM drops every session: resubscribed from the stored position, nothing lost', async (t) => {
+  const { sandbox, app, ids, rest } = await firstHalfActive(t, 10)
   const handshakes = sandbox.crm.streamingStats.handshakes
   sandbox.crm.dropAllSessions()
-  for (const id of ids.slice(5)) sandbox.crm.publishOrderProvisionRequested(id)
+  for (const id of rest) sandbox.crm.publishOrderProvisionRequested(id)
   await waitFor('all', () => allActive(app, ids), 30_000)
   t.ok(sandbox.crm.streamingStats.handshakes > handshakes, 'handshook again')
   t.same(provisioningOutcome(sandbox, ids).activations, 10)
   t.ok((await events(app)).reconnects >= 1)
+})
+
+t.test('the CRM refusing connections: the subscription fails loudly, backs off, and resumes from the stored position', async (t) => {
+  const { sandbox, app, ids, rest } = await firstHalfActive(t, 6)
+  await sandbox.crm.down()
+  await waitFor('the subscription failed', async () => (await events(app)).state === 'failed', 10_000)
+  const check = (await app.inject('/auth/health-check')).json()
+  t.match(check.checks.events, { status: 'fail' }, 'the events check fails while nobody is subscribed')
+  for (const id of rest) sandbox.crm.publishOrderProvisionRequested(id)
+  await sandbox.crm.up()
+  await waitFor('the rest provisioned', () => allActive(app, ids), 60_000)
+  t.equal(provisioningOutcome(sandbox, ids).activations, 6, 'nothing lost, nothing twice')
+  t.equal((await events(app)).state, 'connected')
 })
 
 t.test('connects stop being answered: the watchdog re-handshakes, the gap shows, later events are provisioned', async (t) => {

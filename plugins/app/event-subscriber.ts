@@ -60,6 +60,8 @@ async function eventSubscriber (fastify: FastifyInstance) {
     leaseTtlMs: config.CRM_EVENTS_LEASE_TTL_MS,
     connectTimeoutMarginMs: config.CRM_EVENTS_CONNECT_MARGIN_MS,
     handOff,
+    // A hand-off's upstream work is one CRM read, which the CRM queue bounds anyway.
+    handOffConcurrency: config.CRM_QUEUE_CONCURRENCY,
     log
   })
   fastify.decorate('eventSubscription', subscription)
