@@ -186,6 +186,9 @@ function registerLiveMetrics (fastify: FastifyInstance, monitoring: Monitoring):
     cache.memory?.maxBytes == null ? [] : [{ value: cache.memory.maxBytes }])
   live('portal_bff_cache_keys', 'Keys in the Redis database', 'gauge', ({ cache }) => cache.memory === null ? [] : [{ value: cache.memory.keys }])
 
+  live('portal_bff_rate_limit_bypassed_total', 'Requests let through unlimited because the rate limiter could not reach Redis', 'counter', () =>
+    [{ value: fastify.rateLimitBypassed() }])
+
   live('portal_bff_db_pool_connections_in_use', 'Connections of the business pool lent out', 'gauge', ({ database }) => [{ value: database.inUse }])
   live('portal_bff_db_pool_connections_idle', 'Idle connections of the business pool', 'gauge', ({ database }) => [{ value: database.idle }])
   live('portal_bff_db_pool_connections_max', 'Size of the business pool (DATABASE_POOL_MAX)', 'gauge', ({ database }) => [{ value: database.max }])
@@ -207,6 +210,6 @@ async function monitoring (fastify: FastifyInstance) {
 export default fp(monitoring, {
   name: 'monitoring',
   fastify: '5.x',
-  dependencies: ['metrics', 'postgres', 'health', 'request-queues', 'services-cache', 'upstreams'],
+  dependencies: ['metrics', 'postgres', 'rate-limit', 'health', 'request-queues', 'services-cache', 'upstreams'],
   decorators: { fastify: ['config'] }
 })
