@@ -1,5 +1,6 @@
 import { createServer, STATUS_CODES } from 'node:http'
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from 'node:http'
+import { setMaxListeners } from 'node:events'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 
@@ -171,11 +172,18 @@ export abstract class Simulator {
   readonly host: string
   #port: number
   #server: Server | undefined
-  #lifetime = new AbortController()
+  #lifetime = Simulator.#newLifetime()
   #faults: Fault[] = []
   #calls: RecordedCall[] = []
   #upTimer: NodeJS.Timeout | undefined
   #closed = false
+
+  /** Every request in flight listens to it (many at once under a black-hole): no listener limit. */
+  static #newLifetime (): AbortController {
+    const lifetime = new AbortController()
+    setMaxListeners(0, lifetime.signal)
+    return lifetime
+  }
 
   constructor (options: SimulatorOptions = {}) {
     this.host = options.host ?? '127.0.0.1'
@@ -227,7 +235,7 @@ export abstract class Simulator {
       })
     })
     this.#port = (server.address() as AddressInfo).port
-    this.#lifetime = new AbortController()
+    this.#lifetime = Simulator.#newLifetime()
     this.#server = server
   }
 

@@ -37,7 +37,10 @@ export async function startService (options: RunOptions, timeoutMs = 30_000): Pr
   const { child, exit, stderr } = runServer({ ...options, env: { PORT: '0', ...options.env } })
   const lines: Array<Record<string, unknown>> = []
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`service did not listen in time: ${stderr()}`)), timeoutMs)
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`service did not listen in time: ${stderr()}`))
+    }, timeoutMs)
     exit.then((code) => reject(new Error(`service exited with ${code}: ${stderr()}`)), reject)
     createInterface({ input: child.stdout! }).on('line', (text) => {
       let line: Record<string, unknown>

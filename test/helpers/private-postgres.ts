@@ -45,15 +45,15 @@ function runAs (): Pick<SpawnOptions, 'uid' | 'gid'> {
  */
 export class PrivatePostgres {
   #process: ChildProcess | undefined
-  private constructor (readonly port: number, readonly dataDir: string) {}
+  private constructor (readonly port: number, readonly dataDir: string, readonly maxConnections: number) {}
 
-  static async start (): Promise<PrivatePostgres> {
+  static async start ({ maxConnections = 50 }: { maxConnections?: number } = {}): Promise<PrivatePostgres> {
     const dataDir = tempDir('pg')
     const user = runAs()
     if (user.uid !== undefined && user.gid !== undefined) chownSync(dataDir, user.uid, user.gid)
     const init = spawnSync(`${postgresBinaries()}/initdb`, ['-D', dataDir, '-U', 'postgres', '--auth=trust', '--no-sync'], { ...user, encoding: 'utf8' })
     if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`)
-    const cluster = new PrivatePostgres(await freePort(), dataDir)
+    const cluster = new PrivatePostgres(await freePort(), dataDir, maxConnections)
     await cluster.start()
     return cluster
   }
@@ -70,7 +70,7 @@ export class PrivatePostgres {
   async start (): Promise<void> {
     this.#process = spawn(`${postgresBinaries()}/postgres`, [
       '-D', this.dataDir, '-p', String(this.port), '-k', this.dataDir,
-      '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=50'
+      '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', `max_connections=${this.maxConnections}`
     ], { ...runAs(), stdio: 'ignore' })
     await waitFor(`postgres on ${this.port}`, async () => {
       const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 1000 })

@@ -1,18 +1,21 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { Redis } from 'ioredis'
+import { rmSync } from 'node:fs'
 import { freePort } from './ports.js'
 import { exited, waitFor } from './processes.js'
+import { tempDir } from './app.js'
 
 /**
  * A redis-server of the test's own, on its own port, which the test may stop, hang or kill
- * by PID. The shared Redis is never touched.
+ * by PID. The shared Redis is never touched. A persistent one keeps its data (append-only file in
+ * a temp dir) across a stop and start, as a production Redis behind a job queue must.
  */
 export class PrivateRedis {
   #process: ChildProcess | undefined
-  private constructor (readonly port: number) {}
+  private constructor (readonly port: number, readonly dataDir?: string) {}
 
-  static async start (): Promise<PrivateRedis> {
-    const redis = new PrivateRedis(await freePort())
+  static async start ({ persistent = false } = {}): Promise<PrivateRedis> {
+    const redis = new PrivateRedis(await freePort(), persistent ? tempDir('redis') : undefined)
     await redis.start()
     return redis
   }
@@ -27,7 +30,8 @@ export class PrivateRedis {
   }
 
   async start (): Promise<void> {
-    this.#process = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--loglevel', 'warning'], { stdio: 'ignore' })
+    const persistence = this.dataDir === undefined ? ['--appendonly', 'no'] : ['--appendonly', 'yes', '--dir', this.dataDir]
+    this.#process = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--loglevel', 'warning'], { stdio: 'ignore' })
     await waitFor(`redis-server on ${this.port}`, async () => {
       const client = new Redis(this.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
       client.on('error', () => {})
@@ -43,12 +47,22 @@ export class PrivateRedis {
   hang (): void { process.kill(this.pid, 'SIGSTOP') }
   resume (): void { process.kill(this.pid, 'SIGCONT') }
 
+  /** A clean shutdown (SIGTERM: clients are disconnected, the append-only file is flushed). */
+  async stop (): Promise<void> {
+    await this.#end('SIGTERM')
+  }
+
   async kill (): Promise<void> {
+    await this.#end('SIGKILL')
+    if (this.dataDir !== undefined) rmSync(this.dataDir, { recursive: true, force: true })
+  }
+
+  async #end (signal: NodeJS.Signals): Promise<void> {
     const child = this.#process
     if (child === undefined) return
     this.#process = undefined
     process.kill(child.pid as number, 'SIGCONT')
-    child.kill('SIGKILL')
+    child.kill(signal)
     await exited(child)
   }
 }
