@@ -88,3 +88,48 @@ t.test('with Redis down, token checks fail closed by default and open when told'
     }
   }
 })
+
+t.test('with Redis hung, a token check answers 503 AUTH_UNAVAILABLE once the command timeout passes, and recovers', async (t) => {
+  const redis = await PrivateRedis.start()
+  t.teardown(() => redis.kill())
+  const app = await buildTestApp(t, { REDIS_URL: redis.url, REDIS_COMMAND_TIMEOUT_MS: '500' })
+  const token = await login(app)
+  redis.hang()
+  const started = performance.now()
+  const response = await app.inject({ url: '/api/invoices', headers: bearer(token) })
+  const tookMs = performance.now() - started
+  t.equal(response.statusCode, 503)
+  t.match(response.json(), { code: 'AUTH_UNAVAILABLE' })
+  t.ok(tookMs >= 450 && tookMs < 2000, `answered after ${Math.round(tookMs)} ms: the command timeout (500 ms), not a hang`)
+  redis.resume()
+  let status = 0
+  for (let attempt = 0; attempt < 50 && status !== 200; attempt++) {
+    status = (await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode
+    if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  t.equal(status, 200, 'served again once Redis answers')
+})
+
+t.test('billing down or answering result=error: login is 503 BILLING_UNAVAILABLE, nothing of the upstream in the body', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  const faults = [
+    { name: 'connection refused', break: () => sandbox.billing.down(), mend: () => sandbox.billing.up() },
+    { name: 'result=error', break: () => sandbox.billing.injectFault({ kind: 'error', route: 'ValidateLogin' }), mend: () => sandbox.billing.clearFaults() }
+  ]
+  for (const fault of faults) {
+    await fault.break()
+    const response = await app.inject({ method: 'POST', url: '/auth/login', headers: { 'x-correlation-id': 'login-1' }, payload: { email: 'jane@example.com', password: 'correct-horse' } })
+    t.equal(response.statusCode, 503, `${fault.name}: 503`)
+    t.same(response.json(), {
+      statusCode: 503,
+      error: 'Service Unavailable',
+      message: 'Billing service is temporarily unavailable',
+      code: 'BILLING_UNAVAILABLE',
+      correlationId: 'login-1'
+    }, `${fault.name}: the error shape, not a 401`)
+    t.notMatch(response.body, /127\.0\.0\.1|localhost|ECONN|api\.php|unexpected error occurred|Error:|\bat .+\.[jt]s/, `${fault.name}: no host, upstream text or stack`)
+    await fault.mend()
+  }
+  t.ok(await login(app), 'mended: login works again')
+})

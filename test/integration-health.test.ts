@@ -2,6 +2,7 @@ import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
 import { PrivatePostgres } from './helpers/private-postgres.js'
+import { waitFor } from './helpers/processes.js'
 import type { FastifyInstance } from 'fastify'
 
 const TIMEOUT_MS = 500
@@ -35,7 +36,8 @@ t.test('each upstream down or hanging fails only its own check, with a short cod
     { upstream: 'crm', break: () => sandbox.crm.injectFault({ kind: 'blackhole' }), mend: () => sandbox.crm.clearFaults(), error: 'timeout' },
     { upstream: 'crm', break: () => sandbox.crm.down(), mend: () => sandbox.crm.up(), error: 'connection_refused' },
     { upstream: 'telecom', break: () => sandbox.telecom.injectFault({ kind: 'http5xx', status: 503 }), mend: () => sandbox.telecom.clearFaults(), error: 'http_5xx' },
-    { upstream: 'telecom', break: () => sandbox.telecom.down(), mend: () => sandbox.telecom.up(), error: 'connection_refused' }
+    { upstream: 'telecom', break: () => sandbox.telecom.down(), mend: () => sandbox.telecom.up(), error: 'connection_refused' },
+    { upstream: 'telecom', break: () => sandbox.telecom.injectFault({ kind: 'blackhole' }), mend: () => sandbox.telecom.clearFaults(), error: 'timeout' }
   ] as const
   for (const fault of cases) {
     await fault.break()
@@ -59,4 +61,33 @@ t.test('a hung database fails the database check only', async (t) => {
   const { body, elapsed } = await integrationHealth(app)
   t.match(body.checks, { database: { status: 'fail', error: 'timeout' }, billing: { status: 'ok' }, crm: { status: 'ok' }, telecom: { status: 'ok' } })
   t.ok(elapsed <= BOUND_MS, `answered in ${Math.round(elapsed)} ms`)
+})
+
+t.test('the CRM over its daily quota fails the crm check with quota_exceeded', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) }, sandbox)
+  const usage = sandbox.crm.apiUsage
+  sandbox.crm.setApiUsage({ used: usage.max })
+  const { statusCode, body } = await integrationHealth(app)
+  t.equal(statusCode, 503)
+  t.match(body.checks, { database: { status: 'ok' }, billing: { status: 'ok' }, crm: { status: 'fail', error: 'quota_exceeded' }, telecom: { status: 'ok' } })
+  t.notMatch(JSON.stringify(body), /REQUEST_LIMIT|TotalRequests/, 'the class, not the CRM\'s text')
+  sandbox.crm.setApiUsage(usage)
+  t.equal((await integrationHealth(app)).statusCode, 200, 'ok again once the CRM has quota')
+})
+
+t.test('a stopped database fails the database check only', async (t) => {
+  const cluster = await PrivatePostgres.start()
+  t.teardown(() => cluster.destroy())
+  const app = await buildTestApp(t, { DATABASE_URL: cluster.url, HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) })
+  t.equal((await integrationHealth(app)).statusCode, 200)
+  await cluster.stop()
+  const { statusCode, body, elapsed } = await integrationHealth(app)
+  t.equal(statusCode, 503)
+  t.match(body.checks, { database: { status: 'fail', error: 'connection_refused' }, billing: { status: 'ok' }, crm: { status: 'ok' }, telecom: { status: 'ok' } })
+  t.ok(elapsed <= BOUND_MS, `answered in ${Math.round(elapsed)} ms`)
+  t.notMatch(JSON.stringify(body), /ECONN|Connection terminated|127\.0\.0\.1/, 'no driver text')
+  await cluster.start()
+  await waitFor('the database check to pass again', async () => (await integrationHealth(app)).body.checks.database.status === 'ok')
+  t.pass('recovers without restarting the service')
 })

@@ -1,8 +1,10 @@
 import t from 'tap'
+import pg from 'pg'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
+import { PrivatePostgres } from './helpers/private-postgres.js'
 import { waitFor } from './helpers/processes.js'
 import { bearer, login } from './helpers/tokens.js'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 
 async function placeOrder (app: FastifyInstance, token: string) {
   const response = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
@@ -78,4 +80,163 @@ t.test('telecom always failing: retries, then Failed with the reason; jobs healt
   await waitFor('the jobs failed', async () => (await app.inject('/health/queues')).json().jobs.failed === 6)
   const jobs = (await app.inject('/health/queues')).json().jobs
   t.match(jobs, { failed: 6, health: 'degraded' }, '6 failed jobs: degraded (> 5)')
+})
+
+t.test('the CRM over its quota during provisioning: the CRM step is retried, then the order Failed with quota_exceeded', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { PROVISIONING_ATTEMPTS: '3', PROVISIONING_BACKOFF_MS: '20' }, sandbox)
+  const token = await login(app)
+  const placed = [await placeOrder(app, token), await placeOrder(app, token)]
+  const usage = sandbox.crm.apiUsage
+  sandbox.crm.setApiUsage({ used: usage.max })
+  for (const order of placed) await app.jobQueue.enqueue(order.crmOrderId)
+  await waitFor('both Failed', async () => {
+    const stored = await Promise.all(placed.map((order) => app.orders.findByCrmId(order.crmOrderId)))
+    return stored.every((order) => order?.status === 'Failed')
+  }, 30_000)
+  const failed = await app.orders.findByCrmId(placed[0]!.crmOrderId)
+  t.match(failed, { status: 'Failed', failureReason: /^quota_exceeded: /, provisioningAttempts: 3 })
+  t.not(failed?.telecomActivationId, null, 'the steps before the CRM were done, once')
+  t.equal(sandbox.telecom.activations.filter((activation) => activation.orderId === placed[0]!.crmOrderId).length, 1, 'one activation, not one per attempt')
+  sandbox.crm.setApiUsage(usage)
+})
+
+function orderRequest (token: string, correlationId: string) {
+  return { method: 'POST' as const, url: '/api/orders', headers: { ...bearer(token), 'x-correlation-id': correlationId }, payload: { productId: 1, billingCycle: 'monthly' } }
+}
+
+t.test('billing refusing the order (result=error): 422 ORDER_REJECTED, nothing stored', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  const token = await login(app)
+  sandbox.billing.injectFault({ kind: 'error', route: 'AddOrder', message: 'Unable to add order when client status is Closed' })
+  const response = await app.inject(orderRequest(token, 'rejected-1'))
+  t.equal(response.statusCode, 422)
+  t.same(response.json(), { statusCode: 422, error: 'Unprocessable Entity', message: 'The billing system refused the order', code: 'ORDER_REJECTED', correlationId: 'rejected-1' })
+  t.notMatch(response.body, /Closed/, 'not the billing system\'s words')
+  t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).json().total, 0, 'no order stored')
+  t.equal(sandbox.crm.orders.length, 0, 'nothing sent to the CRM')
+
+  sandbox.billing.clearFaults()
+  sandbox.billing.injectFault({ kind: 'http5xx', route: 'AddOrder', status: 502 })
+  const unavailable = await app.inject(orderRequest(token, 'rejected-2'))
+  t.equal(unavailable.statusCode, 503, 'an HTTP 5xx is billing being unavailable, not a refusal')
+  t.match(unavailable.json(), { code: 'BILLING_UNAVAILABLE' })
+})
+
+t.test('the CRM down, hanging, failing or over its quota: 503 CRM_UNAVAILABLE, the order stored Failed with the class', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { CRM_QUEUE_TIMEOUT_MS: '500' }, sandbox)
+  const token = await login(app)
+  const usage = sandbox.crm.apiUsage
+  const faults = [
+    { failure: 'connection_refused', break: () => sandbox.crm.down(), mend: () => sandbox.crm.up() },
+    { failure: 'timeout', break: () => sandbox.crm.injectFault({ kind: 'blackhole', route: 'rest/sobjects/Order' }), mend: () => sandbox.crm.clearFaults() },
+    { failure: 'http_5xx', break: () => sandbox.crm.injectFault({ kind: 'http5xx', route: 'rest/sobjects/Order', status: 500 }), mend: () => sandbox.crm.clearFaults() },
+    {
+      failure: 'auth_failed',
+      // The session expires and the CRM refuses to grant another.
+      break: () => {
+        sandbox.crm.expireAccessTokens()
+        sandbox.crm.injectFault({ kind: 'error', route: 'oauth/token' })
+      },
+      mend: () => sandbox.crm.clearFaults()
+    },
+    { failure: 'quota_exceeded', break: () => sandbox.crm.setApiUsage({ used: usage.max }), mend: () => sandbox.crm.setApiUsage(usage) }
+  ]
+  for (const fault of faults) {
+    await fault.break()
+    const correlationId = `crm-${fault.failure}`
+    const response = await app.inject(orderRequest(token, correlationId))
+    t.equal(response.statusCode, 503, `${fault.failure}: 503`)
+    t.same(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'CRM service is temporarily unavailable', code: 'CRM_UNAVAILABLE', correlationId }, `${fault.failure}: the error shape`)
+    t.notMatch(response.body, /127\.0\.0\.1|ECONN|REQUEST_LIMIT|invalid_grant|sobjects|Error:/, `${fault.failure}: no upstream text`)
+    const [stored] = (await app.inject({ url: '/api/orders?limit=1', headers: bearer(token) })).json().orders
+    t.match(stored, { status: 'Failed', failureReason: `crm_${fault.failure}: the CRM order could not be created`, crmOrderId: null, billingOrderId: Number }, `${fault.failure}: stored Failed with the class`)
+    t.equal(sandbox.billing.orders.find((placed) => placed.id === stored.billingOrderId)?.status, 'Pending', `${fault.failure}: the billing order is left pending`)
+    await fault.mend()
+  }
+  t.equal(sandbox.crm.orders.length, 0, 'no CRM order was created')
+  t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).json().total, faults.length, 'one stored order per attempt')
+  t.match(await placeOrder(app, token), { status: 'Pending Review', crmOrderId: String }, 'mended: orders go through again')
+})
+
+const DATABASE_UNAVAILABLE = { statusCode: 500, error: 'Internal Server Error', message: 'Database is temporarily unavailable', code: 'DATABASE_UNAVAILABLE' }
+// Timers and the event loop of a busy test machine: how late an answer may be past its bound.
+const MARGIN_MS = 500
+
+/** The request's answer and how long it took. */
+async function timed (app: FastifyInstance, request: InjectOptions) {
+  const started = performance.now()
+  const response = await app.inject(request)
+  return { response, elapsed: performance.now() - started }
+}
+
+t.test('PostgreSQL hung or stopped: the order routes answer 500 DATABASE_UNAVAILABLE in bounded time', async (t) => {
+  const cluster = await PrivatePostgres.start()
+  t.teardown(() => cluster.destroy())
+  const connectTimeoutMs = 500
+  const queryTimeoutMs = 1500
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { DATABASE_URL: cluster.url, DATABASE_CONNECT_TIMEOUT_MS: String(connectTimeoutMs), DATABASE_QUERY_TIMEOUT_MS: String(queryTimeoutMs) }, sandbox)
+  const token = await login(app)
+  const order = await placeOrder(app, token)
+  const unavailable = (what: string, { response, elapsed }: { response: LightMyRequestResponse, elapsed: number }, boundMs: number) => {
+    t.same(response.json(), { ...DATABASE_UNAVAILABLE, correlationId: response.headers['x-correlation-id'] }, `${what}: 500 DATABASE_UNAVAILABLE`)
+    t.notMatch(response.body, /ECONN|timeout|terminated|127\.0\.0\.1|postgres/i, `${what}: no driver text`)
+    t.ok(elapsed <= boundMs + MARGIN_MS, `${what}: answered in ${Math.round(elapsed)} ms (bound ${boundMs} ms)`)
+  }
+  // The list's two queries leave two open connections in the pool.
+  t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode, 200)
+
+  cluster.hang()
+  const onOpenConnections = await timed(app, { url: '/api/orders', headers: bearer(token) })
+  unavailable('hung, open connections', onOpenConnections, queryTimeoutMs)
+  t.ok(onOpenConnections.elapsed >= queryTimeoutMs - 50, 'an open connection waits for the query timeout')
+  // The timed-out connections were dropped: the next query needs a new one, which never gets an answer.
+  const onNewConnection = await timed(app, { url: `/api/orders/${order.id}`, headers: bearer(token) })
+  unavailable('hung, a new connection', onNewConnection, connectTimeoutMs)
+
+  cluster.resume()
+  await waitFor('the orders to be served again', async () => (await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode === 200)
+  await cluster.stop()
+  unavailable('stopped, GET /api/orders', await timed(app, { url: '/api/orders', headers: bearer(token) }), connectTimeoutMs)
+  unavailable('stopped, GET /api/orders/:id', await timed(app, { url: `/api/orders/${order.id}`, headers: bearer(token) }), connectTimeoutMs)
+  const billingOrders = sandbox.billing.orders.length
+  unavailable('stopped, POST /api/orders', await timed(app, { method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } }), connectTimeoutMs)
+  t.equal(sandbox.billing.orders.length, billingOrders + 1, 'the billing order was placed before the database was needed')
+  t.equal(sandbox.billing.orders.at(-1)?.status, 'Pending', 'and stays pending')
+
+  await cluster.start()
+  await waitFor('the orders to be served again', async () => (await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode === 200)
+  t.pass('recovers without restarting the service')
+})
+
+t.test('PostgreSQL at max_connections: 500 DATABASE_UNAVAILABLE at once, served again once connections free', async (t) => {
+  const cluster = await PrivatePostgres.start({ maxConnections: 5 })
+  t.teardown(() => cluster.destroy())
+  const app = await buildTestApp(t, { DATABASE_URL: cluster.url })
+  const token = await login(app)
+  // The test takes every connection the server has left, so the service's pool can open none.
+  const held: pg.Client[] = []
+  t.teardown(() => Promise.all(held.map((client) => client.end())))
+  for (;;) {
+    const client = new pg.Client({ connectionString: cluster.url })
+    const refusal = await client.connect().then(() => undefined, (error: unknown) => error)
+    if (refusal !== undefined) {
+      t.match(refusal, { code: '53300' }, 'the server refuses more connections: too_many_connections')
+      break
+    }
+    held.push(client)
+    if (held.length > 5) throw new Error('max_connections was not reached')
+  }
+
+  const { response, elapsed } = await timed(app, { url: '/api/orders', headers: bearer(token) })
+  t.same(response.json(), { ...DATABASE_UNAVAILABLE, correlationId: response.headers['x-correlation-id'] }, '500 DATABASE_UNAVAILABLE, not INTERNAL_ERROR')
+  t.notMatch(response.body, /too many|clients|53300/i, 'no driver text')
+  t.ok(elapsed < 1000, `refused at once (${Math.round(elapsed)} ms), not after DATABASE_CONNECT_TIMEOUT_MS`)
+
+  await Promise.all(held.splice(0).map((client) => client.end()))
+  await waitFor('the orders to be served again', async () => (await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode === 200)
+  t.pass('served again without restarting the service')
 })
