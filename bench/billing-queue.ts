@@ -1,10 +1,9 @@
 import { BillingClient } from '../integrations/billing.js'
 import { RequestQueue } from '../lib/request-queue.js'
 import { startSandbox } from '../sandbox/index.js'
+import { ROUNDS, SECONDS, median, ownPeakRssMb } from './common.js'
 
 const CONCURRENCY = 10
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 
 /** Calls made back to back by `CONCURRENCY` callers for a while; returns calls per second. */
 async function drive (call: () => Promise<unknown>): Promise<number> {
@@ -51,7 +50,8 @@ export async function benchBillingQueue (): Promise<void> {
       `Billing WhmcsDetails against the sandbox, concurrency ${CONCURRENCY}, ${ROUNDS} alternating rounds of ${SECONDS} s`,
       `  direct:                           ${directRate.toFixed(0)} calls/s`,
       `  through the billing queue:        ${queuedRate.toFixed(0)} calls/s (queue failures: ${queue.metrics().failedRequests})`,
-      `  ratio queued / direct:            ${(queuedRate / directRate).toFixed(3)} (target >= 0.95)`,
+      `  ratio queued / direct:            ${(queuedRate / directRate).toFixed(3)}, median of rounds ${median(rates.queued.map((queued, round) => queued / rates.direct[round]!)).toFixed(3)} (target >= 0.95)`,
+      `  bench process peak RSS so far:    ${ownPeakRssMb().toFixed(0)} MB`,
       ''
     ].join('\n'))
   } finally {

@@ -1,86 +1,76 @@
 import { join } from 'node:path'
-import autocannon from 'autocannon'
-import pg from 'pg'
 import { projectRoot } from '../lib/project-root.js'
 import { PgCountingProxy } from '../tools/pg-counting-proxy.js'
-import { startService, type ServiceProcess } from '../tools/service-process.js'
+import type { ServiceProcess } from '../tools/service-process.js'
+import {
+  CONNECTIONS, DATABASE, DATABASE_URL, POSTGRES, REDIS_URL, ROUNDS, SECONDS,
+  deleteKeys, ensureDatabase, failures, load, median, peakRssMb, rate, runKeyPrefix, serviceEnv, withServers, type Measure
+} from './common.js'
 
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100)
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
-const DATABASE = 'portal_bff_bench'
-const POSTGRES = { host: '127.0.0.1', port: 5432 }
-
-interface Measure { requests: number, seconds: number, non2xx: number, p99: number }
-
-async function load (url: string): Promise<Measure> {
-  const result = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS })
-  return { requests: result.requests.total, seconds: result.duration, non2xx: result.non2xx + result.errors, p99: result.latency.p99 }
+interface Target {
+  name: string
+  server: ServiceProcess
+  /** One per round, with the queries the counting proxy relayed meanwhile. */
+  measures: Array<Measure & { queries: number }>
 }
 
-async function ensureDatabase (): Promise<void> {
-  const client = new pg.Client({ ...POSTGRES, user: 'postgres', database: 'postgres' })
-  await client.connect()
-  const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE])
-  if (rowCount === 0) await client.query(`CREATE DATABASE ${DATABASE}`)
-  await client.end()
-}
-
-async function peakRssMb (service: ServiceProcess): Promise<number> {
-  const status = await import('node:fs/promises').then((fs) => fs.readFile(`/proc/${service.child.pid}/status`, 'utf8'))
-  return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024
-}
-
-function rate (measures: Measure[]): number {
-  const requests = measures.reduce((sum, m) => sum + m.requests, 0)
-  const seconds = measures.reduce((sum, m) => sum + m.seconds, 0)
-  return requests / seconds
-}
-
-/** GET /health against a minimal Fastify app; database queries under that load. */
+/**
+ * GET /health of the service against two baselines, each in its own process: a minimal Fastify app
+ * (the ceiling) and a naive handler that checks PostgreSQL and Redis on every request (the floor).
+ */
 export async function benchHealth (): Promise<void> {
   await ensureDatabase()
+  const keyPrefix = runKeyPrefix('health')
   const proxy = await PgCountingProxy.start(POSTGRES.port)
   const dist = join(projectRoot, 'dist')
-  const baseline = await startService({ entry: join(dist, 'bench', 'minimal-app.js'), env: {} })
-  const service = await startService({
-    entry: join(dist, 'server.js'),
-    env: { NODE_ENV: 'production-like', DATABASE_URL: proxy.url(DATABASE), LOG_DIR: join(projectRoot, 'logs', 'bench'), JWT_SECRET: 'bench-secret-that-is-at-least-32-chars' }
-  })
-
-  const results = { baseline: [] as Measure[], service: [] as Measure[] }
-  let queries = 0
-  let loadSeconds = 0
   try {
-    await load(`${baseline.url}/health`)
-    await load(`${service.url}/health`)
-    for (let round = 1; round <= ROUNDS; round++) {
-      results.baseline.push(await load(`${baseline.url}/health`))
-      const before = proxy.queries
-      const measure = await load(`${service.url}/health`)
-      queries += proxy.queries - before
-      loadSeconds += measure.seconds
-      results.service.push(measure)
-      process.stdout.write(`round ${round}: minimal ${Math.round(results.baseline.at(-1)!.requests / SECONDS)} req/s, service ${Math.round(measure.requests / SECONDS)} req/s\n`)
-    }
+    await withServers(async (start) => {
+      const startTarget = async (name: string, entry: string, env: Record<string, string>): Promise<Target> =>
+        ({ name, server: await start({ entry: join(dist, entry), env }), measures: [] })
+      const minimal = await startTarget('minimal', 'bench/minimal-app.js', {})
+      // Straight to PostgreSQL: the proxy shares this process with autocannon, so relaying a query
+      // per request would slow the naive handler by the measuring itself.
+      const naive = await startTarget('naive', 'bench/naive-app.js', { DATABASE_URL, REDIS_URL })
+      const service = await startTarget('service', 'server.js', serviceEnv({ DATABASE_URL: proxy.url(DATABASE), REDIS_KEY_PREFIX: keyPrefix }))
+      const targets = [minimal, naive, service]
+
+      for (const target of targets) await load({ url: `${target.server.url}/health` })
+      for (let round = 1; round <= ROUNDS; round++) {
+        // Each round in another order, so that no target always runs after the same one.
+        const order = targets.map((_, i) => targets[(i + round) % targets.length]!)
+        for (const target of order) {
+          const before = proxy.queries
+          const measure = await load({ url: `${target.server.url}/health` })
+          target.measures.push({ ...measure, queries: proxy.queries - before })
+        }
+        const rates = targets.map(({ name, measures }) => `${name} ${rate(measures.slice(-1)).toFixed(0)} req/s`)
+        process.stdout.write(`round ${round}: ${rates.join(', ')}\n`)
+      }
+
+      const serviceRssMb = await peakRssMb(service.server)
+      const queries = service.measures.reduce((sum, measure) => sum + measure.queries, 0)
+      const loadSeconds = service.measures.reduce((sum, measure) => sum + measure.seconds, 0)
+      const summary = ({ measures }: Target) => `${rate(measures).toFixed(0)} req/s (non-2xx or errors: ${failures(measures)})`
+      // Over all rounds, and the median of the rounds' own ratios, which one noisy round cannot move.
+      const ratio = (target: Target, baseline: Target) => {
+        const perRound = target.measures.map((measure, round) => rate([measure]) / rate([baseline.measures[round]!]))
+        return `${(rate(target.measures) / rate(baseline.measures)).toFixed(2)}, median of rounds ${median(perRound).toFixed(2)}`
+      }
+      process.stdout.write([
+        '',
+        `GET /health, ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${SECONDS} s`,
+        `  minimal Fastify app (logger off): ${summary(minimal)}`,
+        `  naive handler (SELECT 1 + PING):  ${summary(naive)}, PostgreSQL direct`,
+        `  service /health:                  ${summary(service)}`,
+        `  ratio service / minimal:          ${ratio(service, minimal)} (target >= 0.80)`,
+        `  ratio service / naive:            ${ratio(service, naive)} (target >= 5)`,
+        `  database queries under load:      ${(queries / loadSeconds).toFixed(2)} per second (target <= 1)`,
+        `  service peak RSS:                 ${serviceRssMb.toFixed(0)} MB`,
+        ''
+      ].join('\n'))
+    })
   } finally {
-    const rssMb = await peakRssMb(service)
-    baseline.child.kill('SIGTERM')
-    service.child.kill('SIGTERM')
-    await Promise.all([baseline.exit, service.exit])
     await proxy.close()
-    const minimal = rate(results.baseline)
-    const health = rate(results.service)
-    const failures = results.service.reduce((sum, m) => sum + m.non2xx, 0)
-    process.stdout.write([
-      '',
-      `GET /health, ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${SECONDS} s`,
-      `  minimal Fastify app (logger off): ${minimal.toFixed(0)} req/s`,
-      `  service /health:                  ${health.toFixed(0)} req/s (non-2xx or errors: ${failures})`,
-      `  ratio service / minimal:          ${(health / minimal).toFixed(2)} (target >= 0.80)`,
-      `  database queries under load:      ${(queries / loadSeconds).toFixed(2)} per second (target <= 1)`,
-      `  service peak RSS:                 ${rssMb.toFixed(0)} MB`,
-      ''
-    ].join('\n'))
+    await deleteKeys(keyPrefix)
   }
 }

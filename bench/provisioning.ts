@@ -2,11 +2,31 @@ import pg from 'pg'
 import { randomUUID } from 'node:crypto'
 import { build } from '../app.js'
 import { BillingClient } from '../integrations/billing.js'
+import type { UpstreamName } from '../integrations/upstream.js'
 import { loadConfig } from '../lib/config.js'
-import { startSandbox } from '../sandbox/index.js'
+import { startSandbox, type Sandbox } from '../sandbox/index.js'
+import { deleteKeys, ownPeakRssMb } from './common.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 300)
 const DATABASE = 'postgres://postgres@127.0.0.1:5432/postgres'
+// The latency of each upstream in the scenarios that show what bounds the rate.
+const LATENCY_MS = 20
+
+interface Scenario {
+  name: string
+  /** Added to every sandbox answer. */
+  latencyMs: number
+  settings: Record<string, string>
+}
+
+interface Outcome {
+  ordersPerSecond: number
+  seconds: number
+  concurrency: { provisioning: number, billing: number, crm: number }
+  /** Per order: calls and milliseconds spent in each step. */
+  steps: Array<{ step: string, callsPerOrder: number, msPerOrder: number }>
+  crmCallsPerOrder: number
+}
 
 async function withClient<T> (work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: DATABASE })
@@ -18,33 +38,45 @@ async function withClient<T> (work: (client: pg.Client) => Promise<T>): Promise<
   }
 }
 
-/**
- * Platform events to Active orders per second, end to end, with zero-latency sandbox upstreams:
- * the service subscribes, stores, queues and provisions (telecom, billing, CRM) each order.
- */
-export async function benchProvisioning (): Promise<void> {
+async function seedOrders (sandbox: Sandbox): Promise<string[]> {
+  const billing = new BillingClient({ url: sandbox.settings.BILLING_API_URL!, identifier: sandbox.settings.BILLING_API_IDENTIFIER!, secret: sandbox.settings.BILLING_API_SECRET! })
+  try {
+    const ids: string[] = []
+    for (let i = 0; i < EVENTS; i++) {
+      const { orderId } = await billing.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
+      ids.push(sandbox.crm.putOrder({ Name: `Order ${orderId}`, Status: 'Pending Review', BillingOrderId__c: String(orderId), BillingClientId__c: '1', Product__c: '1' }))
+    }
+    return ids
+  } finally {
+    await billing.close()
+  }
+}
+
+/** Publishes EVENTS events at once and measures until every order is Active. */
+async function provision ({ latencyMs, settings }: Scenario): Promise<Outcome> {
   const schema = `bench_${randomUUID().replaceAll('-', '')}`
+  const keyPrefix = `bench:provisioning:${schema}:`
   await withClient((client) => client.query(`CREATE SCHEMA ${schema}`))
   const sandbox = await startSandbox({ crm: { streaming: { connectTimeoutMs: 1000 }, apiUsage: { used: 0, max: 10_000_000 } } })
   const { config } = loadConfig({
     ...sandbox.settings,
     NODE_ENV: 'bench',
     DATABASE_URL: `${DATABASE}?options=${encodeURIComponent(`-c search_path=${schema}`)}`,
-    REDIS_KEY_PREFIX: `bench:${schema}:`,
+    REDIS_KEY_PREFIX: keyPrefix,
     LOG_LEVEL: 'warn',
     LOG_DIR: 'logs/bench',
     CRM_EVENTS_ENABLED: 'true',
-    JWT_SECRET: 'bench-secret-that-is-at-least-32-chars'
+    JWT_SECRET: 'bench-secret-that-is-at-least-32-chars',
+    ...settings
   })
   const app = await build({ config, logToStdout: false })
-  const billing = new BillingClient({ url: config.BILLING_API_URL!, identifier: config.BILLING_API_IDENTIFIER!, secret: config.BILLING_API_SECRET! })
   try {
     while (app.eventSubscription.stats().state !== 'connected') await new Promise((resolve) => setTimeout(resolve, 50))
-    const ids: string[] = []
-    for (let i = 0; i < EVENTS; i++) {
-      const { orderId } = await billing.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
-      ids.push(sandbox.crm.putOrder({ Name: `Order ${orderId}`, Status: 'Pending Review', BillingOrderId__c: String(orderId), BillingClientId__c: '1', Product__c: '1' }))
+    const ids = await seedOrders(sandbox)
+    for (const simulator of [sandbox.billing, sandbox.crm, sandbox.telecom]) {
+      if (latencyMs > 0) simulator.injectFault({ kind: 'latency', ms: latencyMs })
     }
+    const before = { telecom: app.upstreamCalls.telecom.summary().count, billing: app.upstreamCalls.billing.summary().count, crm: app.upstreamCalls.crm.summary().count, queries: app.metrics.queries.summary().count }
     const started = performance.now()
     for (const id of ids) sandbox.crm.publishOrderProvisionRequested(id)
     for (;;) {
@@ -53,22 +85,67 @@ export async function benchProvisioning (): Promise<void> {
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
     const seconds = (performance.now() - started) / 1000
-    const step = (name: 'telecom' | 'billing' | 'crm') => app.upstreamCalls[name].summary().average?.toFixed(1) ?? '-'
-    process.stdout.write([
-      '',
-      `Provisioning: ${EVENTS} OrderProvisionRequested__e events to Active orders, zero-latency sandbox upstreams`,
-      `  end to end:                       ${(EVENTS / seconds).toFixed(1)} orders/s (${seconds.toFixed(1)} s)`,
-      `  concurrency:                      provisioning ${config.PROVISIONING_CONCURRENCY}, billing queue ${config.BILLING_QUEUE_CONCURRENCY}, CRM queue ${config.CRM_QUEUE_CONCURRENCY}`,
-      `  average upstream call, ms:        telecom ${step('telecom')}, billing ${step('billing')}, CRM ${step('crm')}`,
-      `  CRM queue average wait / run, ms: ${app.crmQueue.metrics().averageWaitTime} / ${app.crmQueue.metrics().averageExecutionTime}`,
-      `  billing queue average wait / run: ${app.billingQueue.metrics().averageWaitTime} / ${app.billingQueue.metrics().averageExecutionTime}`,
-      `  RSS after:                        ${(process.memoryUsage().rss / 1048576).toFixed(0)} MB`,
-      ''
-    ].join('\n'))
+
+    // Averages over each window, which holds every call of this run; counts since the events went out.
+    const calls = (upstream: UpstreamName) => (app.upstreamCalls[upstream].summary().count - before[upstream]) / EVENTS
+    const average = (upstream: UpstreamName) => app.upstreamCalls[upstream].summary().average ?? 0
+    const queries = (app.metrics.queries.summary().count - before.queries) / EVENTS
+    const waits = { billing: app.billingQueue.metrics().averageWaitTime, crm: app.crmQueue.metrics().averageWaitTime }
+    return {
+      ordersPerSecond: EVENTS / seconds,
+      seconds,
+      concurrency: { provisioning: config.PROVISIONING_CONCURRENCY, billing: config.BILLING_QUEUE_CONCURRENCY, crm: config.CRM_QUEUE_CONCURRENCY },
+      steps: [
+        { step: 'telecom call (no queue)', callsPerOrder: calls('telecom'), msPerOrder: calls('telecom') * average('telecom') },
+        { step: 'billing call', callsPerOrder: calls('billing'), msPerOrder: calls('billing') * average('billing') },
+        { step: 'billing queue wait', callsPerOrder: calls('billing'), msPerOrder: calls('billing') * waits.billing },
+        { step: 'CRM call (order read at hand-off, status at the end)', callsPerOrder: calls('crm'), msPerOrder: calls('crm') * average('crm') },
+        { step: 'CRM queue wait', callsPerOrder: calls('crm'), msPerOrder: calls('crm') * waits.crm },
+        { step: 'PostgreSQL query', callsPerOrder: queries, msPerOrder: queries * (app.metrics.queries.summary().average ?? 0) }
+      ],
+      crmCallsPerOrder: calls('crm')
+    }
   } finally {
-    await billing.close()
     await app.close()
     await sandbox.close()
     await withClient((client) => client.query(`DROP SCHEMA ${schema} CASCADE`))
+    await deleteKeys(keyPrefix)
   }
+}
+
+function report (scenario: Scenario, outcome: Outcome): string[] {
+  const { provisioning, billing, crm } = outcome.concurrency
+  return [
+    `  ${scenario.name}`,
+    `    end to end:                     ${outcome.ordersPerSecond.toFixed(1)} orders/s (${EVENTS} orders in ${outcome.seconds.toFixed(1)} s)`,
+    `    concurrency:                    provisioning ${provisioning}, billing queue ${billing}, CRM queue ${crm}`,
+    '    where the time goes, per order:',
+    ...outcome.steps.map(({ step, callsPerOrder, msPerOrder }) => `      ${step.padEnd(54)} ${callsPerOrder.toFixed(1)} x, ${msPerOrder.toFixed(1)} ms`)
+  ]
+}
+
+/**
+ * Platform events to Active orders per second, end to end: the service subscribes, stores, queues
+ * and provisions (telecom, billing, CRM) each order. With zero-latency upstreams, where the time
+ * goes; with slower ones, that the rate follows the CRM queue's configured concurrency — the
+ * upstream limit — and nothing of the service's own.
+ */
+export async function benchProvisioning (): Promise<void> {
+  const zero: Scenario = { name: 'zero-latency sandbox, default settings', latencyMs: 0, settings: {} }
+  const narrow: Scenario = { name: `${LATENCY_MS} ms upstreams, CRM queue concurrency 2`, latencyMs: LATENCY_MS, settings: { CRM_QUEUE_CONCURRENCY: '2' } }
+  const wide: Scenario = { name: `${LATENCY_MS} ms upstreams, CRM queue concurrency 4`, latencyMs: LATENCY_MS, settings: { CRM_QUEUE_CONCURRENCY: '4' } }
+  const lines = [`Provisioning: ${EVENTS} OrderProvisionRequested__e events published at once, to Active orders`]
+  lines.push(...report(zero, await provision(zero)))
+  const outcomes = { narrow: await provision(narrow), wide: await provision(wide) }
+  for (const [scenario, outcome] of [[narrow, outcomes.narrow], [wide, outcomes.wide]] as const) {
+    // Each CRM call holds a CRM queue slot for about the latency: that is the bound the settings set.
+    const bound = outcome.concurrency.crm / (outcome.crmCallsPerOrder * (LATENCY_MS / 1000))
+    lines.push(...report(scenario, outcome), `    the CRM queue's bound:          ${bound.toFixed(1)} orders/s (concurrency / (CRM calls per order x latency)); measured / bound ${(outcome.ordersPerSecond / bound).toFixed(2)}`)
+  }
+  lines.push(
+    `  doubling the CRM queue's concurrency multiplied the rate by ${(outcomes.wide.ordersPerSecond / outcomes.narrow.ordersPerSecond).toFixed(2)}`,
+    `  bench process peak RSS so far:    ${ownPeakRssMb().toFixed(0)} MB`,
+    ''
+  )
+  process.stdout.write(['', ...lines].join('\n'))
 }

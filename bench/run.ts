@@ -1,10 +1,12 @@
 import { benchBillingQueue } from './billing-queue.js'
 import { benchHealth } from './health.js'
+import { benchInvoices } from './invoices.js'
 import { benchProvisioning } from './provisioning.js'
 
-// `npm run bench -- health billing-queue provisioning` runs some; no argument runs all.
+// `npm run bench -- health invoices billing-queue provisioning` runs some; no argument runs all.
 const suites: Record<string, () => Promise<void>> = {
   health: benchHealth,
+  invoices: benchInvoices,
   'billing-queue': benchBillingQueue,
   provisioning: benchProvisioning
 }
