@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { projectRoot } from '../../lib/project-root.js'
 import * as processes from '../../tools/service-process.js'
@@ -16,4 +17,13 @@ export function runServer (env: Record<string, string>) {
 
 export function startService (env: Record<string, string>, timeoutMs?: number) {
   return processes.startService({ ...source, env: { ...loaderEnv, ...env } }, timeoutMs)
+}
+
+/**
+ * Builds the project and starts dist/server.js under plain node, as `npm start` runs it: for tests
+ * that measure the process itself (its memory), which the TypeScript loader and coverage would skew.
+ */
+export function startBuiltService (env: Record<string, string>, { execArgv = [], timeoutMs }: { execArgv?: string[], timeoutMs?: number } = {}) {
+  execFileSync(process.execPath, [join(projectRoot, 'node_modules/typescript/bin/tsc'), '-p', join(projectRoot, 'tsconfig.build.json')], { stdio: 'inherit' })
+  return processes.startService({ entry: join(projectRoot, 'dist/server.js'), execArgv, env }, timeoutMs)
 }
