@@ -20,16 +20,25 @@ export function jobIdOf (crmOrderId: string): string {
   return `order-${crmOrderId}`
 }
 
+export interface JobQueueBounds {
+  /** How long a hand-off waits for Redis to take its job: long enough to ride out a brief reconnect. */
+  enqueueTimeoutMs: number
+  /** How long a report (`/health/queues`, `/health/alerts`) waits for the counts: one command's bound. */
+  countsTimeoutMs: number
+}
+
 export class ProvisioningJobQueue {
-  constructor (private readonly queue: Queue<ProvisioningJob>, private readonly timeoutMs: number) {}
+  // BullMQ's producer connection has no command timeout of its own (it waits for Redis to come
+  // back), so every call here carries its own bound.
+  constructor (private readonly queue: Queue<ProvisioningJob>, private readonly bounds: JobQueueBounds) {}
 
   /** Resolves once the job is durably in Redis; rejects when Redis does not take it in time. */
   async enqueue (crmOrderId: string): Promise<void> {
-    await abortable(this.queue.add('provision', { crmOrderId }, { jobId: jobIdOf(crmOrderId) }), AbortSignal.timeout(this.timeoutMs))
+    await abortable(this.queue.add('provision', { crmOrderId }, { jobId: jobIdOf(crmOrderId) }), AbortSignal.timeout(this.bounds.enqueueTimeoutMs))
   }
 
   async counts (): Promise<JobCounts> {
-    const counts = await abortable(this.queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'), AbortSignal.timeout(this.timeoutMs))
+    const counts = await abortable(this.queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'), AbortSignal.timeout(this.bounds.countsTimeoutMs))
     return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, delayed: counts.delayed ?? 0, failed: counts.failed ?? 0, completed: counts.completed ?? 0 }
   }
 
@@ -96,7 +105,10 @@ async function jobQueue (fastify: FastifyInstance) {
 
   // Started here, BullMQ's own setup commands are done before anything could close its connections.
   await Promise.all([queue.waitUntilReady(), worker.waitUntilReady()])
-  fastify.decorate('jobQueue', new ProvisioningJobQueue(queue, config.REDIS_COMMAND_TIMEOUT_MS * 5))
+  fastify.decorate('jobQueue', new ProvisioningJobQueue(queue, {
+    enqueueTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS * 5,
+    countsTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS
+  }))
   fastify.addHook('onClose', async () => {
     closing = true
     // With Redis answering, the worker finishes the jobs it holds (within a queue deadline). With
