@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, InjectOptions } from 'fastify'
 import { buildTestApp } from './helpers/app.js'
 import { PrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
@@ -20,7 +20,7 @@ async function privateRedisApp (t: Test, overrides: Record<string, string> = {})
   return { redis, app, admin }
 }
 
-async function timed (app: FastifyInstance, options: Parameters<FastifyInstance['inject']>[0]) {
+async function timed (app: FastifyInstance, options: InjectOptions | string) {
   const started = performance.now()
   const response = await app.inject(options)
   return { response, tookMs: performance.now() - started }
