@@ -50,6 +50,8 @@ export class RequestQueue {
   #failed = 0
   /** Requests waiting for a slot whose deadline has not passed (p-queue's size counts expired ones until their turn). */
   #waiting = 0
+  /** Tasks running, counted as they start and end (p-queue's `pending` trails by a few microtasks). */
+  #running = 0
   readonly #waits: SlidingWindow
   readonly #executions: SlidingWindow
   readonly #failures: SlidingWindow
@@ -90,7 +92,8 @@ export class RequestQueue {
    */
   run<T> (task: (signal: AbortSignal) => Promise<T>): Promise<T> {
     this.#total++
-    if (this.#waiting >= this.#options.maxSize) {
+    // Full means no slot free and no room to wait: with a maxSize of 0, requests run or are refused.
+    if (this.#running + this.#waiting >= this.#options.concurrency + this.#options.maxSize) {
       this.#recordFailure()
       return Promise.reject(new QueueFullError(this.name))
     }
@@ -110,6 +113,7 @@ export class RequestQueue {
         if (state !== 'waiting') return
         state = 'running'
         this.#waiting--
+        this.#running++
         const startedAt = performance.now()
         this.#waits.record(startedAt - enqueuedAt)
         try {
@@ -125,6 +129,7 @@ export class RequestQueue {
           }
         } finally {
           state = 'settled'
+          this.#running--
           deadline.clear()
           this.#executions.record(performance.now() - startedAt)
         }
@@ -138,7 +143,7 @@ export class RequestQueue {
       completedRequests: this.#completed,
       failedRequests: this.#failed,
       queueSize: this.#waiting,
-      pendingRequests: this.#queue.pending,
+      pendingRequests: this.#running,
       averageWaitTime: Math.round(this.#waits.summary().average ?? 0),
       averageExecutionTime: Math.round(this.#executions.summary().average ?? 0)
     }

@@ -86,6 +86,18 @@ t.test('queue size drives health too; a full queue rejects at once', async (t) =
   t.equal((await queues(app)).billing.health, 'healthy', 'drained: healthy again')
 })
 
+t.test('with no room to wait (maxSize 0), requests run while a slot is free and are refused at once when none is', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { BILLING_QUEUE_CONCURRENCY: '2', BILLING_QUEUE_MAX_SIZE: '0' }, sandbox)
+  t.equal(await billingCall(app).then(() => 'answered'), 'answered', 'an idle queue runs the request')
+  sandbox.billing.injectFault({ kind: 'latency', ms: 300 })
+  const running = [billingCall(app), billingCall(app)]
+  t.match((await queues(app)).billing.metrics, { pendingRequests: 2, queueSize: 0 }, 'both slots taken, nothing waits')
+  await t.rejects(billingCall(app), { name: 'QueueFullError' }, 'a third has nowhere to go')
+  await Promise.all(running)
+  t.match((await queues(app)).billing.metrics, { completedRequests: 3, failedRequests: 1 })
+})
+
 t.test('a black-holed upstream is bounded by the queue deadline', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { BILLING_QUEUE_TIMEOUT_MS: '400' }, sandbox)
