@@ -110,6 +110,23 @@ t.test('with Redis hung, a token check answers 503 AUTH_UNAVAILABLE once the com
   t.equal(status, 200, 'served again once Redis answers')
 })
 
+t.test('billing refusing the API credentials: login is 503 BILLING_UNAVAILABLE, not a 401, and no secret in the body', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { BILLING_API_SECRET: 'a-secret-billing-does-not-know' }, sandbox)
+  const response = await app.inject({ method: 'POST', url: '/auth/login', headers: { 'x-correlation-id': 'login-creds' }, payload: { email: 'jane@example.com', password: 'correct-horse' } })
+  t.equal(response.statusCode, 503, 'the portal user is not to blame')
+  t.same(response.json(), {
+    statusCode: 503,
+    error: 'Service Unavailable',
+    message: 'Billing service is temporarily unavailable',
+    code: 'BILLING_UNAVAILABLE',
+    correlationId: 'login-creds'
+  })
+  t.notMatch(response.body, /a-secret-billing-does-not-know|Authentication Failed|credentials/, 'nothing of the secret or the upstream answer')
+  const check = (await app.inject('/auth/health-check')).json()
+  t.match(check.checks.billing, { status: 'fail', error: 'auth_failed' }, 'the billing check names the class')
+})
+
 t.test('billing down or answering result=error: login is 503 BILLING_UNAVAILABLE, nothing of the upstream in the body', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, {}, sandbox)

@@ -82,6 +82,19 @@ t.test('telecom always failing: retries, then Failed with the reason; jobs healt
   t.match(jobs, { failed: 6, health: 'degraded' }, '6 failed jobs: degraded (> 5)')
 })
 
+t.test('telecom rate-limiting (429) during provisioning: the attempts are retried, one activation once the limit lifts', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { PROVISIONING_ATTEMPTS: '5', PROVISIONING_BACKOFF_MS: '20' }, sandbox)
+  const order = await placeOrder(app, await login(app))
+  sandbox.telecom.injectFault({ kind: 'error', status: 429, code: 'rate_limit_error', message: 'Too many requests', times: 2, route: 'activations' })
+  await app.jobQueue.enqueue(order.crmOrderId)
+  await waitFor('Active', async () => (await app.orders.findByCrmId(order.crmOrderId))?.status === 'Active', 15_000)
+  t.match(await app.orders.findByCrmId(order.crmOrderId), { status: 'Active', provisioningAttempts: 3, failureReason: null }, 'two refused attempts, then the third')
+  t.equal(sandbox.telecom.activations.length, 1, 'one activation')
+  t.equal(sandbox.telecom.calls.filter((call) => call.path === '/v1/activations').length, 3, 'three calls, each under the same idempotency key')
+  t.same([...new Set(sandbox.telecom.idempotencyKeys.map((use) => use.key))], [order.crmOrderId])
+})
+
 t.test('the CRM over its quota during provisioning: the CRM step is retried, then the order Failed with quota_exceeded', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { PROVISIONING_ATTEMPTS: '3', PROVISIONING_BACKOFF_MS: '20' }, sandbox)
@@ -159,6 +172,28 @@ t.test('the CRM down, hanging, failing or over its quota: 503 CRM_UNAVAILABLE, t
   t.equal(sandbox.crm.orders.length, 0, 'no CRM order was created')
   t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).json().total, faults.length, 'one stored order per attempt')
   t.match(await placeOrder(app, token), { status: 'Pending Review', crmOrderId: String }, 'mended: orders go through again')
+})
+
+t.test('the CRM queue full: POST /api/orders is 503 CRM_UNAVAILABLE at once, the order stored Failed', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { CRM_QUEUE_CONCURRENCY: '1', CRM_QUEUE_MAX_SIZE: '0' }, sandbox)
+  const token = await login(app)
+  // The one slot held by a slow CRM call; with no room to wait, the order's CRM call is refused.
+  sandbox.crm.injectFault({ kind: 'latency', ms: 1000, route: 'rest' })
+  const holding = app.crmQueue.run((signal) => app.crm.getLimits(signal))
+  await waitFor('the slot taken', async () => app.crmQueue.metrics().pendingRequests === 1, 2000)
+  const started = performance.now()
+  const response = await app.inject(orderRequest(token, 'crm-full'))
+  const tookMs = performance.now() - started
+  t.equal(response.statusCode, 503)
+  t.same(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'CRM service is temporarily unavailable', code: 'CRM_UNAVAILABLE', correlationId: 'crm-full' })
+  t.ok(tookMs < 900, `answered in ${Math.round(tookMs)} ms, before the slot's call ends`)
+  const [stored] = (await app.inject({ url: '/api/orders?limit=1', headers: bearer(token) })).json().orders
+  t.match(stored, { status: 'Failed', failureReason: 'crm_upstream_error: the CRM order could not be created', crmOrderId: null })
+  t.equal(app.crmQueue.metrics().failedRequests, 1, 'the refusal counts as a failed request')
+  await holding
+  sandbox.crm.clearFaults()
+  t.match(await placeOrder(app, token), { status: 'Pending Review' }, 'a free slot: orders go through again')
 })
 
 const DATABASE_UNAVAILABLE = { statusCode: 500, error: 'Internal Server Error', message: 'Database is temporarily unavailable', code: 'DATABASE_UNAVAILABLE' }
