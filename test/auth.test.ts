@@ -68,7 +68,7 @@ t.test('expired, forged, alg none and garbage tokens are 401 with the error body
   t.equal((await app.inject('/api/health/services/cache')).statusCode, 200, '/api/health/* stays public')
 })
 
-t.test('with Redis down, token checks fail closed by default and open when told', async (t) => {
+t.test('with Redis down, token checks fail closed by default and open when told; logout is 503 either way', async (t) => {
   const sandbox = await startTestSandbox(t)
   for (const failClosed of [true, false]) {
     const redis = await PrivateRedis.start()
@@ -86,6 +86,9 @@ t.test('with Redis down, token checks fail closed by default and open when told'
       t.equal(response.statusCode, 200, 'fail open: the request passes')
       t.match(health.blacklist, { mode: 'fail-open', available: false, failOpenDecisions: 1 }, 'and the counter moves')
     }
+    const logout = await app.inject({ method: 'POST', url: '/auth/logout', headers: bearer(token) })
+    t.equal(logout.statusCode, 503, `${failClosed ? 'fail closed' : 'fail open'}: logout is 503, the revocation cannot be stored`)
+    t.match(logout.json(), { code: 'AUTH_UNAVAILABLE' })
   }
 })
 

@@ -135,6 +135,15 @@ t.test('billing refusing the order (result=error): 422 ORDER_REJECTED, nothing s
   const unavailable = await app.inject(orderRequest(token, 'rejected-2'))
   t.equal(unavailable.statusCode, 503, 'an HTTP 5xx is billing being unavailable, not a refusal')
   t.match(unavailable.json(), { code: 'BILLING_UNAVAILABLE' })
+
+  sandbox.billing.clearFaults()
+  await sandbox.billing.down()
+  const down = await app.inject(orderRequest(token, 'billing-down'))
+  t.equal(down.statusCode, 503, 'billing refusing connections: 503')
+  t.same(down.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Billing service is temporarily unavailable', code: 'BILLING_UNAVAILABLE', correlationId: 'billing-down' })
+  t.notMatch(down.body, /127\.0\.0\.1|ECONN/, 'no host or network code')
+  t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).json().total, 0, 'still no order stored')
+  await sandbox.billing.up()
 })
 
 t.test('the CRM down, hanging, failing or over its quota: 503 CRM_UNAVAILABLE, the order stored Failed with the class', async (t) => {
@@ -245,6 +254,26 @@ t.test('PostgreSQL hung or stopped: the order routes answer 500 DATABASE_UNAVAIL
   await cluster.start()
   await waitFor('the orders to be served again', async () => (await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode === 200)
   t.pass('recovers without restarting the service')
+})
+
+t.test('the business pool exhausted: callers wait DATABASE_CONNECT_TIMEOUT_MS, then 500 DATABASE_UNAVAILABLE; /health is unaffected', async (t) => {
+  const app = await buildTestApp(t, { DATABASE_POOL_MAX: '1', DATABASE_CONNECT_TIMEOUT_MS: '400' })
+  const token = await login(app)
+  const lent = await app.pg.connect()
+  let returned = false
+  const giveBack = () => {
+    if (!returned) lent.release()
+    returned = true
+  }
+  t.teardown(giveBack)
+  const { response, elapsed } = await timed(app, { url: '/api/orders', headers: bearer(token) })
+  t.same(response.json(), { ...DATABASE_UNAVAILABLE, correlationId: response.headers['x-correlation-id'] }, '500 DATABASE_UNAVAILABLE')
+  t.ok(elapsed >= 350 && elapsed < 400 + MARGIN_MS, `after the connect timeout (${Math.round(elapsed)} ms)`)
+  const health = await app.inject('/health')
+  t.equal(health.statusCode, 200, '/health answers ok: its probe has a connection of its own')
+  t.same(health.json(), { status: 'ok', checks: { database: 'ok', cache: 'ok' } })
+  giveBack()
+  t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode, 200, 'served again once the connection is back')
 })
 
 t.test('PostgreSQL at max_connections: 500 DATABASE_UNAVAILABLE at once, served again once connections free', async (t) => {
