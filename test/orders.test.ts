@@ -82,6 +82,20 @@ t.test('telecom always failing: retries, then Failed with the reason; jobs healt
   t.match(jobs, { failed: 6, health: 'degraded' }, '6 failed jobs: degraded (> 5)')
 })
 
+t.test('telecom or the CRM refusing connections during provisioning: retried, then Failed with connection_refused', async (t) => {
+  for (const upstream of ['telecom', 'crm'] as const) {
+    const sandbox = await startTestSandbox(t)
+    const app = await buildTestApp(t, { PROVISIONING_ATTEMPTS: '2', PROVISIONING_BACKOFF_MS: '20' }, sandbox)
+    const order = await placeOrder(app, await login(app))
+    await sandbox[upstream].down()
+    await app.jobQueue.enqueue(order.crmOrderId)
+    await waitFor(`Failed with ${upstream} down`, async () => (await app.orders.findByCrmId(order.crmOrderId))?.status === 'Failed', 30_000)
+    t.match(await app.orders.findByCrmId(order.crmOrderId), { status: 'Failed', failureReason: /^connection_refused: /, provisioningAttempts: 2 }, `${upstream} down: two attempts, then Failed with the class`)
+    t.equal(sandbox.telecom.activations.length, upstream === 'telecom' ? 0 : 1, `${upstream} down: the telecom step ${upstream === 'telecom' ? 'never happened' : 'happened once, not per attempt'}`)
+    await sandbox[upstream].up()
+  }
+})
+
 t.test('telecom rate-limiting (429) during provisioning: the attempts are retried, one activation once the limit lifts', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { PROVISIONING_ATTEMPTS: '5', PROVISIONING_BACKOFF_MS: '20' }, sandbox)

@@ -41,6 +41,21 @@ t.test('100 events: 100 orders Active, each step once; the replay key holds the 
   t.match(check.checks.events, { status: 'ok' }, 'the events check passes while connected')
 })
 
+t.test('an event naming an order the CRM does not have is skipped: nothing stored or provisioned, the stream moves on', async (t) => {
+  const sandbox = await startTestSandbox(t, STREAMING)
+  const app = await buildTestApp(t, EVENTS_ON, sandbox)
+  await connected(app, sandbox)
+  const [known] = await seedCrmOrders(sandbox, 1)
+  const unknown = '801000000000999AAA'
+  sandbox.crm.publishOrderProvisionRequested(unknown)
+  const lastReplayId = sandbox.crm.publishOrderProvisionRequested(known!)
+  await waitFor('the known order Active', () => allActive(app, [known!]), 30_000)
+  t.equal(await app.orders.findByCrmId(unknown), null, 'no order stored for the unknown one')
+  t.equal(sandbox.telecom.activations.length, 1, 'one activation: the known order\'s')
+  t.equal((await app.inject('/health/queues')).json().jobs.failed, 0, 'no job made and failed for it')
+  await waitFor('the replay position past both', async () => (await app.redis.get(app.eventSubscription.replayKey)) === String(lastReplayId))
+})
+
 t.test('a batch is handed off a chunk at a time, CRM_QUEUE_CONCURRENCY events at once', async (t) => {
   const sandbox = await startTestSandbox(t, STREAMING)
   const app = await buildTestApp(t, { ...EVENTS_ON, CRM_QUEUE_CONCURRENCY: '4' }, sandbox)
