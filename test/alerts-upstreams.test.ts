@@ -64,3 +64,16 @@ t.test('API p95 (> 2 s, > 5 s), CRM or billing (> 2 s, > 5 s) and telecom (> 3 s
   await slow(5100, 10_100)
   for (const measure of measures) await expectLevel(t, app, measure, 'critical', 'billing 5.1 s, telecom 10.1 s')
 })
+
+t.test('the CRM slower than billing: crm_billing_response_time follows the slower of the two', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { UPSTREAM_TIMEOUT_MS: '15000' }, sandbox)
+  await app.billing.health(AbortSignal.timeout(5000))
+  await app.crm.getLimits(AbortSignal.timeout(5000))
+  await expectLevel(t, app, 'crm_billing_response_time', 'ok', 'both fast')
+  sandbox.crm.injectFault({ kind: 'latency', ms: 2100, route: 'rest' })
+  // Two slow samples beside the fast one: the CRM's 95th percentile is a slow one.
+  await Promise.all([app.crm.getLimits(AbortSignal.timeout(15_000)), app.crm.getLimits(AbortSignal.timeout(15_000))])
+  await app.billing.health(AbortSignal.timeout(5000))
+  await expectLevel(t, app, 'crm_billing_response_time', 'warning', 'the CRM at 2.1 s, billing fast')
+})
