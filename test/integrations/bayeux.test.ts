@@ -286,6 +286,16 @@ t.test('reconnect none and HTTP 5xx are failures: back off, then handshake again
   t.match(stream.subscriber.stats(), { lastError: 'reconnect_none', reconnects: 2 })
 })
 
+t.test('a quota refusal ("limit exceeded") is quota_exceeded: back off, then handshake again and receive', async t => {
+  crm.injectFault({ kind: 'error', route: 'cometd/meta/handshake', message: '403::Organization concurrent user limit exceeded', times: 1 })
+  const stream = subscription(t, { from: -1 })
+  await stream.connected()
+  t.same(stream.states, ['connecting', 'failed', 'connecting', 'connected'])
+  t.equal(stream.subscriber.stats().lastError, 'quota_exceeded')
+  const event = publish()
+  await until(() => stream.received().includes(event), 'an event after the recovery')
+})
+
 t.test('stop() ends at once, mid long poll, and says /meta/disconnect', async t => {
   const stream = subscription(t, { from: -1, connectTimeoutMarginMs: 60_000 })
   await stream.connected()
