@@ -62,6 +62,9 @@ const RELEASE_LEASE = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`
 
+// How long the CRM retains platform events: past it, a floor names events that are gone anyway.
+const RETENTION_MS = 72 * 3600 * 1000
+
 function localState (state: SubscriberState): SubscriptionState {
   return state === 'connected' ? 'connected' : state === 'failed' ? 'failed' : 'connecting'
 }
@@ -74,6 +77,13 @@ function localState (state: SubscriberState): SubscriptionState {
 export class EventSubscription {
   readonly instance = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`
   readonly replayKey: string
+  /**
+   * The first event of a batch refused before any position was stored. Resubscribing from -1 would
+   * skip that batch, and replay IDs must not be computed, so the subscription replays every retained
+   * event (-2) and ignores those below the floor: the ones from before it started, as -1 meant.
+   */
+  readonly floorKey: string
+  #skipBelow: number | undefined
   readonly #leaseKey: string
   readonly #stateKey: string
   #state: SubscriptionState
@@ -83,6 +93,7 @@ export class EventSubscription {
 
   constructor (private readonly options: EventSubscriptionOptions) {
     this.replayKey = `${options.keyPrefix}crm:pe:replay:${ORDER_PROVISION_CHANNEL}`
+    this.floorKey = `${options.keyPrefix}crm:pe:floor:${ORDER_PROVISION_CHANNEL}`
     this.#leaseKey = `${options.keyPrefix}crm:pe:lease:${ORDER_PROVISION_CHANNEL}`
     this.#stateKey = `${options.keyPrefix}crm:pe:state:${ORDER_PROVISION_CHANNEL}`
     this.#state = options.enabled ? 'standby' : 'disabled'
@@ -163,20 +174,30 @@ export class EventSubscription {
       apiVersion,
       channel: ORDER_PROVISION_CHANNEL,
       replayFrom: async () => {
-        const stored = await redis.get(this.replayKey)
-        return stored !== null ? Number(stored) : replay === 'ALL' ? -2 : -1
+        const [stored, floor] = await redis.mget(this.replayKey, this.floorKey)
+        this.#skipBelow = stored === null && floor !== null ? Number(floor) : undefined
+        if (stored !== null) return Number(stored)
+        return replay === 'ALL' || this.#skipBelow !== undefined ? -2 : -1
       },
       fallbackReplay: replay === 'ALL' ? -2 : -1,
       // The stored position is no longer valid: forget it, so the fallback's positions can be stored.
-      onInvalidReplay: async () => { await redis.del(this.replayKey) },
+      onInvalidReplay: async () => { await redis.del(this.replayKey, this.floorKey) },
       onEvents: async (events) => {
+        const skipBelow = this.#skipBelow
+        const wanted = skipBelow === undefined ? events : events.filter((event) => event.data.event.replayId >= skipBelow)
         // A chunk of events at a time, handed off together: one by one, a batch would take a CRM
         // round trip per event, whatever the CRM queue's concurrency. The position moves past a
         // chunk once all of it is handed off; a crash mid-chunk repeats the chunk, and hand-off is
         // idempotent (the order is stored once, its job id is the CRM order id).
-        for (let start = 0; start < events.length; start += handOffConcurrency) {
-          const chunk = events.slice(start, start + handOffConcurrency)
-          await Promise.all(chunk.map(handOff))
+        for (let start = 0; start < wanted.length; start += handOffConcurrency) {
+          const chunk = wanted.slice(start, start + handOffConcurrency)
+          try {
+            await Promise.all(chunk.map(handOff))
+          } catch (error) {
+            // Only the first refusal sets it (NX), and it counts only while no position is stored.
+            await redis.set(this.floorKey, String(chunk[0]!.data.event.replayId), 'PX', RETENTION_MS, 'NX').catch(() => {})
+            throw error
+          }
           const lastReplayId = Math.max(...chunk.map((event) => event.data.event.replayId))
           await redis.eval(ADVANCE_REPLAY, 1, this.replayKey, String(lastReplayId))
         }

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildTestApp, startTestSandbox, tempDir, testSchemaUrl } from './helpers/app.js'
+import { PrivatePostgres } from './helpers/private-postgres.js'
 import { waitFor } from './helpers/processes.js'
 import { provisioningOutcome, seedCrmOrders } from './helpers/provisioning.js'
 import type { FastifyInstance } from 'fastify'
@@ -54,6 +55,28 @@ t.test('an event naming an order the CRM does not have is skipped: nothing store
   t.equal(sandbox.telecom.activations.length, 1, 'one activation: the known order\'s')
   t.equal((await app.inject('/health/queues')).json().jobs.failed, 0, 'no job made and failed for it')
   await waitFor('the replay position past both', async () => (await app.redis.get(app.eventSubscription.replayKey)) === String(lastReplayId))
+})
+
+t.test('PostgreSQL stopped when the first events arrive: the batch is refused; once it is back every order is provisioned once, none from before the start', async (t) => {
+  const cluster = await PrivatePostgres.start()
+  t.teardown(() => cluster.destroy())
+  const sandbox = await startTestSandbox(t, STREAMING)
+  // Retained by the CRM, but published before the subscription starts from the latest event.
+  const [earlier] = await seedCrmOrders(sandbox, 1)
+  sandbox.crm.publishOrderProvisionRequested(earlier!)
+  const app = await buildTestApp(t, { ...EVENTS_ON, DATABASE_URL: cluster.url, DATABASE_CONNECT_TIMEOUT_MS: '500', DATABASE_QUERY_TIMEOUT_MS: '1000' }, sandbox)
+  await connected(app, sandbox)
+  const ids = await seedCrmOrders(sandbox, 4)
+  t.equal(await app.redis.get(app.eventSubscription.replayKey), null, 'no position stored yet: nothing has been handed off')
+  await cluster.stop()
+  for (const id of ids) sandbox.crm.publishOrderProvisionRequested(id)
+  await waitFor('the batch refused', async () => (await events(app)).lastError === 'events_rejected', 15_000)
+  t.equal(await app.redis.get(app.eventSubscription.replayKey), null, 'no position stored for events that were not handed off')
+  await cluster.start()
+  await waitFor('every order Active', () => allActive(app, ids), 60_000)
+  t.same(provisioningOutcome(sandbox, ids), { activations: 4, distinctKeys: 4, keysUsedOnce: 4, billingAccepted: 4, crmActivated: 4 }, 'each step once')
+  t.equal(await app.orders.findByCrmId(earlier), null, 'the event from before the subscription started is still left alone, as LATEST says')
+  t.ok((await events(app)).reconnects >= 1, 'the stream handshook again to get the batch redelivered')
 })
 
 t.test('a batch is handed off a chunk at a time, CRM_QUEUE_CONCURRENCY events at once', async (t) => {
