@@ -75,7 +75,7 @@ t.test('PostgreSQL stopped when the first events arrive: the batch is refused; o
   await cluster.start()
   await waitFor('every order Active', () => allActive(app, ids), 60_000)
   t.same(provisioningOutcome(sandbox, ids), { activations: 4, distinctKeys: 4, keysUsedOnce: 4, billingAccepted: 4, crmActivated: 4 }, 'each step once')
-  t.equal(await app.orders.findByCrmId(earlier), null, 'the event from before the subscription started is still left alone, as LATEST says')
+  t.equal(await app.orders.findByCrmId(earlier!), null, 'the event from before the subscription started is still left alone, as LATEST says')
   t.ok((await events(app)).reconnects >= 1, 'the stream handshook again to get the batch redelivered')
 })
 
