@@ -54,3 +54,25 @@ t.test('a heartbeat every 15 s, and the streams drop when Redis fails', async (t
   await waitFor('the stream to end', async () => stream.ended, 5000)
   t.pass('the stream dropped; the client reconnects')
 })
+
+t.test('Redis hung: open streams stay open and silent, a change is stored but not announced; once it answers, changes arrive again', async (t) => {
+  const redis = await PrivateRedis.start()
+  t.teardown(() => redis.kill())
+  const app = await buildTestApp(t, { REDIS_URL: redis.url, REDIS_COMMAND_TIMEOUT_MS: '500', AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const token = await login(app)
+  const stream = await SseClient.open(`${url}/api/events`, bearer(token))
+  t.teardown(() => stream.close())
+
+  redis.hang()
+  const placed = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
+  t.equal(placed.statusCode, 201, 'the order is placed and stored')
+  await new Promise((resolve) => setTimeout(resolve, 1000))
+  t.equal(stream.ended, false, 'the stream stays open (the socket to Redis is still there)')
+  t.same(statuses(stream), [], 'its Pending Review was not announced')
+
+  redis.resume()
+  await app.jobQueue.enqueue(placed.json().crmOrderId)
+  await waitFor('Active on the stream', async () => statuses(stream).includes('Active'), 15_000)
+  t.same(statuses(stream), ['Provisioning', 'Active'], 'the changes after Redis answers again')
+})
