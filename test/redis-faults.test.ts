@@ -50,7 +50,7 @@ t.test('Redis hung: /health/queues answers within one command timeout with jobs 
   t.type((await app.inject('/health/queues')).json().jobs, 'object', 'job counts again once Redis answers')
 })
 
-t.test('Redis at maxmemory refusing writes: /health ok, reads served but not stored, logout 503, limiting stops; all back once it has room', async (t) => {
+t.test('Redis at maxmemory refusing writes: /health ok, reads served but not stored, logout 503, limiting stops, nothing announced or queued; all back once it has room', async (t) => {
   const { app, admin } = await privateRedisApp(t)
   const token = await login(app)
   await admin.config('SET', 'maxmemory-policy', 'noeviction')
@@ -79,6 +79,11 @@ t.test('Redis at maxmemory refusing writes: /health ok, reads served but not sto
   const logout = await app.inject({ method: 'POST', url: '/auth/logout', headers: bearer(token) })
   t.equal(logout.statusCode, 503, 'logout cannot store the revocation')
   t.match(logout.json(), { code: 'AUTH_UNAVAILABLE', message: 'Authentication is temporarily unavailable' })
+
+  const placed = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
+  t.equal(placed.statusCode, 201, 'an order is placed and stored (PostgreSQL holds it)')
+  t.same(await app.orderEvents.backlog(1, '0-0'), [], 'its status change is not announced: the backlog entry was refused')
+  await t.rejects(app.jobQueue.enqueue(placed.json().crmOrderId), /OOM/, 'its job cannot be queued, so an event hand-off would be refused')
 
   await admin.config('SET', 'maxmemory', '0')
   const again = await app.inject({ url: '/api/invoices?page=3', headers: bearer(token) })
