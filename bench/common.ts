@@ -91,6 +91,12 @@ export function ownPeakRssMb (): number {
   return process.resourceUsage().maxRSS / 1024
 }
 
+/** Stops a server started by `withServers` before the end (SIGTERM, and its exit awaited). */
+export async function stop ({ child, exit }: ServiceProcess): Promise<void> {
+  child.kill('SIGTERM')
+  await exit
+}
+
 /** Runs `work` with a way to start servers; whatever happens, every server it started is stopped. */
 export async function withServers<T> (work: (start: (options: RunOptions) => Promise<ServiceProcess>) => Promise<T>): Promise<T> {
   const servers: ServiceProcess[] = []
@@ -102,9 +108,6 @@ export async function withServers<T> (work: (start: (options: RunOptions) => Pro
   try {
     return await work(start)
   } finally {
-    await Promise.all(servers.map(async ({ child, exit }) => {
-      child.kill('SIGTERM')
-      await exit
-    }))
+    await Promise.all(servers.map(stop))
   }
 }
