@@ -1,22 +1,14 @@
 import t, { type Test } from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
-import { Redis } from 'ioredis'
 import type { FastifyInstance } from 'fastify'
-import { buildTestApp } from './helpers/app.js'
-import { PrivateRedis } from './helpers/private-redis.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
 import { expectLevel } from './helpers/alerts.js'
 
 // Core status and the cache measures, on a private Redis the test may stop, hang and limit.
 
-async function privateRedisApp (t: Test): Promise<{ redis: PrivateRedis, app: FastifyInstance, admin: Redis }> {
-  const redis = await PrivateRedis.start()
-  t.teardown(() => redis.kill())
-  const app = await buildTestApp(t, { REDIS_URL: redis.url, HEALTH_CHECK_TIMEOUT_MS: '500' })
-  const admin = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  admin.on('error', () => {})
-  t.teardown(() => admin.disconnect())
-  return { redis, app, admin }
+function privateRedisApp (t: Test) {
+  return buildTestAppOnPrivateRedis(t, { HEALTH_CHECK_TIMEOUT_MS: '500' })
 }
 
 const read = (app: FastifyInstance, key: string) => app.servicesCache.getOrLoad('client', key, async () => ({ key }))
@@ -64,8 +56,8 @@ t.test('cache latency p95: > 10 ms warns, > 50 ms is critical', async (t) => {
 })
 
 t.test('cache memory against maxmemory: > 80 % warns, > 95 % is critical; no limit, no judgement', async (t) => {
-  const { app, admin } = await privateRedisApp(t)
-  await admin.connect()
+  const { redis, app } = await privateRedisApp(t)
+  const admin = redis.client(t)
   const none = await expectLevel(t, app, 'cache_memory', 'ok', 'no maxmemory')
   t.equal(none.value, null, 'no value without a limit')
   t.match(none.note, /no maxmemory/, 'the row says Redis has no limit')

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import SwaggerParser from '@apidevtools/swagger-parser'
 import { buildTestApp, tempDir } from './helpers/app.js'
-import { PrivateRedis } from './helpers/private-redis.js'
+import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
 import { ChangeLog, judge, readingsOf, type MonitoringSnapshot } from '../lib/alerts.js'
 import { THRESHOLDS } from '../lib/thresholds.js'
@@ -43,9 +43,7 @@ t.test('GET /health/alerts: every row of the thresholds table, in order, with va
 
 t.test('a change of core health or alert level is logged once, not on every probe', async (t) => {
   const logDir = tempDir('logs')
-  const redis = await PrivateRedis.start()
-  t.teardown(() => redis.kill())
-  const app = await buildTestApp(t, { REDIS_URL: redis.url, LOG_DIR: logDir, HEALTH_CHECK_TIMEOUT_MS: '500' })
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { LOG_DIR: logDir, HEALTH_CHECK_TIMEOUT_MS: '500' })
   const probe = async (times: number) => {
     for (let i = 0; i < times; i++) {
       await app.inject(i % 2 === 0 ? '/health/alerts' : '/status/summary')

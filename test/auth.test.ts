@@ -1,7 +1,7 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { buildTestApp, startTestSandbox, testEnv } from './helpers/app.js'
-import { PrivateRedis } from './helpers/private-redis.js'
+import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { bearer, handMadeToken, login } from './helpers/tokens.js'
 
 const SECRET = testEnv().JWT_SECRET!
@@ -71,9 +71,7 @@ t.test('expired, forged, alg none and garbage tokens are 401 with the error body
 t.test('with Redis down, token checks fail closed by default and open when told; logout is 503 either way', async (t) => {
   const sandbox = await startTestSandbox(t)
   for (const failClosed of [true, false]) {
-    const redis = await PrivateRedis.start()
-    t.teardown(() => redis.kill())
-    const app = await buildTestApp(t, { REDIS_URL: redis.url, AUTH_BLACKLIST_FAIL_CLOSED: String(failClosed) }, sandbox)
+    const { redis, app } = await buildTestAppOnPrivateRedis(t, { AUTH_BLACKLIST_FAIL_CLOSED: String(failClosed) }, sandbox)
     const token = await login(app)
     await redis.kill()
     const response = await app.inject({ url: '/api/invoices', headers: bearer(token) })
@@ -93,9 +91,7 @@ t.test('with Redis down, token checks fail closed by default and open when told;
 })
 
 t.test('with Redis hung, a token check answers 503 AUTH_UNAVAILABLE once the command timeout passes, and recovers', async (t) => {
-  const redis = await PrivateRedis.start()
-  t.teardown(() => redis.kill())
-  const app = await buildTestApp(t, { REDIS_URL: redis.url, REDIS_COMMAND_TIMEOUT_MS: '500' })
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { REDIS_COMMAND_TIMEOUT_MS: '500' })
   const token = await login(app)
   redis.hang()
   const started = performance.now()

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
 import { waitFor } from './helpers/processes.js'
-import { PrivateRedis } from './helpers/private-redis.js'
+import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { SseClient } from './helpers/sse.js'
 import { bearer, login } from './helpers/tokens.js'
 
@@ -42,9 +42,7 @@ t.test('a client sees its order go Pending Review → Provisioning → Active, r
 })
 
 t.test('a heartbeat every 15 s, and the streams drop when Redis fails', async (t) => {
-  const redis = await PrivateRedis.start()
-  t.teardown(() => redis.kill())
-  const app = await buildTestApp(t, { REDIS_URL: redis.url, AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
   const stream = await SseClient.open(`${url}/api/events`, bearer(await login(app)))
   t.teardown(() => stream.close())
@@ -56,9 +54,7 @@ t.test('a heartbeat every 15 s, and the streams drop when Redis fails', async (t
 })
 
 t.test('Redis hung: open streams stay open and silent, a change is stored but not announced; once it answers, changes arrive again', async (t) => {
-  const redis = await PrivateRedis.start()
-  t.teardown(() => redis.kill())
-  const app = await buildTestApp(t, { REDIS_URL: redis.url, REDIS_COMMAND_TIMEOUT_MS: '500', AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { REDIS_COMMAND_TIMEOUT_MS: '500', AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
   const token = await login(app)
   const stream = await SseClient.open(`${url}/api/events`, bearer(token))

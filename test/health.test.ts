@@ -1,7 +1,7 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, TEST_DATABASE, ensureTestDatabase } from './helpers/app.js'
-import { PrivateRedis } from './helpers/private-redis.js'
+import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { PrivatePostgres } from './helpers/private-postgres.js'
 import { PgCountingProxy } from '../tools/pg-counting-proxy.js'
 import { waitFor } from './helpers/processes.js'
@@ -38,9 +38,7 @@ t.test('GET /health is ok when PostgreSQL and Redis are up', async (t) => {
 })
 
 t.test('a private Redis hung, resumed, killed and restarted', async (t) => {
-  const redis = await PrivateRedis.start()
-  t.teardown(() => redis.kill())
-  const app = await buildTestApp(t, { REDIS_URL: redis.url, HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) })
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) })
   t.equal((await health(app)).statusCode, 200)
 
   redis.hang()

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, tempDir } from './helpers/app.js'
-import { PrivateRedis } from './helpers/private-redis.js'
+import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
 
 type LogLine = Record<string, unknown>
@@ -67,9 +67,7 @@ t.test('log lines carry the contract fields, redact secrets and split by level',
 
 t.test('a request of 2000 ms or more is marked slow', async (t) => {
   const logDir = tempDir('logs')
-  const redis = await PrivateRedis.start()
-  t.teardown(() => redis.kill())
-  const app = await buildTestApp(t, { LOG_DIR: logDir, REDIS_URL: redis.url, HEALTH_CHECK_TIMEOUT_MS: '2000', REDIS_COMMAND_TIMEOUT_MS: '5000' })
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { LOG_DIR: logDir, HEALTH_CHECK_TIMEOUT_MS: '2000', REDIS_COMMAND_TIMEOUT_MS: '5000' })
   await sleep(1000)
   redis.hang()
   const response = await app.inject({ method: 'GET', url: '/health', headers: { 'x-correlation-id': 'slow-probe' } })

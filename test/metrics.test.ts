@@ -1,5 +1,4 @@
 import t from 'tap'
-import { Redis } from 'ioredis'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
 import { PrivateRedis } from './helpers/private-redis.js'
 import { findPromtool, parseExposition, promtool, typeOf } from '../scripts/promtool.js'
@@ -18,8 +17,7 @@ function seriesOf (source: PrometheusSource): string[] {
 t.test('/metrics is Prometheus text carrying every measure and the process metrics', async (t) => {
   const redis = await PrivateRedis.start()
   t.teardown(() => redis.kill())
-  const admin = new Redis(redis.url)
-  t.teardown(() => admin.disconnect())
+  const admin = redis.client(t)
   await admin.config('SET', 'maxmemory', String(64 * 1024 * 1024))
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { REDIS_URL: redis.url }, sandbox)

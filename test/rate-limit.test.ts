@@ -1,6 +1,6 @@
 import t from 'tap'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
-import { PrivateRedis } from './helpers/private-redis.js'
+import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { bearer, login } from './helpers/tokens.js'
 
 t.test('past the limit: 429 with Retry-After, shared by two instances on one Redis', async (t) => {
@@ -35,9 +35,7 @@ t.test('login is limited more strictly, per IP', async (t) => {
 })
 
 t.test('with Redis down, limiting stops and requests pass; it is counted', async (t) => {
-  const redis = await PrivateRedis.start()
-  t.teardown(() => redis.kill())
-  const app = await buildTestApp(t, { REDIS_URL: redis.url, RATE_LIMIT_MAX: '2', AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { RATE_LIMIT_MAX: '2', AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
   const token = await login(app)
   await redis.kill()
   const statuses = []

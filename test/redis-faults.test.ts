@@ -1,8 +1,6 @@
 import t, { type Test } from 'tap'
-import { Redis } from 'ioredis'
 import type { FastifyInstance, InjectOptions } from 'fastify'
-import { buildTestApp } from './helpers/app.js'
-import { PrivateRedis } from './helpers/private-redis.js'
+import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
 import { bearer, login } from './helpers/tokens.js'
 
@@ -11,13 +9,8 @@ import { bearer, login } from './helpers/tokens.js'
 
 const COMMAND_TIMEOUT_MS = 500
 
-async function privateRedisApp (t: Test, overrides: Record<string, string> = {}): Promise<{ redis: PrivateRedis, app: FastifyInstance, admin: Redis }> {
-  const redis = await PrivateRedis.start()
-  t.teardown(() => redis.kill())
-  const app = await buildTestApp(t, { REDIS_URL: redis.url, REDIS_COMMAND_TIMEOUT_MS: String(COMMAND_TIMEOUT_MS), ...overrides })
-  const admin = new Redis(redis.url, { maxRetriesPerRequest: 0 })
-  t.teardown(() => admin.disconnect())
-  return { redis, app, admin }
+function privateRedisApp (t: Test, overrides: Record<string, string> = {}) {
+  return buildTestAppOnPrivateRedis(t, { REDIS_COMMAND_TIMEOUT_MS: String(COMMAND_TIMEOUT_MS), ...overrides })
 }
 
 async function timed (app: FastifyInstance, options: InjectOptions | string) {
@@ -51,7 +44,8 @@ t.test('Redis hung: /health/queues answers within one command timeout with jobs 
 })
 
 t.test('Redis at maxmemory refusing writes: /health ok, reads served but not stored, logout 503, limiting stops, nothing announced or queued; all back once it has room', async (t) => {
-  const { app, admin } = await privateRedisApp(t)
+  const { redis, app } = await privateRedisApp(t)
+  const admin = redis.client(t)
   const token = await login(app)
   await admin.config('SET', 'maxmemory-policy', 'noeviction')
   // Any limit below what Redis already uses: every command that may grow memory is refused (OOM).

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
-import { PrivateRedis } from './helpers/private-redis.js'
+import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import type { FastifyInstance } from 'fastify'
 
 function readInvoice (app: FastifyInstance, invoiceId: number) {
@@ -32,9 +32,7 @@ t.test('the second read is a hit, and the report says so', async (t) => {
 
 t.test('with the cache Redis stopped, reads still succeed from the upstream', async (t) => {
   const sandbox = await startTestSandbox(t)
-  const redis = await PrivateRedis.start()
-  t.teardown(() => redis.kill())
-  const app = await buildTestApp(t, { REDIS_URL: redis.url }, sandbox)
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, {}, sandbox)
   const invoiceId = sandbox.billing.invoices[0]!.id
   await readInvoice(app, invoiceId)
 

@@ -3,7 +3,10 @@ import { Redis } from 'ioredis'
 import { rmSync } from 'node:fs'
 import { freePort } from './ports.js'
 import { exited, waitFor } from './processes.js'
-import { tempDir } from './app.js'
+import type { Test } from 'tap'
+import type { FastifyInstance } from 'fastify'
+import type { Sandbox } from '../../sandbox/index.js'
+import { buildTestApp, tempDir } from './app.js'
 
 /**
  * A redis-server of the test's own, on its own port, which the test may stop, hang or kill
@@ -47,6 +50,14 @@ export class PrivateRedis {
   hang (): void { process.kill(this.pid, 'SIGSTOP') }
   resume (): void { process.kill(this.pid, 'SIGCONT') }
 
+  /** A connection for the test's own commands (CONFIG, INFO), closed with the test; it does not reconnect. */
+  client (t: Test): Redis {
+    const client = new Redis(this.url, { maxRetriesPerRequest: 0, retryStrategy: () => null })
+    client.on('error', () => {})
+    t.teardown(() => client.disconnect())
+    return client
+  }
+
   /** A clean shutdown (SIGTERM: clients are disconnected, the append-only file is flushed). */
   async stop (): Promise<void> {
     await this.#end('SIGTERM')
@@ -65,4 +76,12 @@ export class PrivateRedis {
     child.kill(signal)
     await exited(child)
   }
+}
+
+/** The app pointed at a redis-server of the test's own, which the test may stop, hang or kill; both end with the test. */
+export async function buildTestAppOnPrivateRedis (t: Test, overrides: Record<string, string> = {}, sandbox?: Sandbox): Promise<{ redis: PrivateRedis, app: FastifyInstance }> {
+  const redis = await PrivateRedis.start()
+  t.teardown(() => redis.kill())
+  const app = await buildTestApp(t, { REDIS_URL: redis.url, ...overrides }, sandbox)
+  return { redis, app }
 }
