@@ -42,9 +42,18 @@ export class HealthCheckRegistry {
     return [...this.#checks.keys()]
   }
 
-  run (): Promise<Record<string, CheckResult>> {
+  /**
+   * The last run's results while they may still be reused, else undefined: callers that answer
+   * many requests a second take them without a promise, and call `run` only when this is empty.
+   */
+  get reusable (): Record<string, CheckResult> | undefined {
     const last = this.#last
-    if (last !== undefined && performance.now() - last.finishedAt < this.#options.reuseMs) return Promise.resolve(last.results)
+    return last !== undefined && performance.now() - last.finishedAt < this.#options.reuseMs ? last.results : undefined
+  }
+
+  run (): Promise<Record<string, CheckResult>> {
+    const reusable = this.reusable
+    if (reusable !== undefined) return Promise.resolve(reusable)
     this.#inFlight ??= this.#runAll().finally(() => { this.#inFlight = undefined })
     return this.#inFlight
   }
