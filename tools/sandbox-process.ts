@@ -1,0 +1,46 @@
+import { join } from 'node:path'
+import { projectRoot } from '../lib/project-root.js'
+import { exited, runServer } from './service-process.js'
+
+export interface SandboxProcess {
+  /** The service settings it printed (URLs and credentials), as `npm run sandbox` shows them. */
+  settings: Record<string, string>
+  stop: () => Promise<void>
+}
+
+/**
+ * The upstream sandbox as its own process (`dist/sandbox/cli.js`, what `npm run sandbox` runs) on
+ * ephemeral ports: a client measured against it does not share its event loop with the simulators.
+ */
+export async function startSandboxProcess (timeoutMs = 30_000): Promise<SandboxProcess> {
+  const { child, exit, stderr } = runServer({
+    entry: join(projectRoot, 'dist', 'sandbox', 'cli.js'),
+    env: { SANDBOX_BILLING_PORT: '0', SANDBOX_CRM_PORT: '0', SANDBOX_TELECOM_PORT: '0' }
+  })
+  const stop = async () => {
+    child.kill('SIGTERM')
+    await exited(child)
+  }
+  const settings: Record<string, string> = {}
+  let output = ''
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+  try {
+    child.stdout!.setEncoding('utf8')
+    // The settings are the last lines it prints; the telecom key is the last of them.
+    for await (const chunk of child.stdout! as AsyncIterable<string>) {
+      output += chunk
+      if (/^TELECOM_API_KEY=.*\n/m.test(output)) break
+    }
+  } finally {
+    clearTimeout(timer)
+  }
+  for (const line of output.split('\n')) {
+    const setting = /^([A-Z_]+)=(.*)$/.exec(line)
+    if (setting !== null) settings[setting[1]!] = setting[2]!
+  }
+  if (settings.TELECOM_API_KEY === undefined) {
+    await stop()
+    throw new Error(`the sandbox did not start (exit ${String(await exit)}): ${stderr()}`)
+  }
+  return { settings, stop }
+}
