@@ -102,12 +102,21 @@ export class OrderStore {
     return rows[0] === undefined ? null : toOrder(rows[0])
   }
 
+  /**
+   * One page of a client's orders, newest first, and how many there are: one statement, so one
+   * pooled connection and one snapshot (a page past the end still gives the total).
+   */
   async listForClient (billingClientId: number, limit: number, offset: number): Promise<{ orders: Order[], total: number }> {
-    const [{ rows }, count] = await Promise.all([
-      this.pool.query<OrderRow>(`SELECT ${COLUMNS} FROM orders WHERE billing_client_id = $1 ORDER BY created_at DESC, id LIMIT $2 OFFSET $3`, [billingClientId, limit, offset]),
-      this.pool.query<{ total: string }>('SELECT count(*) AS total FROM orders WHERE billing_client_id = $1', [billingClientId])
-    ])
-    return { orders: rows.map(toOrder), total: Number(count.rows[0]?.total ?? 0) }
+    // A page past the end is one row of the total alone, its order columns null.
+    const { rows } = await this.pool.query<Omit<OrderRow, 'id'> & { id: string | null, total: string }>(
+      `SELECT counted.total, page.* FROM (SELECT count(*) AS total FROM orders WHERE billing_client_id = $1) AS counted
+       LEFT JOIN LATERAL (
+         SELECT ${COLUMNS} FROM orders WHERE billing_client_id = $1 ORDER BY created_at DESC, id LIMIT $2 OFFSET $3
+       ) AS page ON true`,
+      [billingClientId, limit, offset]
+    )
+    const orders = rows.filter((row): row is OrderRow & { total: string } => row.id !== null).map(toOrder)
+    return { orders, total: Number(rows[0]?.total ?? 0) }
   }
 
   async setCrmOrderId (id: string, crmOrderId: string): Promise<Order> {

@@ -30,6 +30,20 @@ t.test('an order goes to billing, to the CRM in Pending Review, and is stored', 
   t.equal((await app.inject({ url: '/api/orders', headers: bearer(other) })).json().total, 0)
 })
 
+t.test('the order list pages newest first, with the total on every page and past the last', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  const token = await login(app)
+  const [first, second, third] = [await placeOrder(app, token), await placeOrder(app, token), await placeOrder(app, token)]
+  const page = async (number: number) => (await app.inject({ url: `/api/orders?page=${number}&limit=2`, headers: bearer(token) })).json()
+  t.same((await page(1)).orders.map((order: { id: string }) => order.id), [third.id, second.id])
+  t.match(await page(1), { page: 1, limit: 2, total: 3 })
+  t.same((await page(2)).orders.map((order: { id: string }) => order.id), [first.id])
+  t.same(await page(3), { orders: [], page: 3, limit: 2, total: 3 })
+  const other = await login(app, 'john@example.com', 'battery-staple')
+  t.same((await app.inject({ url: '/api/orders?page=2', headers: bearer(other) })).json(), { orders: [], page: 2, limit: 25, total: 0 })
+})
+
 t.test('a provisioning job takes the order to Active, each step once', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, {}, sandbox)
