@@ -226,7 +226,7 @@ t.test('the CRM queue full: POST /api/orders is 503 CRM_UNAVAILABLE at once, the
   t.same(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'CRM service is temporarily unavailable', code: 'CRM_UNAVAILABLE', correlationId: 'crm-full' })
   t.ok(tookMs < 900, `answered in ${Math.round(tookMs)} ms, before the slot's call ends`)
   const [stored] = (await app.inject({ url: '/api/orders?limit=1', headers: bearer(token) })).json().orders
-  t.match(stored, { status: 'Failed', failureReason: 'crm_upstream_error: the CRM order could not be created', crmOrderId: null })
+  t.match(stored, { status: 'Failed', failureReason: 'crm_queue_full: the CRM order could not be created', crmOrderId: null })
   t.equal(app.crmQueue.metrics().failedRequests, 1, 'the refusal counts as a failed request')
   await holding
   sandbox.crm.clearFaults()

@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { BillingUnavailableError, CrmUnavailableError, OrderNotFoundError, OrderRejectedError } from '../../lib/errors.js'
 import { classifyFailure, UpstreamFailure } from '../../lib/failure.js'
+import { QueueFullError } from '../../lib/request-queue.js'
 import { NewOrderRequest, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../schemas/orders.js'
 
 const errors = { 401: Type.Ref('ErrorResponse'), 404: Type.Ref('ErrorResponse'), 422: Type.Ref('ErrorResponse'), 503: Type.Ref('ErrorResponse') }
@@ -39,7 +40,9 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         Product__c: String(productId)
       }, signal))
     } catch (error) {
-      const failed = await orders.changeStatus(order.id, 'Failed', `crm_${classifyFailure(error)}: the CRM order could not be created`)
+      // A full queue is this instance's overload, not an answer of the CRM: the reason says which.
+      const cause = error instanceof QueueFullError ? 'queue_full' : classifyFailure(error)
+      const failed = await orders.changeStatus(order.id, 'Failed', `crm_${cause}: the CRM order could not be created`)
       if (failed !== null) await orderEvents.publish(failed)
       throw error instanceof UpstreamFailure ? new CrmUnavailableError({ cause: error }) : error
     }
