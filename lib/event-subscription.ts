@@ -83,6 +83,12 @@ export class EventSubscription {
    * event (-2) and ignores those below the floor: the ones from before it started, as -1 meant.
    */
   readonly floorKey: string
+  /**
+   * A floor that Redis could not take when its batch was refused (Redis was the cause, say): kept
+   * here and stored once Redis answers, before this instance resubscribes. Another instance taking
+   * over meanwhile does not know it.
+   */
+  #unstoredFloor: number | undefined
   #skipBelow: number | undefined
   readonly #leaseKey: string
   readonly #stateKey: string
@@ -174,14 +180,22 @@ export class EventSubscription {
       apiVersion,
       channel: ORDER_PROVISION_CHANNEL,
       replayFrom: async () => {
-        const [stored, floor] = await redis.mget(this.replayKey, this.floorKey)
+        let [stored, floor] = await redis.mget(this.replayKey, this.floorKey)
+        if (stored === null && floor === null && this.#unstoredFloor !== undefined) {
+          floor = String(this.#unstoredFloor)
+          await redis.set(this.floorKey, floor, 'PX', RETENTION_MS, 'NX')
+        }
+        this.#unstoredFloor = undefined
         this.#skipBelow = stored === null && floor !== null ? Number(floor) : undefined
         if (stored !== null) return Number(stored)
         return replay === 'ALL' || this.#skipBelow !== undefined ? -2 : -1
       },
       fallbackReplay: replay === 'ALL' ? -2 : -1,
       // The stored position is no longer valid: forget it, so the fallback's positions can be stored.
-      onInvalidReplay: async () => { await redis.del(this.replayKey, this.floorKey) },
+      onInvalidReplay: async () => {
+        this.#unstoredFloor = undefined
+        await redis.del(this.replayKey, this.floorKey)
+      },
       onEvents: async (events) => {
         const skipBelow = this.#skipBelow
         const wanted = skipBelow === undefined ? events : events.filter((event) => event.data.event.replayId >= skipBelow)
@@ -195,7 +209,8 @@ export class EventSubscription {
             await Promise.all(chunk.map(handOff))
           } catch (error) {
             // Only the first refusal sets it (NX), and it counts only while no position is stored.
-            await redis.set(this.floorKey, String(chunk[0]!.data.event.replayId), 'PX', RETENTION_MS, 'NX').catch(() => {})
+            const floor = chunk[0]!.data.event.replayId
+            await redis.set(this.floorKey, String(floor), 'PX', RETENTION_MS, 'NX').catch(() => { this.#unstoredFloor ??= floor })
             throw error
           }
           const lastReplayId = Math.max(...chunk.map((event) => event.data.event.replayId))

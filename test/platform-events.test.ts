@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildTestApp, startTestSandbox, tempDir, testSchemaUrl } from './helpers/app.js'
 import { PrivatePostgres } from './helpers/private-postgres.js'
+import { PrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
 import { provisioningOutcome, seedCrmOrders } from './helpers/provisioning.js'
 import type { FastifyInstance } from 'fastify'
@@ -77,6 +78,31 @@ t.test('PostgreSQL stopped when the first events arrive: the batch is refused; o
   t.same(provisioningOutcome(sandbox, ids), { activations: 4, distinctKeys: 4, keysUsedOnce: 4, billingAccepted: 4, crmActivated: 4 }, 'each step once')
   t.equal(await app.orders.findByCrmId(earlier!), null, 'the event from before the subscription started is still left alone, as LATEST says')
   t.ok((await events(app)).reconnects >= 1, 'the stream handshook again to get the batch redelivered')
+})
+
+t.test('Redis down when the first events arrive: the batch is refused, its floor kept until Redis is back; then every order is provisioned once', async (t) => {
+  const redis = await PrivateRedis.start({ persistent: true })
+  t.teardown(() => redis.kill())
+  const sandbox = await startTestSandbox(t, STREAMING)
+  const [earlier] = await seedCrmOrders(sandbox, 1)
+  sandbox.crm.publishOrderProvisionRequested(earlier!)
+  // A lease renewed every 3 s: the batch arrives well before the renewal notices Redis is gone.
+  const app = await buildTestApp(t, { ...EVENTS_ON, CRM_EVENTS_LEASE_TTL_MS: '9000', REDIS_URL: redis.url }, sandbox)
+  await connected(app, sandbox)
+  const ids = await seedCrmOrders(sandbox, 3)
+  await redis.stop()
+  const [firstReplayId] = ids.map((id) => sandbox.crm.publishOrderProvisionRequested(id))
+  // Delivered, not handed off, and the stream handshaking again for it (its replay position is
+  // unavailable while Redis is down, so that is the error it shows).
+  await waitFor('the batch refused', async () => {
+    const { lastEventAt, received, reconnects } = await events(app)
+    return lastEventAt !== null && received === 0 && reconnects >= 1
+  }, 15_000)
+  await redis.start()
+  await waitFor('every order Active', () => allActive(app, ids), 60_000)
+  t.same(provisioningOutcome(sandbox, ids), { activations: 3, distinctKeys: 3, keysUsedOnce: 3, billingAccepted: 3, crmActivated: 3 }, 'each step once')
+  t.equal(await app.redis.get(app.eventSubscription.floorKey), String(firstReplayId), 'the floor was stored once Redis answered')
+  t.equal(await app.orders.findByCrmId(earlier!), null, 'the event from before the subscription started is still left alone')
 })
 
 t.test('a batch is handed off a chunk at a time, CRM_QUEUE_CONCURRENCY events at once', async (t) => {
