@@ -1,3 +1,5 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { TelecomApiError, TelecomClient, type TelecomClientOptions } from '../../integrations/telecom.js'
@@ -86,6 +88,19 @@ t.test('rate limited: quota_exceeded', async t => {
 t.test('health: /v1/status', async t => {
   await provider.health(AbortSignal.timeout(1000))
   t.match(recorded.calls.at(-1), { operation: 'status', outcome: 'ok' })
+})
+
+t.test('health: any 2xx is healthy, whatever its body', async t => {
+  for (const [status, body] of [[204, ''], [200, 'OK']] as const) {
+    const server = createServer((_request, response) => { response.writeHead(status).end(body) })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const probe = client({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+    await probe.health(AbortSignal.timeout(1000))
+    t.match(recorded.calls.at(-1), { operation: 'status', outcome: 'ok' }, `${status} ${JSON.stringify(body)}`)
+    await probe.close()
+    server.closeAllConnections()
+    server.close()
+  }
 })
 
 t.test('HTTP 5xx: http_5xx', async t => {
