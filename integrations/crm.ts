@@ -69,9 +69,9 @@ function operationOf (method: string, path: string): string {
 }
 
 /** `Sforce-Limit-Info: api-usage=25/15000` (other usages, such as `per-app-api-usage`, may follow). */
-function usageFrom (response: UpstreamResponse): ApiUsage | undefined {
+export function usageFrom (response: Pick<UpstreamResponse, 'headers'>): ApiUsage | undefined {
   const header = response.headers['sforce-limit-info']
-  const match = /(?:^|[\s,])api-usage=(\d+)\/(\d+)/.exec(Array.isArray(header) ? header.join(',') : header ?? '')
+  const match = /(?:^|[\s,;])api-usage=(\d+)\/(\d+)/.exec(Array.isArray(header) ? header.join(',') : header ?? '')
   return match === null ? undefined : { used: Number(match[1]), limit: Number(match[2]) }
 }
 

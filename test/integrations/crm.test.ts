@@ -2,7 +2,7 @@ import { generateKeyPairSync, randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { CrmApiError, CrmClient, isCrmNotFound, type CrmClientOptions } from '../../integrations/crm.js'
+import { CrmApiError, CrmClient, isCrmNotFound, usageFrom, type CrmClientOptions } from '../../integrations/crm.js'
 import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
 import type { UpstreamFailure } from '../../lib/failure.js'
 import { startSandbox } from '../../sandbox/index.js'
@@ -236,6 +236,17 @@ t.test('getLimits: the DailyApiRequests figures, recorded as the CRM limit', asy
   const limits = await client({ usage }).getLimits()
   t.same(limits, { used: crm.apiUsage.used, limit: crm.apiUsage.max })
   t.match(await usage.read(), { ...limits, limitSource: 'crm' })
+})
+
+t.test('Sforce-Limit-Info: api-usage wherever it stands among the other usages', async t => {
+  const usage = (header: string | string[] | undefined) => usageFrom({ headers: { 'sforce-limit-info': header } })
+  t.same(usage('api-usage=25/5000'), { used: 25, limit: 5000 })
+  t.same(usage('api-usage=25/5000; per-app-api-usage=17/250(appName=portal)'), { used: 25, limit: 5000 })
+  t.same(usage('per-app-api-usage=17/250(appName=portal);api-usage=26/5000'), { used: 26, limit: 5000 })
+  t.same(usage('api-bursts=1/750, api-usage=27/5000'), { used: 27, limit: 5000 })
+  t.same(usage(['per-app-api-usage=17/250(appName=portal)', 'api-usage=28/5000']), { used: 28, limit: 5000 })
+  t.equal(usage('per-app-api-usage=17/250(appName=portal)'), undefined, 'a per-app figure is not the org\'s')
+  t.equal(usage(undefined), undefined)
 })
 
 t.test('limits refresh: at start and every interval, stopped by close; failures are logged, not thrown', async t => {
