@@ -110,6 +110,11 @@ function toNumber (value: unknown, field: string): number {
   return number
 }
 
+/** WHMCS booleans arrive as booleans, 0/1 or strings ("true", "false", "1", "0"). */
+function isTrue (value: unknown): boolean {
+  return value === true || value === 1 || value === '1' || value === 'true'
+}
+
 function toText (value: unknown): string {
   return typeof value === 'string' || typeof value === 'number' ? String(value) : ''
 }
@@ -154,7 +159,7 @@ function toInvoiceItem (raw: WhmcsAnswer): InvoiceItem {
     relatedId: toNumber(raw.relid ?? 0, 'relid'),
     description: toText(raw.description),
     amount: toNumber(raw.amount, 'amount'),
-    taxed: raw.taxed === true || raw.taxed === 1 || raw.taxed === '1'
+    taxed: isTrue(raw.taxed)
   }
 }
 
@@ -194,10 +199,13 @@ export class BillingClient {
     return this.#action(action, params, signal, answer => answer as T)
   }
 
-  /** The client whose email and password these are, or null when they do not match. */
-  validateLogin (email: string, password: string, signal?: AbortSignal): Promise<{ clientId: number } | null> {
+  /**
+   * The client whose email and password these are, or null when they do not match. A user with
+   * two-factor authentication on has passed only the first factor, which the API cannot complete.
+   */
+  validateLogin (email: string, password: string, signal?: AbortSignal): Promise<{ clientId: number, twoFactorRequired: boolean } | null> {
     return this.#action('ValidateLogin', { email, password2: password }, signal,
-      answer => ({ clientId: toNumber(answer.userid, 'userid') }),
+      answer => ({ clientId: toNumber(answer.userid, 'userid'), twoFactorRequired: isTrue(answer.twoFactorEnabled) }),
       message => message === 'Email or Password Invalid' ? null : undefined)
   }
 

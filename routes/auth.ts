@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { BillingUnavailableError, InvalidCredentialsError } from '../lib/errors.js'
+import { BillingUnavailableError, InvalidCredentialsError, TwoFactorRequiredError } from '../lib/errors.js'
 import { UpstreamFailure } from '../lib/failure.js'
 import { AccessToken, LoginRequest } from '../schemas/auth.js'
 
@@ -17,7 +17,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Sign in with the billing account; returns a Bearer access token',
       security: [],
       body: Type.Ref(LoginRequest),
-      response: { 200: Type.Ref(AccessToken), 401: Type.Ref('ErrorResponse'), 503: Type.Ref('ErrorResponse') }
+      response: { 200: Type.Ref(AccessToken), 401: Type.Ref('ErrorResponse'), 403: Type.Ref('ErrorResponse'), 503: Type.Ref('ErrorResponse') }
     }
   }, async (request) => {
     const { email, password } = request.body
@@ -26,6 +26,8 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     })
     // One answer whatever was wrong: an unknown email and a wrong password look alike.
     if (login === null) throw new InvalidCredentialsError()
+    // The billing API checks the password only: a token now would skip the account's second factor.
+    if (login.twoFactorRequired) throw new TwoFactorRequiredError()
     const accessToken = await fastify.jwt.sign({ sub: String(login.clientId), jti: randomUUID() })
     return { accessToken, expiresIn: ACCESS_TOKEN_TTL_SECONDS, tokenType: 'Bearer' as const }
   })

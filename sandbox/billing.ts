@@ -14,6 +14,8 @@ export interface BillingClient {
   password: string
   companyname?: string
   status?: 'Active' | 'Inactive' | 'Closed'
+  /** The user has two-factor authentication on: ValidateLogin then says so and returns no session hash. */
+  twoFactor?: boolean
 }
 
 export interface BillingInvoiceItem {
@@ -105,7 +107,8 @@ const INVOICE_SORT_KEYS = new Map<string, (invoice: BillingInvoice) => string | 
 export const defaultBillingClients: readonly BillingClient[] = [
   { id: 1, firstname: 'Jane', lastname: 'Doe', email: 'jane@example.com', password: 'correct-horse' },
   { id: 2, firstname: 'John', lastname: 'Smith', email: 'john@example.com', password: 'battery-staple', companyname: 'Smith Ltd' },
-  { id: 3, firstname: 'Nina', lastname: 'Newcomer', email: 'nina@example.com', password: 'fresh-start' }
+  { id: 3, firstname: 'Nina', lastname: 'Newcomer', email: 'nina@example.com', password: 'fresh-start' },
+  { id: 4, firstname: 'Tom', lastname: 'Guarded', email: 'tom@example.com', password: 'second-factor', twoFactor: true }
 ]
 
 export const defaultBillingProducts: readonly BillingProduct[] = [
@@ -269,6 +272,7 @@ export class BillingSimulator extends Simulator {
     if (client === undefined || client.status === 'Closed' || client.password !== params.get('password2')) {
       return { result: 'error', message: 'Email or Password Invalid' }
     }
+    if (client.twoFactor === true) return { result: 'success', userid: client.id, twoFactorEnabled: true }
     const passwordhash = createHash('sha256').update(`${client.id}:${client.password}`).digest('hex')
     return { result: 'success', userid: client.id, passwordhash, twoFactorEnabled: false }
   }

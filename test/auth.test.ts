@@ -33,6 +33,16 @@ t.test('a wrong login gets one generic 401, whatever was wrong', async (t) => {
   t.same(answers[1], answers[0], 'an unknown email and a wrong password look alike')
 })
 
+t.test('an account with two-factor authentication on gets 403 TWO_FACTOR_REQUIRED and no token, even with the right password', async (t) => {
+  const app = await buildTestApp(t)
+  const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'tom@example.com', password: 'second-factor' } })
+  t.equal(response.statusCode, 403)
+  t.match(response.json(), { ...ERROR_BODY, statusCode: 403, code: 'TWO_FACTOR_REQUIRED' })
+  t.notOk('accessToken' in response.json())
+  const wrong = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'tom@example.com', password: 'wrong' } })
+  t.match(wrong.json(), { statusCode: 401, code: 'INVALID_CREDENTIALS' }, 'a wrong password is still the generic 401')
+})
+
 t.test('logout revokes the token', async (t) => {
   const app = await buildTestApp(t)
   const token = await login(app)

@@ -39,8 +39,9 @@ const whmcs = client()
 
 t.afterEach(() => billing.clearFaults())
 
-t.test('ValidateLogin: the client id, or null for a wrong email or password', async t => {
-  t.same(await whmcs.validateLogin('jane@example.com', 'correct-horse'), { clientId: 1 })
+t.test('ValidateLogin: the client id, or null for a wrong email or password; whether a second factor is required', async t => {
+  t.same(await whmcs.validateLogin('jane@example.com', 'correct-horse'), { clientId: 1, twoFactorRequired: false })
+  t.same(await whmcs.validateLogin('tom@example.com', 'second-factor'), { clientId: 4, twoFactorRequired: true })
   t.equal(await whmcs.validateLogin('jane@example.com', 'wrong-password'), null)
   t.equal(await whmcs.validateLogin('nobody@example.com', 'correct-horse'), null)
   t.match(recorded.calls.at(-1), { upstream: 'billing', operation: 'ValidateLogin', outcome: 'ok' }, 'a refused login is an answer, not a failure')
@@ -201,7 +202,7 @@ t.test('connection refused: connection_refused', async t => {
 t.test('an observer that throws does not fail the call', async t => {
   const local = recorder()
   const observed = client({ log: local.log, onCall: () => { throw new Error('metrics bug') } })
-  t.same(await observed.validateLogin('jane@example.com', 'correct-horse'), { clientId: 1 })
+  t.same(await observed.validateLogin('jane@example.com', 'correct-horse'), { clientId: 1, twoFactorRequired: false })
   t.match(local.lines, [{ level: 'error' }])
 })
 

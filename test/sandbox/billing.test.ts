@@ -46,6 +46,8 @@ t.test('ValidateLogin', async t => {
   t.equal(good.body.twoFactorEnabled, false)
   const bad = await callApi({ action: 'ValidateLogin', email: 'jane@example.com', password2: 'wrong' })
   t.same(bad.body, { result: 'error', message: 'Email or Password Invalid' })
+  const guarded = await callApi({ action: 'ValidateLogin', email: 'tom@example.com', password2: 'second-factor' })
+  t.same(guarded.body, { result: 'success', userid: 4, twoFactorEnabled: true }, 'with two-factor authentication on: no session hash')
 })
 
 t.test('GetClientsDetails', async t => {
