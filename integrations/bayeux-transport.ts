@@ -1,4 +1,4 @@
-import { Pool } from 'undici'
+import { Headers, Pool, getSetCookies } from 'undici'
 import { classifyFailure, type FailureClass } from '../lib/failure.js'
 import { asRecord } from './upstream.js'
 
@@ -20,18 +20,18 @@ export class StreamInterruption extends Error {
  * The cookies one instance sets (BAYEUX_BROWSER, and any load balancer's), sent back with every request:
  * Salesforce refuses a client whose requests come without the browser cookie of its handshake.
  */
-class CookieJar {
+export class CookieJar {
   readonly #cookies = new Map<string, string>()
 
+  /** Keeps what the answer's Set-Cookie headers set, and forgets what they expire (Max-Age <= 0, Expires past). */
   store (setCookie: string | string[] | undefined): void {
-    for (const header of typeof setCookie === 'string' ? [setCookie] : setCookie ?? []) {
-      const [pair = '', ...attributes] = header.split(';')
-      const separator = pair.indexOf('=')
-      if (separator <= 0) continue
-      const name = pair.slice(0, separator).trim()
-      const expired = attributes.some(attribute => /^\s*max-age\s*=\s*(0|-\d+)\s*$/i.test(attribute))
+    const headers = new Headers()
+    for (const header of typeof setCookie === 'string' ? [setCookie] : setCookie ?? []) headers.append('set-cookie', header)
+    for (const { name, value, maxAge, expires } of getSetCookies(headers)) {
+      if (name === '') continue
+      const expired = (maxAge !== undefined && maxAge <= 0) || (expires !== undefined && new Date(expires).getTime() <= Date.now())
       if (expired) this.#cookies.delete(name)
-      else this.#cookies.set(name, pair.slice(separator + 1).trim())
+      else this.#cookies.set(name, value)
     }
   }
 
