@@ -91,7 +91,12 @@ interface Connection {
 /** Salesforce's advice.timeout, used until the server gives its own. */
 const DEFAULT_CONNECT_TIMEOUT_MS = 110_000
 const DISCONNECT_TIMEOUT_MS = 1000
-const INVALID_REPLAY = /^400::The replayId \{(-?\d+)\}.*\binvalid\b/i
+/** Bayeux errors are `code:args:message`; Salesforce leaves args empty (`400::The replayId {N} ... was invalid`). */
+const INVALID_REPLAY = /^400:[^:]*:.*\breplay ?id\b.*\binvalid\b/i
+const UNKNOWN_CLIENT = /^\d{3}:[^:]*:Unknown client/i
+const AUTHENTICATION = /^401:/
+/** Unsuccessful connects in a row answered again with the same client, as their advice says, before handshaking anew. */
+const CONNECT_RETRIES = 3
 /** Failures after which the server expects a new handshake at once. */
 const HANDSHAKE_AT_ONCE = new Set<StreamFailure>(['auth_failed', 'unknown_client', 'handshake_advised'])
 
@@ -113,8 +118,8 @@ function refusal (reply: BayeuxMessage): StreamInterruption {
   const reconnect = asRecord(reply.advice).reconnect
   const reason = brief([error, failureReason].filter(Boolean).join(' ')) || (typeof reconnect === 'string' ? `advice reconnect ${reconnect}` : 'unsuccessful')
   const message = `${text(reply.channel)}: ${reason}`
-  if (error.startsWith('401::') || failureReason.startsWith('401::')) return new StreamInterruption('auth_failed', message)
-  if (/^\d{3}::Unknown client/i.test(error)) return new StreamInterruption('unknown_client', message)
+  if (AUTHENTICATION.test(error) || AUTHENTICATION.test(failureReason)) return new StreamInterruption('auth_failed', message)
+  if (UNKNOWN_CLIENT.test(error)) return new StreamInterruption('unknown_client', message)
   if (/limit exceeded/i.test(`${error} ${failureReason}`)) return new StreamInterruption('quota_exceeded', message)
   if (reconnect === 'handshake') return new StreamInterruption('handshake_advised', message)
   if (reconnect === 'none') return new StreamInterruption('reconnect_none', message)
@@ -229,7 +234,9 @@ export class PlatformEventSubscriber {
         this.#log.info(details, `platform event stream: ${interruption.message}; handshaking again`)
         continue
       }
-      const retryInMs = Math.round(Math.random() * Math.min(this.#backoffMaxMs, this.#backoffInitialMs * 2 ** this.#failures))
+      // Bayeux: a client must not retry on its own after `reconnect: none`; a service must come back
+      // some time, so it waits the longest backoff, not a random part of it.
+      const retryInMs = interruption.failure === 'reconnect_none' ? this.#backoffMaxMs : this.#backoffMs()
       this.#failures++
       this.#log.warn({ ...details, retryInMs }, `platform event stream failed: ${interruption.message}`)
       this.#setState('failed', retryInMs)
@@ -250,17 +257,29 @@ export class PlatformEventSubscriber {
       const replayId = await this.#subscribe(connection, signal)
       this.#log.info({ channel: this.channel, replayId }, `subscribed to ${this.channel}`)
       this.#setState('connected')
+      let unsuccessful = 0
       for (;;) {
+        if (connection.intervalMs > 0) await sleep(connection.intervalMs, undefined, { signal })
         const reply = await this.#send(connection, {
           channel: '/meta/connect',
           clientId: connection.clientId,
           connectionType: 'long-polling'
         }, connection.timeoutMs + this.#connectTimeoutMarginMs, signal)
         const { reconnect } = asRecord(reply.advice)
-        if (reply.successful !== true || reconnect === 'handshake' || reconnect === 'none') throw refusal(reply)
+        if (reply.successful !== true) {
+          const interruption = refusal(reply)
+          // Bayeux: an unsuccessful connect advised `retry` (or as before) is sent again by the same client.
+          if (interruption.failure !== 'upstream_error' || reconnect === 'handshake' || reconnect === 'none' || unsuccessful >= CONNECT_RETRIES) throw interruption
+          unsuccessful++
+          this.#follow(connection, reply)
+          this.#log.warn({ channel: this.channel, attempt: unsuccessful }, `platform event stream: ${interruption.message}; connecting again`)
+          await sleep(this.#backoffMs(unsuccessful - 1), undefined, { signal })
+          continue
+        }
+        if (reconnect === 'handshake' || reconnect === 'none') throw refusal(reply)
         this.#follow(connection, reply)
         this.#failures = 0
-        if (connection.intervalMs > 0) await sleep(connection.intervalMs, undefined, { signal })
+        unsuccessful = 0
       }
     } catch (error) {
       const interruption = interruptionOf(error)
@@ -298,12 +317,9 @@ export class PlatformEventSubscriber {
   async #subscribe (connection: Connection, signal: AbortSignal): Promise<number> {
     const stored = await this.#callback('replay_unavailable', 'replayFrom() failed', () => this.#replayFrom(), signal)
     const reply = await this.#subscribeFrom(connection, stored, signal)
-    const invalid = INVALID_REPLAY.exec(text(reply.error))
-    if (reply.successful === true || invalid === null) {
-      if (reply.successful !== true) throw refusal(reply)
-      return stored
-    }
-    const refused = Number(invalid[1])
+    if (reply.successful === true) return stored
+    if (!INVALID_REPLAY.test(text(reply.error))) throw refusal(reply)
+    const refused = stored
     this.#log.error({ channel: this.channel, replayId: refused, fallbackReplay: this.#fallbackReplay },
       `replayId ${refused} of ${this.channel} is no longer retained by the CRM; subscribing from ${this.#fallbackReplay}`)
     await this.#callback('replay_unavailable', 'onInvalidReplay() failed', () => this.#onInvalidReplay(refused), signal)
@@ -336,11 +352,30 @@ export class PlatformEventSubscriber {
     timeoutMs: number, signal: AbortSignal): Promise<BayeuxMessage> {
     const id = String(this.#nextMessageId++)
     const replies = await transport.send([{ ...message, id }], session.accessToken, timeoutMs, signal)
-    const events = replies.filter(reply => reply.channel === this.channel).map(platformEvent)
+    const events = replies.filter(reply => reply.channel === this.channel).flatMap((message) => this.#wellFormed(message))
     if (events.length > 0) await this.#deliver(events.sort((a, b) => a.data.event.replayId - b.data.event.replayId), signal)
     const reply = replies.find(candidate => candidate.channel === message.channel && (candidate.id === undefined || String(candidate.id) === id))
     if (reply === undefined) throw new StreamInterruption('upstream_error', `${text(message.channel)}: no reply in the answer`)
     return reply
+  }
+
+  /**
+   * The event, or nothing when it cannot be read: ending the session for it would bring it back
+   * from the same position, and the stream would stall on it for good.
+   */
+  #wellFormed (message: BayeuxMessage): PlatformEventMessage[] {
+    try {
+      return [platformEvent(message)]
+    } catch (error) {
+      this.#log.error({ channel: this.channel, replayId: asRecord(asRecord(message.data).event).replayId, failure: interruptionOf(error).failure },
+        `platform event stream: ${interruptionOf(error).message}; skipped`)
+      return []
+    }
+  }
+
+  /** Exponential backoff with full jitter, from the initial delay up to the longest. */
+  #backoffMs (failures = this.#failures): number {
+    return Math.round(Math.random() * Math.min(this.#backoffMaxMs, this.#backoffInitialMs * 2 ** failures))
   }
 
   async #deliver (events: PlatformEventMessage[], signal: AbortSignal): Promise<void> {

@@ -18,9 +18,10 @@ export type OrderProvisionRequested = {
 export type PlatformEventMessage = {
   channel: string
   data: {
-    schema: string
+    /** Absent, with EventUuid, only in the malformed events a test publishes. */
+    schema?: string
     payload: OrderProvisionRequested
-    event: { replayId: number, EventUuid: string }
+    event: { replayId: number, EventUuid?: string }
   }
 }
 
@@ -169,10 +170,18 @@ export class StreamingApi {
 
   publish (payload: OrderProvisionRequested): number {
     const replayId = this.#nextReplayId++
-    const event: PlatformEventMessage = {
-      channel: ORDER_PROVISION_CHANNEL,
-      data: { schema: EVENT_SCHEMA_ID, payload, event: { replayId, EventUuid: randomUUID() } }
-    }
+    this.#offer({ channel: ORDER_PROVISION_CHANNEL, data: { schema: EVENT_SCHEMA_ID, payload, event: { replayId, EventUuid: randomUUID() } } })
+    return replayId
+  }
+
+  /** An event without its schema and EventUuid, as a faulty publisher might leave it: a client must get past it. */
+  publishMalformed (payload: OrderProvisionRequested): number {
+    const replayId = this.#nextReplayId++
+    this.#offer({ channel: ORDER_PROVISION_CHANNEL, data: { payload, event: { replayId } } })
+    return replayId
+  }
+
+  #offer (event: PlatformEventMessage): void {
     this.#events.push(event)
     this.#events.splice(0, Math.max(0, this.#events.length - this.retainedEvents))
     for (const client of this.#clients.values()) {
@@ -181,7 +190,6 @@ export class StreamingApi {
       // The held connect answers in a later microtask, so events published together go out together.
       client.wake?.('deliver')
     }
-    return replayId
   }
 
   /** Drops retained events up to and including `replayId`: a subscriber asking for them gets the invalid replayId error. */

@@ -182,6 +182,11 @@ export class CrmSimulator extends Simulator {
     return this.#streaming.publish({ OrderId__c: orderId, CreatedDate: new Date().toISOString(), CreatedById: this.userId })
   }
 
+  /** An OrderProvisionRequested__e without its schema and EventUuid. */
+  publishMalformedEvent (orderId: string): number {
+    return this.#streaming.publishMalformed({ OrderId__c: orderId, CreatedDate: new Date().toISOString(), CreatedById: this.userId })
+  }
+
   expireEventsThrough (replayId: number): void {
     this.#streaming.expireEventsThrough(replayId)
   }

@@ -284,6 +284,45 @@ t.test('reconnect none and HTTP 5xx are failures: back off, then handshake again
   await until(() => stream.states.length === 7, 'the second recovery')
   t.same(stream.states.slice(4), ['failed', 'connecting', 'connected'])
   t.match(stream.subscriber.stats(), { lastError: 'reconnect_none', reconnects: 2 })
+  t.ok(logged().some(line => line.failure === 'reconnect_none' && line.retryInMs === BACKOFF.maxMs), 'after reconnect none it waits the longest backoff')
+})
+
+t.test('a connect answered unsuccessful with retry advice is sent again by the same client: no new handshake', async t => {
+  const stream = subscription(t, { from: -1 })
+  await stream.connected()
+  const handshakes = crm.calls.filter(call => call.route === 'cometd/meta/handshake').length
+  crm.injectFault({ kind: 'error', route: 'cometd/meta/connect', message: '500::Temporarily unavailable', reconnect: 'retry', times: 2 })
+  await until(() => logged().filter(line => String(line.msg).includes('connecting again')).length === 2, 'two connects again')
+  const event = publish()
+  await until(() => stream.received().includes(event), 'an event after the retries')
+  t.equal(crm.calls.filter(call => call.route === 'cometd/meta/handshake').length, handshakes, 'the client id was kept')
+  t.match(stream.subscriber.stats(), { state: 'connected', reconnects: 0 })
+})
+
+t.test('errors in the Bayeux form code:args:message: Unknown client with args, an invalid replay id in other words', async t => {
+  const stream = subscription(t, { from: -1 })
+  await stream.connected()
+  crm.injectFault({ kind: 'error', route: 'cometd/meta/connect', message: '402:f8k2:Unknown client', times: 1 })
+  await until(() => stream.subscriber.stats().reconnects === 1, 'a new handshake')
+  t.equal(stream.subscriber.stats().lastError, 'unknown_client')
+
+  const from = publish()
+  const invalid: number[] = []
+  crm.injectFault({ kind: 'error', route: 'cometd/meta/subscribe', message: `400:${ORDER_PROVISION_CHANNEL}:replay id is invalid`, times: 1 })
+  const fallback = subscription(t, { from, fallbackReplay: -1, onInvalidReplay: replayId => { invalid.push(replayId) } })
+  await fallback.connected()
+  t.same(invalid, [from], 'the refused id is the one it sent')
+})
+
+t.test('a malformed event is logged with its replayId and skipped; the stream goes on', async t => {
+  const stream = subscription(t, { from: -1 })
+  await stream.connected()
+  const malformed = crm.publishMalformedEvent('801MALFORMED')
+  const event = publish()
+  await until(() => stream.received().includes(event), 'the next event')
+  t.same(stream.received(), [event])
+  t.ok(logged().some(line => line.level === 50 && line.replayId === malformed && String(line.msg).includes('skipped')))
+  t.equal(stream.subscriber.stats().reconnects, 0, 'no new handshake for it')
 })
 
 t.test('a quota refusal ("limit exceeded") is quota_exceeded: back off, then handshake again and receive', async t => {
