@@ -47,7 +47,8 @@ const invalid: Array<[string, string]> = [
   ['JWT_SECRET', 'short'],
   ['CORS_ORIGIN', 'portal'],
   ['CRM_PRIVATE_KEY', 'not a key'],
-  ['CRM_PRIVATE_KEY_PATH', '/nonexistent/key.pem']
+  ['CRM_PRIVATE_KEY_PATH', '/nonexistent/key.pem'],
+  ['BILLING_PAYMENT_METHOD', 'Bank Transfer']
 ]
 
 t.test('every invalid setting is reported by name', async (t) => {
@@ -69,6 +70,7 @@ t.test('defaults and conversions', async (t) => {
   t.equal(config.AUTH_BLACKLIST_FAIL_CLOSED, true)
   t.equal(config.HEALTH_CHECK_TIMEOUT_MS, 1000)
   t.equal(config.SERVICE_NAME, 'portal-bff')
+  t.equal(config.BILLING_PAYMENT_METHOD, 'banktransfer')
   t.equal(config.DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/postgres')
   t.ok(config.JWT_SECRET.length >= 32, 'a random JWT secret outside production')
   t.match(warnings, [/JWT_SECRET/])

@@ -30,6 +30,13 @@ t.test('an order goes to billing, to the CRM in Pending Review, and is stored', 
   t.equal((await app.inject({ url: '/api/orders', headers: bearer(other) })).json().total, 0)
 })
 
+t.test('orders are placed in billing with BILLING_PAYMENT_METHOD', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { BILLING_PAYMENT_METHOD: 'mailin' }, sandbox)
+  const order = await placeOrder(app, await login(app))
+  t.equal(sandbox.billing.orders.find((placed) => placed.id === order.billingOrderId)?.paymentmethod, 'mailin')
+})
+
 t.test('the order list pages newest first, with the total on every page and past the last', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, {}, sandbox)

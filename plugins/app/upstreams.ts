@@ -37,7 +37,8 @@ async function upstreams (fastify: FastifyInstance) {
     ...common,
     url: required(config.BILLING_API_URL, 'BILLING_API_URL'),
     identifier: required(config.BILLING_API_IDENTIFIER, 'BILLING_API_IDENTIFIER'),
-    secret: required(config.BILLING_API_SECRET, 'BILLING_API_SECRET')
+    secret: required(config.BILLING_API_SECRET, 'BILLING_API_SECRET'),
+    defaultPaymentMethod: config.BILLING_PAYMENT_METHOD
   })
   const crm = new CrmClient({
     ...common,
