@@ -132,14 +132,13 @@ function interruptionOf (error: unknown): StreamInterruption {
   return new StreamInterruption('upstream_error', 'unexpected failure', { cause: error })
 }
 
-function platformEvent (message: BayeuxMessage): PlatformEventMessage {
+/** The event a message carries, or undefined when it lacks its schema, payload, replayId or EventUuid. */
+function platformEvent (message: BayeuxMessage): PlatformEventMessage | undefined {
   const data = asRecord(message.data)
   const event = asRecord(data.event)
   const { schema, payload } = data
   const { replayId, EventUuid } = event
-  if (typeof replayId !== 'number' || !Number.isInteger(replayId) || typeof schema !== 'string' || typeof EventUuid !== 'string' || !isRecord(payload)) {
-    throw new StreamInterruption('upstream_error', `${text(message.channel)}: an event without schema, payload, replayId or EventUuid`)
-  }
+  if (typeof replayId !== 'number' || !Number.isInteger(replayId) || typeof schema !== 'string' || typeof EventUuid !== 'string' || !isRecord(payload)) return undefined
   return { channel: text(message.channel), data: { schema, payload, event: { replayId, EventUuid } } }
 }
 
@@ -352,25 +351,18 @@ export class PlatformEventSubscriber {
     timeoutMs: number, signal: AbortSignal): Promise<BayeuxMessage> {
     const id = String(this.#nextMessageId++)
     const replies = await transport.send([{ ...message, id }], session.accessToken, timeoutMs, signal)
-    const events = replies.filter(reply => reply.channel === this.channel).flatMap((message) => this.#wellFormed(message))
+    const events: PlatformEventMessage[] = []
+    for (const candidate of replies) {
+      if (candidate.channel !== this.channel) continue
+      const event = platformEvent(candidate)
+      // Ending the session for it would bring it back from the same position: the stream would stall on it.
+      if (event === undefined) this.#log.error({ channel: this.channel, replayId: asRecord(asRecord(candidate.data).event).replayId }, 'platform event stream: an event without schema, payload, replayId or EventUuid; skipped')
+      else events.push(event)
+    }
     if (events.length > 0) await this.#deliver(events.sort((a, b) => a.data.event.replayId - b.data.event.replayId), signal)
     const reply = replies.find(candidate => candidate.channel === message.channel && (candidate.id === undefined || String(candidate.id) === id))
     if (reply === undefined) throw new StreamInterruption('upstream_error', `${text(message.channel)}: no reply in the answer`)
     return reply
-  }
-
-  /**
-   * The event, or nothing when it cannot be read: ending the session for it would bring it back
-   * from the same position, and the stream would stall on it for good.
-   */
-  #wellFormed (message: BayeuxMessage): PlatformEventMessage[] {
-    try {
-      return [platformEvent(message)]
-    } catch (error) {
-      this.#log.error({ channel: this.channel, replayId: asRecord(asRecord(message.data).event).replayId, failure: interruptionOf(error).failure },
-        `platform event stream: ${interruptionOf(error).message}; skipped`)
-      return []
-    }
   }
 
   /** Exponential backoff with full jitter, from the initial delay up to the longest. */

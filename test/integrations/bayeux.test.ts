@@ -304,6 +304,7 @@ t.test('errors in the Bayeux form code:args:message: Unknown client with args, a
   await stream.connected()
   crm.injectFault({ kind: 'error', route: 'cometd/meta/connect', message: '402:f8k2:Unknown client', times: 1 })
   await until(() => stream.subscriber.stats().reconnects === 1, 'a new handshake')
+  await stream.connected()
   t.equal(stream.subscriber.stats().lastError, 'unknown_client')
 
   const from = publish()
