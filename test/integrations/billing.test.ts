@@ -2,38 +2,23 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { BillingClient, OrderNotPendingError, type BillingClientOptions } from '../../integrations/billing.js'
-import { UpstreamFailure } from '../../lib/failure.js'
 import { startSandbox } from '../../sandbox/index.js'
-import { failureOf, leaks, readable, recorder } from './helpers.js'
+import { leaks, readable, recorder, upstreamClients } from './helpers.js'
 
 const sandbox = await startSandbox()
 const { billing } = sandbox
-const recorded = recorder()
-const errors: Error[] = []
-const clients: BillingClient[] = []
+const { recorded, errors, client, failure, closeClients } = upstreamClients((options: Partial<BillingClientOptions>, { log, onCall }) => new BillingClient({
+  url: sandbox.settings.BILLING_API_URL ?? '',
+  identifier: sandbox.settings.BILLING_API_IDENTIFIER ?? '',
+  secret: sandbox.settings.BILLING_API_SECRET ?? '',
+  log,
+  onCall,
+  ...options
+}))
 t.teardown(async () => {
-  await Promise.all(clients.map(client => client.close()))
+  await closeClients()
   await sandbox.close()
 })
-
-function client (options: Partial<BillingClientOptions> = {}): BillingClient {
-  const created = new BillingClient({
-    url: sandbox.settings.BILLING_API_URL ?? '',
-    identifier: sandbox.settings.BILLING_API_IDENTIFIER ?? '',
-    secret: sandbox.settings.BILLING_API_SECRET ?? '',
-    log: recorded.log,
-    onCall: recorded.onCall,
-    ...options
-  })
-  clients.push(created)
-  return created
-}
-
-async function failure (promise: Promise<unknown>): Promise<UpstreamFailure> {
-  const error = await failureOf(promise)
-  errors.push(error)
-  return error
-}
 
 const whmcs = client()
 

@@ -4,21 +4,28 @@ import { Redis } from 'ioredis'
 import t from 'tap'
 import { CrmApiError, CrmClient, isCrmNotFound, usageFrom, type CrmClientOptions } from '../../integrations/crm.js'
 import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
-import type { UpstreamFailure } from '../../lib/failure.js'
 import { startSandbox } from '../../sandbox/index.js'
-import { failureOf, leaks, readable, recorder } from './helpers.js'
+import { leaks, readable, upstreamClients } from './helpers.js'
 
 const sandbox = await startSandbox()
 const { crm } = sandbox
 const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
 const prefix = `test:${randomUUID()}:`
-const recorded = recorder()
-const errors: Error[] = []
 const accessTokens: string[] = []
-const clients: CrmClient[] = []
 const keys = new Set<string>()
+const { recorded, errors, client, failure, closeClients } = upstreamClients((options: Partial<CrmClientOptions>, { log, onCall }) => new CrmClient({
+  loginUrl: sandbox.settings.CRM_LOGIN_URL ?? '',
+  clientId: sandbox.settings.CRM_CLIENT_ID ?? '',
+  username: sandbox.settings.CRM_USERNAME ?? '',
+  privateKey: sandbox.settings.CRM_PRIVATE_KEY ?? '',
+  apiVersion: '60.0',
+  usage: store(),
+  log,
+  onCall,
+  ...options
+}))
 t.teardown(async () => {
-  await Promise.all(clients.map(client => client.close()))
+  await closeClients()
   await sandbox.close()
   await redis.del(...keys)
   await redis.quit()
@@ -28,28 +35,6 @@ function store (keyPrefix = prefix, fallbackLimit?: number): DailyUsageStore {
   const created = new DailyUsageStore({ redis, keyPrefix, ...(fallbackLimit === undefined ? {} : { fallbackLimit }), log: recorded.log })
   keys.add(created.key)
   return created
-}
-
-function client (options: Partial<CrmClientOptions> = {}): CrmClient {
-  const created = new CrmClient({
-    loginUrl: sandbox.settings.CRM_LOGIN_URL ?? '',
-    clientId: sandbox.settings.CRM_CLIENT_ID ?? '',
-    username: sandbox.settings.CRM_USERNAME ?? '',
-    privateKey: sandbox.settings.CRM_PRIVATE_KEY ?? '',
-    apiVersion: '60.0',
-    usage: store(),
-    log: recorded.log,
-    onCall: recorded.onCall,
-    ...options
-  })
-  clients.push(created)
-  return created
-}
-
-async function failure (promise: Promise<unknown>): Promise<UpstreamFailure> {
-  const error = await failureOf(promise)
-  errors.push(error)
-  return error
 }
 
 const tokenCalls = (): number => crm.calls.filter(call => call.route === 'oauth/token').length

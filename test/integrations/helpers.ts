@@ -7,8 +7,15 @@ export interface LogLine {
   message: string
 }
 
+export interface Recorder {
+  log: UpstreamLogger
+  lines: LogLine[]
+  onCall: (call: UpstreamCall) => void
+  calls: UpstreamCall[]
+}
+
 /** A logger that keeps every line, and an observer that keeps every call, for one client. */
-export function recorder (): { log: UpstreamLogger, lines: LogLine[], onCall: (call: UpstreamCall) => void, calls: UpstreamCall[] } {
+export function recorder (): Recorder {
   const lines: LogLine[] = []
   const calls: UpstreamCall[] = []
   const at = (level: LogLine['level']) => (details: Record<string, unknown>, message: string) => { lines.push({ level, details, message }) }
@@ -17,6 +24,33 @@ export function recorder (): { log: UpstreamLogger, lines: LogLine[], onCall: (c
     lines,
     onCall: call => { calls.push(call) },
     calls
+  }
+}
+
+/**
+ * A client test's clients, made by `create` with one recorder, and the failures they gave (to
+ * check that none carries a secret); `closeClients` ends them all.
+ */
+export function upstreamClients<Client extends { close: () => Promise<void> }, Options> (create: (options: Partial<Options>, recorded: Recorder) => Client) {
+  const recorded = recorder()
+  const errors: Error[] = []
+  const clients: Client[] = []
+  return {
+    recorded,
+    errors,
+    client (options: Partial<Options> = {}): Client {
+      const created = create(options, recorded)
+      clients.push(created)
+      return created
+    },
+    async failure (promise: Promise<unknown>): Promise<UpstreamFailure> {
+      const error = await failureOf(promise)
+      errors.push(error)
+      return error
+    },
+    async closeClients (): Promise<void> {
+      await Promise.all(clients.map(client => client.close()))
+    }
   }
 }
 

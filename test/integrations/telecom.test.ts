@@ -3,37 +3,22 @@ import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { TelecomApiError, TelecomClient, type TelecomClientOptions } from '../../integrations/telecom.js'
-import type { UpstreamFailure } from '../../lib/failure.js'
 import { TelecomSimulator, startSandbox } from '../../sandbox/index.js'
-import { failureOf, leaks, readable, recorder } from './helpers.js'
+import { leaks, readable, upstreamClients } from './helpers.js'
 
 const sandbox = await startSandbox()
 const { telecom } = sandbox
-const recorded = recorder()
-const errors: Error[] = []
-const clients: TelecomClient[] = []
+const { recorded, errors, client, failure, closeClients } = upstreamClients((options: Partial<TelecomClientOptions>, { log, onCall }) => new TelecomClient({
+  url: sandbox.settings.TELECOM_API_URL ?? '',
+  apiKey: sandbox.settings.TELECOM_API_KEY ?? '',
+  log,
+  onCall,
+  ...options
+}))
 t.teardown(async () => {
-  await Promise.all(clients.map(client => client.close()))
+  await closeClients()
   await sandbox.close()
 })
-
-function client (options: Partial<TelecomClientOptions> = {}): TelecomClient {
-  const created = new TelecomClient({
-    url: sandbox.settings.TELECOM_API_URL ?? '',
-    apiKey: sandbox.settings.TELECOM_API_KEY ?? '',
-    log: recorded.log,
-    onCall: recorded.onCall,
-    ...options
-  })
-  clients.push(created)
-  return created
-}
-
-async function failure (promise: Promise<unknown>): Promise<UpstreamFailure> {
-  const error = await failureOf(promise)
-  errors.push(error)
-  return error
-}
 
 const provider = client()
 
