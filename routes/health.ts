@@ -42,8 +42,8 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       }
     }
   }, (_request, reply) => {
-    // The uptime monitor and load balancers poll this: while a run may be reused, answer without
-    // a promise, which is a measurable share of a request this small.
+    // The uptime monitor and load balancers poll this: while a run may be reused, answer at once,
+    // without the promises and microtask turns of waiting for a run that is already there.
     const reusable = fastify.coreHealth.reusable
     if (reusable !== undefined) {
       sendReport(reply, reusable)
