@@ -83,7 +83,7 @@ export async function benchBillingQueue (): Promise<void> {
     `Billing WhmcsDetails against the sandbox, concurrency ${CONCURRENCY}, ${ROUNDS_OF_CALLS} alternating rounds of ${SECONDS_OF_CALLS} s`,
     ...report('sandbox in its own process (npm run sandbox):', ownProcess),
     ...report('sandbox in the benchmark process (one event loop for client and simulator):', sharedProcess),
-    `  bench process peak RSS so far:    ${ownPeakRssMb().toFixed(0)} MB`,
+    `  bench process peak RSS:           ${ownPeakRssMb().toFixed(0)} MB`,
     ''
   ].join('\n'))
 }

@@ -144,7 +144,7 @@ export async function benchProvisioning (): Promise<void> {
   }
   lines.push(
     `  doubling the CRM queue's concurrency multiplied the rate by ${(outcomes.wide.ordersPerSecond / outcomes.narrow.ordersPerSecond).toFixed(2)}`,
-    `  bench process peak RSS so far:    ${ownPeakRssMb().toFixed(0)} MB`,
+    `  bench process peak RSS:           ${ownPeakRssMb().toFixed(0)} MB`,
     ''
   )
   process.stdout.write(['', ...lines].join('\n'))
