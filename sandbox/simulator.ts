@@ -175,6 +175,7 @@ export abstract class Simulator {
   #lifetime = Simulator.#newLifetime()
   #faults: Fault[] = []
   #calls: RecordedCall[] = []
+  #callsInProgress = 0
   #upTimer: NodeJS.Timeout | undefined
   #closed = false
 
@@ -208,6 +209,11 @@ export abstract class Simulator {
 
   get calls (): readonly RecordedCall[] {
     return [...this.#calls]
+  }
+
+  /** Calls being handled now: received, and neither answered nor given up by their client. */
+  get callsInProgress (): number {
+    return this.#callsInProgress
   }
 
   async start (): Promise<this> {
@@ -284,6 +290,7 @@ export abstract class Simulator {
     const { signal } = ended
     const lifetime = this.#lifetime.signal
     let handled = false
+    this.#callsInProgress++
     const end = (): void => { if (!handled) ended.abort() }
     lifetime.addEventListener('abort', end, { once: true })
     response.on('close', () => {
@@ -308,6 +315,7 @@ export abstract class Simulator {
         : textReply(500, `sandbox failure: ${String(error)}`)
     }
     handled = true
+    this.#callsInProgress--
     if (reply === undefined || signal.aborted) return
     response.writeHead(reply.status, reply.headers)
     response.end(reply.body, reply.afterSent)

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { BillingSimulator } from '../../sandbox/billing.js'
 import { TelecomSimulator } from '../../sandbox/telecom.js'
+import { waitFor } from '../helpers/processes.js'
 
 const billing = await new BillingSimulator().start()
 const telecom = await new TelecomSimulator().start()
@@ -64,6 +65,14 @@ t.test('blackhole: the request is accepted and never answered', async t => {
   await t.rejects(whmcs('WhmcsDetails', AbortSignal.timeout(300)), { name: 'TimeoutError' })
   t.equal(billing.calls.at(-1)?.route, 'WhmcsDetails', 'the call was received')
   t.equal((await whmcs('WhmcsDetails')).status, 200)
+})
+
+t.test('a client that gives up on a blackholed call ends its handling; an answered call leaves none', async t => {
+  billing.injectFault({ kind: 'blackhole', times: 1 })
+  await t.rejects(whmcs('WhmcsDetails', AbortSignal.timeout(300)), { name: 'TimeoutError' })
+  await waitFor('the abandoned call to end', async () => billing.callsInProgress === 0, 2000)
+  t.equal((await whmcs('WhmcsDetails')).status, 200)
+  t.equal(billing.callsInProgress, 0)
 })
 
 t.test('a fault after handling: the activation happens, the answer is lost, a retry replays it', async t => {
