@@ -16,6 +16,9 @@ t.test('SIGTERM drains in-flight requests, readiness answers 503 meanwhile, exit
     SHUTDOWN_DELAY_MS: '1000'
   }))
   t.teardown(() => { service.child.kill('SIGKILL') })
+  const before = await request(`${service.url}/health/live`)
+  await before.body.dump()
+  t.equal(before.headers.connection, 'keep-alive', 'keep-alive before the signal')
   t.equal((await request(`${service.url}/health/ready`)).statusCode, 200, 'ready before the signal')
 
   // A hung cache makes /health take the whole check timeout: a real slow request to drain.
@@ -26,6 +29,9 @@ t.test('SIGTERM drains in-flight requests, readiness answers 503 meanwhile, exit
   service.child.kill('SIGTERM')
   await sleep(200)
 
+  const live = await request(`${service.url}/health/live`)
+  await live.body.dump()
+  t.equal(live.headers.connection, 'close', 'while draining, a keep-alive connection is closed after its answer')
   const ready = await request(`${service.url}/health/ready`, { reset: true })
   t.equal(ready.statusCode, 503, 'readiness fails while draining')
   t.match(await ready.body.json(), { status: 'draining' })
