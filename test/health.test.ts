@@ -1,4 +1,5 @@
 import t from 'tap'
+import { createServer, type Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, TEST_DATABASE, ensureTestDatabase } from './helpers/app.js'
 import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
@@ -38,7 +39,8 @@ t.test('GET /health is ok when PostgreSQL and Redis are up', async (t) => {
 })
 
 t.test('a private Redis hung, resumed, killed and restarted', async (t) => {
-  const { redis, app } = await buildTestAppOnPrivateRedis(t, { HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) })
+  // A command timeout well above the check's, so that a command failing at once is told apart.
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS), REDIS_COMMAND_TIMEOUT_MS: '3000' })
   t.equal((await health(app)).statusCode, 200)
 
   redis.hang()
@@ -59,6 +61,19 @@ t.test('a private Redis hung, resumed, killed and restarted', async (t) => {
   const killed = await health(app)
   t.equal(killed.body.checks.cache, 'fail', 'SIGKILL fails the check')
   t.ok(killed.elapsed <= BOUND_MS, `answered in ${Math.round(killed.elapsed)} ms`)
+
+  // Something on Redis's port that accepts and never answers: the client connects and stays
+  // short of ready. A command then fails at once instead of waiting in a queue for Redis.
+  const silentSockets = new Set<Socket>()
+  const silent = createServer((socket) => silentSockets.add(socket))
+  await new Promise<void>((resolve) => silent.listen(redis.port, '127.0.0.1', resolve))
+  await waitFor('the client to reach the silent port', async () => silentSockets.size > 0, 5000)
+  const commandStarted = performance.now()
+  await t.rejects(app.redis.get('any-key'), 'a command while Redis does not answer fails')
+  const commandMs = performance.now() - commandStarted
+  t.ok(commandMs < TIMEOUT_MS, `at once (${Math.round(commandMs)} ms), not queued until the command timeout`)
+  for (const socket of silentSockets) socket.destroy()
+  await new Promise((resolve) => silent.close(resolve))
 
   await redis.start()
   await eventually(app, { database: 'ok', cache: 'ok' })
