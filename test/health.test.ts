@@ -66,14 +66,18 @@ t.test('a private Redis hung, resumed, killed and restarted', async (t) => {
   // short of ready. A command then fails at once instead of waiting in a queue for Redis.
   const silentSockets = new Set<Socket>()
   const silent = createServer((socket) => silentSockets.add(socket))
+  const closeSilent = async (): Promise<void> => {
+    for (const socket of silentSockets) socket.destroy()
+    if (silent.listening) await new Promise((resolve) => silent.close(resolve))
+  }
+  t.teardown(closeSilent)
   await new Promise<void>((resolve) => silent.listen(redis.port, '127.0.0.1', resolve))
   await waitFor('the client to reach the silent port', async () => silentSockets.size > 0, 5000)
   const commandStarted = performance.now()
   await t.rejects(app.redis.get('any-key'), 'a command while Redis does not answer fails')
   const commandMs = performance.now() - commandStarted
   t.ok(commandMs < TIMEOUT_MS, `at once (${Math.round(commandMs)} ms), not queued until the command timeout`)
-  for (const socket of silentSockets) socket.destroy()
-  await new Promise((resolve) => silent.close(resolve))
+  await closeSilent()
 
   await redis.start()
   await eventually(app, { database: 'ok', cache: 'ok' })
