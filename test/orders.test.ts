@@ -96,6 +96,8 @@ t.test('telecom always failing: retries, then Failed with the reason; jobs healt
   const first = placed[0]!
   const failed = await app.orders.findByCrmId(first.crmOrderId)
   t.match(failed, { status: 'Failed', failureReason: /^http_5xx: /, provisioningAttempts: 3 })
+  // The order is stored Failed first, then the reason goes to the CRM through its queue.
+  await waitFor('the reason in the CRM', async () => sandbox.crm.order(first.crmOrderId)?.Provisioning_Error__c != null)
   t.match(sandbox.crm.order(first.crmOrderId), { Provisioning_Error__c: /http_5xx/ }, 'the reason is written to the CRM')
   t.equal(sandbox.telecom.calls.filter((call) => call.path === '/v1/activations').length, 18, 'three attempts each')
   await waitFor('the jobs failed', async () => (await app.inject('/health/queues')).json().jobs.failed === 6)
