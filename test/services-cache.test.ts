@@ -20,6 +20,8 @@ t.test('the second read is a hit, and the report says so', async (t) => {
   const second = await readInvoice(app, invoiceId)
   t.same(second, first, 'the same invoice')
   t.equal(getInvoiceCalls(sandbox), 1, 'the upstream was read once')
+  const secondsLeft = await app.redis.ttl(`${app.config.REDIS_KEY_PREFIX}services-cache:invoice:${invoiceId}`)
+  t.ok(secondsLeft > 0 && secondsLeft <= 300, `the entry expires with the invoice TTL (${secondsLeft} s left)`)
 
   const report = (await app.inject('/api/health/services/cache')).json()
   t.match(report, { status: 'ok', hits: 1, misses: 1, errors: 0, hitRate: 50 })
