@@ -21,7 +21,9 @@ t.test('log lines carry the contract fields, redact secrets and split by level',
   t.equal(traced.headers['x-correlation-id'], 'trace-123:a.b_c', 'a valid correlation id round-trips')
   t.equal(traced.json().correlationId, 'trace-123:a.b_c', 'and is in the error body')
 
-  for (const bad of ['x'.repeat(10 * 1024), 'has spaces', 'semi;colon']) {
+  const longest = 'x'.repeat(128)
+  t.equal((await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-correlation-id': longest } })).headers['x-correlation-id'], longest, '128 characters are kept')
+  for (const bad of ['x'.repeat(129), 'x'.repeat(10 * 1024), 'has spaces', 'semi;colon']) {
     const response = await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-correlation-id': bad } })
     t.match(response.headers['x-correlation-id'], /^[0-9a-f-]{36}$/, 'an invalid one is replaced by a new UUID')
   }
