@@ -318,10 +318,9 @@ export class PlatformEventSubscriber {
     const reply = await this.#subscribeFrom(connection, stored, signal)
     if (reply.successful === true) return stored
     if (!INVALID_REPLAY.test(text(reply.error))) throw refusal(reply)
-    const refused = stored
-    this.#log.error({ channel: this.channel, replayId: refused, fallbackReplay: this.#fallbackReplay },
-      `replayId ${refused} of ${this.channel} is no longer retained by the CRM; subscribing from ${this.#fallbackReplay}`)
-    await this.#callback('replay_unavailable', 'onInvalidReplay() failed', () => this.#onInvalidReplay(refused), signal)
+    this.#log.error({ channel: this.channel, replayId: stored, fallbackReplay: this.#fallbackReplay },
+      `replayId ${stored} of ${this.channel} is no longer retained by the CRM; subscribing from ${this.#fallbackReplay}`)
+    await this.#callback('replay_unavailable', 'onInvalidReplay() failed', () => this.#onInvalidReplay(stored), signal)
     const fallback = await this.#subscribeFrom(connection, this.#fallbackReplay, signal)
     if (fallback.successful !== true) throw refusal(fallback)
     return this.#fallbackReplay
