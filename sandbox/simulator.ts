@@ -69,6 +69,8 @@ export interface SimulatorOptions {
   host?: string
   /** 0 (the default) picks a free port on the first start; later starts reuse it. */
   port?: number
+  /** The calls kept for `calls`, the most recent (default 10,000): a long-running sandbox stays within bounds. */
+  maxRecordedCalls?: number
 }
 
 export class SandboxControlError extends Error {}
@@ -175,6 +177,7 @@ export abstract class Simulator {
   #lifetime = Simulator.#newLifetime()
   #faults: Fault[] = []
   #calls: RecordedCall[] = []
+  readonly #maxRecordedCalls: number
   #callsInProgress = 0
   #upTimer: NodeJS.Timeout | undefined
   #closed = false
@@ -189,6 +192,7 @@ export abstract class Simulator {
   constructor (options: SimulatorOptions = {}) {
     this.host = options.host ?? '127.0.0.1'
     this.#port = options.port ?? 0
+    this.#maxRecordedCalls = options.maxRecordedCalls ?? 10_000
   }
 
   get url (): string {
@@ -207,6 +211,7 @@ export abstract class Simulator {
     return this.#faults.map(fault => ({ ...fault }))
   }
 
+  /** The calls received, oldest first: the most recent `maxRecordedCalls` of them. */
   get calls (): readonly RecordedCall[] {
     return [...this.#calls]
   }
@@ -331,6 +336,7 @@ export abstract class Simulator {
       headers: recordableHeaders(call.headers),
       ...(endpoint.params === undefined ? {} : { params: endpoint.params })
     })
+    if (this.#calls.length > this.#maxRecordedCalls) this.#calls.shift()
     const faults = this.#takeFaults(endpoint.route)
     const before = await this.#applyFaults(faults.filter(fault => fault.after !== true), endpoint, call.signal)
     if (before !== 'none') return before

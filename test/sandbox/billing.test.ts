@@ -131,3 +131,16 @@ t.test('calls are recorded without secrets', async t => {
   t.match(call, { method: 'POST', path: '/includes/api.php', route: 'ValidateLogin', params: { email: 'jane@example.com' } })
   t.notMatch(JSON.stringify(call), /correct-horse|sandbox-billing-secret/)
 })
+
+t.test('only the most recent calls are kept, so a long-running sandbox stays within bounds', async t => {
+  const kept = await new BillingSimulator({ maxRecordedCalls: 3 }).start()
+  t.teardown(() => kept.close())
+  for (const invoiceid of ['1', '2', '3', '4', '5']) {
+    const response = await fetch(kept.apiUrl, {
+      method: 'POST',
+      body: new URLSearchParams({ identifier: kept.identifier, secret: kept.secret, responsetype: 'json', action: 'GetInvoice', invoiceid })
+    })
+    await response.arrayBuffer()
+  }
+  t.same(kept.calls.map(call => call.params?.invoiceid), ['3', '4', '5'], 'the oldest give way first')
+})
