@@ -42,6 +42,7 @@ export class OrderEvents {
     private readonly subscriber: Redis,
     private readonly prefix: string,
     private readonly backlogLength: number,
+    private readonly backlogRetentionSeconds: number,
     private readonly log: Log
   ) {
     this.#channel = `${prefix}orders:status`
@@ -67,7 +68,15 @@ export class OrderEvents {
     if (order.billingClientId === null) return
     const event: Omit<OrderStatusEvent, 'id'> = { orderId: order.id, crmOrderId: order.crmOrderId, status: order.status, failureReason: order.failureReason, at: order.updatedAt }
     try {
-      const id = await this.redis.xadd(this.#backlogKey(order.billingClientId), 'MAXLEN', '~', String(this.backlogLength), '*', 'event', JSON.stringify(event))
+      const key = this.#backlogKey(order.billingClientId)
+      const results = await this.redis.multi()
+        .xadd(key, 'MAXLEN', '~', String(this.backlogLength), '*', 'event', JSON.stringify(event))
+        .expire(key, this.backlogRetentionSeconds)
+        .exec()
+      // One [error, result] pair a command; null when the transaction was discarded.
+      const failed = results?.find(([error]) => error !== null)
+      if (results == null || failed !== undefined) throw failed?.[0] ?? new Error('the backlog transaction was discarded')
+      const id = results[0]![1] as string
       await this.redis.publish(this.#channel, JSON.stringify({ clientId: order.billingClientId, event: { id, ...event } }))
     } catch (error) {
       this.log.warn({ err: error, orderId: order.id, status: order.status }, 'order status change not announced: Redis unavailable')

@@ -30,6 +30,8 @@ t.test('a client sees its order go Pending Review → Provisioning → Active, r
   t.match(last, { id: /^\d+-\d+$/, event: 'order.status' })
   t.match(JSON.parse(last.data!), { orderId: order.id, crmOrderId: order.crmOrderId, status: 'Active' })
   t.same(johns.events, [], 'another user sees none of it')
+  const backlogTtl = await app.redis.ttl(`${app.config.REDIS_KEY_PREFIX}orders:events:1`)
+  t.ok(backlogTtl > 86_400 - 60 && backlogTtl <= 86_400, `the backlog is removed a day after its last change (TTL ${backlogTtl} s)`)
 
   janes.close()
   const second = (await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(jane), payload: { productId: 2, billingCycle: 'annually' } })).json()

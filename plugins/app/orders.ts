@@ -13,13 +13,15 @@ declare module 'fastify' {
 
 // Enough for a client that reconnects after a short outage to miss nothing.
 const BACKLOG_LENGTH = 100
+// A backlog only serves such a reconnection: a client with no change for a day has its key removed.
+const BACKLOG_RETENTION_SECONDS = 86_400
 
 async function orders (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX } = fastify.config
   // A connection in subscriber mode can do nothing else, so it is a connection of its own.
   const subscriber = fastify.redis.duplicate({ enableOfflineQueue: true, autoResubscribe: false })
   subscriber.on('error', () => {})
-  const orderEvents = new OrderEvents(fastify.redis, subscriber, REDIS_KEY_PREFIX, BACKLOG_LENGTH, fastify.log)
+  const orderEvents = new OrderEvents(fastify.redis, subscriber, REDIS_KEY_PREFIX, BACKLOG_LENGTH, BACKLOG_RETENTION_SECONDS, fastify.log)
   await orderEvents.start()
   fastify.decorate('orders', new OrderStore(fastify.pg.pool))
   fastify.decorate('orderEvents', orderEvents)
