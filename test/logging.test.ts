@@ -1,5 +1,5 @@
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { readFileSync, truncateSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, tempDir } from './helpers/app.js'
@@ -79,4 +79,20 @@ t.test('a request of 2000 ms or more is marked slow', async (t) => {
   const line = readLog(logDir, 'combined.log').lines.find((line) => line.correlationId === 'slow-probe')
   t.match(line, { slow: true, level: 40, path: '/health', statusCode: 503 })
   t.ok(Number(line?.duration) >= 2000)
+})
+
+t.test('the log files can be rotated by copying and truncating them (logrotate copytruncate)', async (t) => {
+  const logDir = tempDir('logs')
+  const app = await buildTestApp(t, { LOG_DIR: logDir })
+  const logged = (correlationId: string) => async () => readLog(logDir, 'combined.log').lines.some((line) => line.correlationId === correlationId)
+
+  await app.inject({ url: '/no-such-route', headers: { 'x-correlation-id': 'before-rotation' } })
+  await waitFor('the line before rotation', logged('before-rotation'))
+  truncateSync(join(logDir, 'combined.log'), 0)
+  await app.inject({ url: '/no-such-route', headers: { 'x-correlation-id': 'after-rotation' } })
+  await waitFor('the line after rotation', logged('after-rotation'))
+
+  const { text, lines } = readLog(logDir, 'combined.log')
+  t.notOk(text.includes('\0'), 'the file opened for appending goes on at its new end: no hole of zero bytes where the old lines were')
+  t.notOk(lines.some((line) => line.correlationId === 'before-rotation'), 'only what came after')
 })
