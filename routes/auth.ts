@@ -4,6 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { BillingUnavailableError, InvalidCredentialsError, TwoFactorRequiredError } from '../lib/errors.js'
 import { UpstreamFailure } from '../lib/failure.js'
 import { AccessToken, LoginRequest } from '../schemas/auth.js'
+import { authenticatedErrorResponses, bodyErrorResponses, commonErrorResponses, errorResponse } from '../schemas/error.js'
 
 const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.addSchema(LoginRequest)
@@ -17,7 +18,15 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Sign in with the billing account; returns a Bearer access token',
       security: [],
       body: Type.Ref(LoginRequest),
-      response: { 200: Type.Ref(AccessToken), 401: Type.Ref('ErrorResponse'), 403: Type.Ref('ErrorResponse'), 503: Type.Ref('ErrorResponse') }
+      response: {
+        200: Type.Ref(AccessToken, { description: 'signed in' }),
+        ...commonErrorResponses,
+        ...bodyErrorResponses,
+        401: errorResponse('The email and password do not match a billing account (`INVALID_CREDENTIALS`)'),
+        403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`)'),
+        429: errorResponse('More than `LOGIN_RATE_LIMIT_MAX` sign-ins from this address in a minute (`RATE_LIMITED`); `retry-after` says when to try again'),
+        503: errorResponse('The billing system is unavailable (`BILLING_UNAVAILABLE`)')
+      }
     }
   }, async (request) => {
     const { email, password } = request.body
@@ -38,7 +47,11 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['auth'],
       summary: 'Revoke the access token until it expires',
       security: [{ bearerAuth: [] }],
-      response: { 204: Type.Null({ description: 'revoked' }), 401: Type.Ref('ErrorResponse'), 503: Type.Ref('ErrorResponse') }
+      response: {
+        204: Type.Null({ description: 'revoked' }),
+        ...authenticatedErrorResponses,
+        503: errorResponse('Redis is unavailable: the revocation cannot be stored, nor the token checked (`AUTH_UNAVAILABLE`)')
+      }
     }
   }, async (request, reply) => {
     await fastify.tokenBlacklist.revoke(request.user.jti, request.user.exp)

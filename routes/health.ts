@@ -57,7 +57,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['health'],
       summary: 'Liveness: the process serves requests; touches no dependency',
-      response: { 200: Type.Ref(LivenessReport) }
+      response: { 200: Type.Ref(LivenessReport, { description: 'the process serves' }) }
     }
   }, async () => ({ status: 'ok' as const }))
 

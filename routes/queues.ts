@@ -44,7 +44,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['health'],
       summary: 'Queue metrics of both upstream queues, and the CRM daily API usage',
       description: 'Counters are cumulative; averages are in milliseconds over the recent window; `health` is judged from the monitoring thresholds.',
-      response: { 200: Type.Ref(QueuesReport) }
+      response: { 200: Type.Ref(QueuesReport, { description: 'both upstream queues, the job queue and the event subscription' }) }
     }
   }, async () => {
     const [{ used, limit }, jobs, holder] = await Promise.all([dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null)])
@@ -65,7 +65,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['health'],
       summary: 'Billing queue details: metrics, settings and current alert level',
-      response: { 200: Type.Ref(QueueDetail) }
+      response: { 200: Type.Ref(QueueDetail, { description: 'the billing queue' }) }
     }
   }, async () => detail(fastify.billingQueue))
 
@@ -74,7 +74,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['health'],
       summary: 'CRM queue details, with the daily API usage against its limit',
-      response: { 200: Type.Ref(CrmQueueDetail) }
+      response: { 200: Type.Ref(CrmQueueDetail, { description: 'the CRM queue and its daily usage' }) }
     }
   }, async () => {
     const usage = await dailyUsage()

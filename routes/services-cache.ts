@@ -11,7 +11,7 @@ const servicesCacheRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['health'],
       summary: 'Services cache: hits, misses, hit rate, latency, memory and keys',
-      response: { 200: Type.Ref(ServicesCacheReport) }
+      response: { 200: Type.Ref(ServicesCacheReport, { description: 'the services cache' }) }
     }
   }, async () => {
     const stats = fastify.servicesCache.stats()

@@ -36,7 +36,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['health'],
       summary: 'What the status page shows: core health, both queues, CRM usage, the job queue, the subscriber and every alert',
-      response: { 200: Type.Ref(StatusSummary) }
+      response: { 200: Type.Ref(StatusSummary, { description: 'the status page\'s figures' }) }
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()

@@ -9,3 +9,35 @@ export const ErrorResponse = Type.Object({
 }, { $id: 'ErrorResponse', title: 'Error', additionalProperties: false })
 
 export type ErrorResponse = Static<typeof ErrorResponse>
+
+/** An error answer as the OpenAPI document shows it: the shared body, with what the status means on that route. */
+export function errorResponse (description: string) {
+  return Type.Ref('ErrorResponse', { description })
+}
+
+/** The error answers every route outside the probes can give, besides its own. */
+export const commonErrorResponses = {
+  429: errorResponse('Too many requests from this client or address (`RATE_LIMITED`); `retry-after` says when to try again'),
+  500: errorResponse('The database is unavailable (`DATABASE_UNAVAILABLE`), or the request failed unexpectedly (`INTERNAL_ERROR`: the detail is logged under the correlation id, never answered)')
+}
+
+/** A route that validates its input: its query string, path parameters or body. */
+export const invalidRequestResponse = {
+  400: errorResponse('The request does not match its schema (`FST_ERR_VALIDATION`), or its body is not valid JSON (`FST_ERR_CTP_…`); the message says what is wrong')
+}
+
+/** A route that takes a JSON body, besides its validation. */
+export const bodyErrorResponses = {
+  ...invalidRequestResponse,
+  413: errorResponse('The body is larger than 64 KiB (`FST_ERR_CTP_BODY_TOO_LARGE`)'),
+  415: errorResponse('The body is in a media type the service does not read: send `application/json` (`FST_ERR_CTP_INVALID_MEDIA_TYPE`)')
+}
+
+/** A route behind a Bearer access token, whose revocation is checked in Redis. */
+export const authenticatedErrorResponses = {
+  ...commonErrorResponses,
+  401: errorResponse('The access token is missing, malformed, expired or revoked (`UNAUTHORIZED`)')
+}
+
+/** Why a route behind a token may answer 503, whatever else it calls. */
+export const TOKEN_CHECK_UNAVAILABLE = 'Redis cannot say whether the token is revoked and `AUTH_BLACKLIST_FAIL_CLOSED` is on (`AUTH_UNAVAILABLE`)'

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { streamIdAfter, type OrderStatusEvent } from '../../lib/order-events.js'
+import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 
 export const HEARTBEAT_MS = 15_000
 const VALID_EVENT_ID = /^\d{1,20}-\d{1,20}$/
@@ -26,7 +27,10 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
         properties: { 'last-event-id': { type: 'string', maxLength: 64 } }
       },
       response: {
-        200: { description: '`text/event-stream`', content: { 'text/event-stream': { schema: { type: 'string' } } } }
+        200: { description: '`text/event-stream`', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+        ...authenticatedErrorResponses,
+        ...invalidRequestResponse,
+        503: errorResponse(TOKEN_CHECK_UNAVAILABLE)
       }
     }
   }, async (request, reply) => {

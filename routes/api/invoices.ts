@@ -4,9 +4,14 @@ import type { FastifyRequest } from 'fastify'
 import type { InvoiceDetails as BillingInvoiceDetails } from '../../integrations/billing.js'
 import { BillingUnavailableError, InvoiceNotFoundError } from '../../lib/errors.js'
 import { UpstreamFailure } from '../../lib/failure.js'
+import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 import { Invoice, InvoiceDetails, InvoiceList, InvoiceParams, InvoiceQuery } from '../../schemas/invoices.js'
 
-const errors = { 401: Type.Ref('ErrorResponse'), 404: Type.Ref('ErrorResponse'), 503: Type.Ref('ErrorResponse') }
+const errors = {
+  ...authenticatedErrorResponses,
+  ...invalidRequestResponse,
+  503: errorResponse(`The billing system is unavailable, or did not answer in time (\`BILLING_UNAVAILABLE\`); or ${TOKEN_CHECK_UNAVAILABLE}`)
+}
 
 function clientIdOf (request: FastifyRequest): number {
   return Number(request.user.sub)
@@ -27,7 +32,7 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'The caller\'s invoices, a page at a time',
       security: [{ bearerAuth: [] }],
       querystring: InvoiceQuery,
-      response: { 200: Type.Ref(InvoiceList), ...errors }
+      response: { 200: Type.Ref(InvoiceList, { description: 'one page of the caller\'s invoices, with the total' }), ...errors }
     }
   }, async (request) => {
     const clientId = clientIdOf(request)
@@ -45,7 +50,7 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'One of the caller\'s invoices, with its lines',
       security: [{ bearerAuth: [] }],
       params: InvoiceParams,
-      response: { 200: Type.Ref(InvoiceDetails), ...errors }
+      response: { 200: Type.Ref(InvoiceDetails, { description: 'the invoice' }), ...errors, 404: errorResponse('The caller has no invoice with this id (`INVOICE_NOT_FOUND`)') }
     }
   }, async (request) => {
     const { id } = request.params

@@ -3,9 +3,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { BillingUnavailableError, CrmUnavailableError, OrderNotFoundError, OrderRejectedError } from '../../lib/errors.js'
 import { classifyFailure, UpstreamFailure } from '../../lib/failure.js'
 import { QueueFullError } from '../../lib/request-queue.js'
+import { authenticatedErrorResponses, bodyErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 import { NewOrderRequest, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../schemas/orders.js'
 
-const errors = { 401: Type.Ref('ErrorResponse'), 404: Type.Ref('ErrorResponse'), 422: Type.Ref('ErrorResponse'), 503: Type.Ref('ErrorResponse') }
+const errors = { ...authenticatedErrorResponses, ...invalidRequestResponse, 503: errorResponse(TOKEN_CHECK_UNAVAILABLE) }
 
 const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [OrderStatus, Order, OrderList]) fastify.addSchema(schema)
@@ -18,7 +19,13 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'The CRM provisions the order when it raises OrderProvisionRequested__e; follow its status on GET /api/events.',
       security: [{ bearerAuth: [] }],
       body: NewOrderRequest,
-      response: { 201: Type.Ref(Order), ...errors }
+      response: {
+        201: Type.Ref(Order, { description: 'ordered: the order, Pending Review' }),
+        ...errors,
+        ...bodyErrorResponses,
+        422: errorResponse('The billing system refused the order: an unknown product, say (`ORDER_REJECTED`)'),
+        503: errorResponse(`The billing system is unavailable or did not answer in time (\`BILLING_UNAVAILABLE\`: the service stored no order); the CRM is (\`CRM_UNAVAILABLE\`: the order is kept as Failed, with the reason); or ${TOKEN_CHECK_UNAVAILABLE}`)
+      }
     }
   }, async (request, reply) => {
     const clientId = Number(request.user.sub)
@@ -57,7 +64,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'The caller\'s orders, newest first',
       security: [{ bearerAuth: [] }],
       querystring: OrderQuery,
-      response: { 200: Type.Ref(OrderList), ...errors }
+      response: { 200: Type.Ref(OrderList, { description: 'one page of the caller\'s orders, with the total' }), ...errors }
     }
   }, async (request) => {
     const { page, limit } = request.query
@@ -71,7 +78,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'One of the caller\'s orders and its status',
       security: [{ bearerAuth: [] }],
       params: OrderParams,
-      response: { 200: Type.Ref(Order), ...errors }
+      response: { 200: Type.Ref(Order, { description: 'the order' }), ...errors, 404: errorResponse('The caller has no order with this id (`ORDER_NOT_FOUND`)') }
     }
   }, async (request) => {
     const order = await orders.findForClient(Number(request.user.sub), request.params.id)
