@@ -32,6 +32,17 @@ const WARM_UP_SECONDS = 2
 const DEPENDENCY_DELAY_MS = Number(process.env.BENCH_DEPENDENCY_DELAY_MS ?? 1)
 const REDIS_PORT = Number(new URL(REDIS_URL).port)
 
+/** PostgreSQL and Redis through the delay relay. */
+interface DependenciesAway {
+  /** The relay's PostgreSQL port, for the naive handler; the service goes through `counter` to it. */
+  databaseUrl: string
+  redisUrl: string
+  counter: PgCountingProxy
+  roundTrips: RoundTrips
+}
+
+interface RoundTrips { database: number, cache: number }
+
 interface DelayRelay {
   /** The relay's port for each target port. */
   ports: Record<string, number>
@@ -58,7 +69,7 @@ async function startDelayRelay (delayMs: number, targetPorts: number[]): Promise
 }
 
 /** Median milliseconds of one `SELECT 1` and one `PING`, one after the other: the round trip clients meet. */
-async function roundTrips (databaseUrl: string, redisUrl: string): Promise<{ database: number, cache: number }> {
+async function roundTrips (databaseUrl: string, redisUrl: string): Promise<RoundTrips> {
   const SAMPLES = 200
   const database = new pg.Client({ connectionString: databaseUrl })
   const cache = new Redis(redisUrl)
@@ -89,15 +100,18 @@ export async function benchHealth (): Promise<void> {
   await ensureDatabase()
   const keyPrefix = runKeyPrefix('health')
   const proxy = await PgCountingProxy.start(POSTGRES.port)
-  const relay = DEPENDENCY_DELAY_MS > 0 ? await startDelayRelay(DEPENDENCY_DELAY_MS, [POSTGRES.port, REDIS_PORT]) : undefined
-  // The service away from its dependencies has its queries counted too: the counter relays to the delay relay.
-  const proxyAway = relay === undefined ? undefined : await PgCountingProxy.start(relay.ports[POSTGRES.port]!)
   const dist = join(projectRoot, 'dist')
+  let relay: DelayRelay | undefined
+  let away: DependenciesAway | undefined
   try {
-    const databaseAway = relay === undefined ? undefined : `postgres://postgres@${POSTGRES.host}:${relay.ports[POSTGRES.port]}/${DATABASE}`
-    const redisAway = relay === undefined ? undefined : `redis://127.0.0.1:${relay.ports[REDIS_PORT]}`
     const direct = await roundTrips(DATABASE_URL, REDIS_URL)
-    const away = databaseAway === undefined || redisAway === undefined ? undefined : await roundTrips(databaseAway, redisAway)
+    if (DEPENDENCY_DELAY_MS > 0) {
+      relay = await startDelayRelay(DEPENDENCY_DELAY_MS, [POSTGRES.port, REDIS_PORT])
+      const databaseUrl = `postgres://postgres@${POSTGRES.host}:${relay.ports[POSTGRES.port]}/${DATABASE}`
+      const redisUrl = `redis://127.0.0.1:${relay.ports[REDIS_PORT]}`
+      // The service away from its dependencies has its queries counted too: this counter relays to the delay relay.
+      away = { databaseUrl, redisUrl, counter: await PgCountingProxy.start(relay.ports[POSTGRES.port]!), roundTrips: await roundTrips(databaseUrl, redisUrl) }
+    }
 
     await withServers(async (start) => {
       const target = (name: string, entry: string, env: Record<string, string>, counter?: PgCountingProxy): Target =>
@@ -108,11 +122,11 @@ export async function benchHealth (): Promise<void> {
       const naive = target('naive', 'bench/naive-app.js', { DATABASE_URL, REDIS_URL })
       const service = target('service', 'server.js', serviceEnv({ DATABASE_URL: proxy.url(DATABASE), REDIS_KEY_PREFIX: keyPrefix }), proxy)
       const targets = [minimal, naive, service]
-      const pairAway = databaseAway === undefined || redisAway === undefined || proxyAway === undefined
+      const pairAway = away === undefined
         ? undefined
         : {
-            naive: target('naive away', 'bench/naive-app.js', { DATABASE_URL: databaseAway, REDIS_URL: redisAway }),
-            service: target('service away', 'server.js', serviceEnv({ DATABASE_URL: proxyAway.url(DATABASE), REDIS_URL: redisAway, REDIS_KEY_PREFIX: keyPrefix }), proxyAway)
+            naive: target('naive away', 'bench/naive-app.js', { DATABASE_URL: away.databaseUrl, REDIS_URL: away.redisUrl }),
+            service: target('service away', 'server.js', serviceEnv({ DATABASE_URL: away.counter.url(DATABASE), REDIS_URL: away.redisUrl, REDIS_KEY_PREFIX: keyPrefix }), away.counter)
           }
       if (pairAway !== undefined) targets.push(pairAway.naive, pairAway.service)
 
@@ -158,7 +172,7 @@ export async function benchHealth (): Promise<void> {
         ...(pairAway === undefined || away === undefined
           ? []
           : [
-              `  PostgreSQL and Redis behind a relay holding each answer ${DEPENDENCY_DELAY_MS} ms (SELECT 1 ${ms(away.database)}, PING ${ms(away.cache)})`,
+              `  PostgreSQL and Redis behind a relay holding each answer ${DEPENDENCY_DELAY_MS} ms (SELECT 1 ${ms(away.roundTrips.database)}, PING ${ms(away.roundTrips.cache)})`,
               `  naive handler:                    ${summary(pairAway.naive)}`,
               `  service /health:                  ${summary(pairAway.service)}`,
               `  ratio service / naive:            ${ratio(pairAway.service, pairAway.naive)} (target >= 5)`,
@@ -168,7 +182,7 @@ export async function benchHealth (): Promise<void> {
       ].join('\n'))
     })
   } finally {
-    await proxyAway?.close()
+    await away?.counter.close()
     await relay?.stop()
     await proxy.close()
     await deleteKeys(keyPrefix)
