@@ -25,7 +25,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: errorResponse('The email and password do not match a billing account (`INVALID_CREDENTIALS`)'),
         403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`)'),
         429: errorResponse('More than `LOGIN_RATE_LIMIT_MAX` sign-ins from this address in a minute (`RATE_LIMITED`); `retry-after` says when to try again'),
-        503: errorResponse('The billing system is unavailable (`BILLING_UNAVAILABLE`)')
+        503: errorResponse('The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`)')
       }
     }
   }, async (request) => {

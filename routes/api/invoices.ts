@@ -10,7 +10,7 @@ import { Invoice, InvoiceDetails, InvoiceList, InvoiceParams, InvoiceQuery } fro
 const errors = {
   ...authenticatedErrorResponses,
   ...invalidRequestResponse,
-  503: errorResponse(`The billing system is unavailable, or did not answer in time (\`BILLING_UNAVAILABLE\`); or ${TOKEN_CHECK_UNAVAILABLE}`)
+  503: errorResponse(`The billing system is unavailable, did not answer in time, or its request queue is full (\`BILLING_UNAVAILABLE\`); or ${TOKEN_CHECK_UNAVAILABLE}`)
 }
 
 function clientIdOf (request: FastifyRequest): number {

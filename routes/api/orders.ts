@@ -24,7 +24,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         ...errors,
         ...bodyErrorResponses,
         422: errorResponse('The billing system refused the order: an unknown product, say (`ORDER_REJECTED`)'),
-        503: errorResponse(`The billing system is unavailable or did not answer in time (\`BILLING_UNAVAILABLE\`: the service stored no order); the CRM is (\`CRM_UNAVAILABLE\`: the order is kept as Failed, with the reason); or ${TOKEN_CHECK_UNAVAILABLE}`)
+        503: errorResponse(`The billing system is unavailable, did not answer in time, or its request queue is full (\`BILLING_UNAVAILABLE\`: the service stored no order); the same of the CRM (\`CRM_UNAVAILABLE\`: the order is kept as Failed, with the reason); or ${TOKEN_CHECK_UNAVAILABLE}`)
       }
     }
   }, async (request, reply) => {
