@@ -37,6 +37,8 @@ import portalApi from './routes/api/index.js'
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config
+    /** Opens the log files again by name, for logrotate's renaming rotation (SIGHUP in server.ts). */
+    reopenLogFiles: () => void
   }
 }
 
@@ -51,6 +53,7 @@ export const BODY_LIMIT_BYTES = 64 * 1024
 /** Builds the service, ready to inject requests into or to listen. */
 export async function build ({ config, logToStdout = true }: BuildOptions): Promise<FastifyInstance> {
   const logger = createLogger({ level: config.LOG_LEVEL, service: config.SERVICE_NAME, logDir: config.LOG_DIR, stdout: logToStdout })
+  await logger.ready
   const app = Fastify({
     loggerInstance: logger.system as FastifyBaseLogger,
     // Request loggers descend from the root logger, so their correlation id replaces the system one.
@@ -64,6 +67,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
   })
 
   app.decorate('config', config)
+  app.decorate('reopenLogFiles', () => logger.reopen())
   app.addHook('onClose', async () => logger.flush())
 
   // A plugin that fails to start must not leave the others' pools and sockets open.

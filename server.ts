@@ -37,8 +37,14 @@ const app = await build({ config }).catch((error: unknown) => {
   process.exit(1)
 })
 for (const warning of warnings) app.log.warn(warning)
+// logrotate's postrotate `kill -HUP`: new files under the old names, no line lost. SIGHUP is
+// not a shutdown signal here (close-with-grace makes it one by default).
+process.on('SIGHUP', () => {
+  app.reopenLogFiles()
+  app.log.info('log files reopened (SIGHUP)')
+})
 
-closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger: app.log }, async ({ signal, err }) => {
+closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger: app.log, skip: ['SIGHUP'] }, async ({ signal, err }) => {
   if (err !== undefined) app.log.fatal({ err }, 'shutting down after an unexpected error')
   else app.log.info({ signal }, 'shutting down: draining in-flight requests')
   app.lifecycle.draining = true

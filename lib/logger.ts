@@ -1,4 +1,5 @@
-import { mkdirSync, openSync } from 'node:fs'
+import { once } from 'node:events'
+import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { destination, multistream, pino, type Bindings, type ChildLoggerOptions, type Logger, type StreamEntry } from 'pino'
 
@@ -15,7 +16,11 @@ export interface ServiceLogger {
   root: Logger
   /** Logger for lines that belong to no request. */
   system: Logger
+  /** Resolves once both log files are open; rejects when one cannot be opened. */
+  ready: Promise<void>
   flush(): void
+  /** Opens the log files again by name: after logrotate has renamed them, new files are made. */
+  reopen(): void
 }
 
 // Paths are relative to the logged object; wildcards cover one level of nesting.
@@ -27,9 +32,16 @@ const REDACTED_PATHS = [
 
 export function createLogger ({ level, service, logDir, stdout = true }: LoggerSettings): ServiceLogger {
   mkdirSync(logDir, { recursive: true })
-  // Files are opened synchronously so the destinations are ready (and flushable) at once.
-  const combined = destination({ dest: openSync(join(logDir, 'combined.log'), 'a'), sync: false })
-  const errors = destination({ dest: openSync(join(logDir, 'error.log'), 'a'), sync: false })
+  // Opened by name, not by descriptor, so that they can be reopened; in append mode, so that a
+  // copy-and-truncate rotation leaves no gap either.
+  const combined = destination({ dest: join(logDir, 'combined.log'), append: true, sync: false })
+  const errors = destination({ dest: join(logDir, 'error.log'), append: true, sync: false })
+  const ready = Promise.all([once(combined, 'ready'), once(errors, 'ready')]).then(() => undefined)
+  // A log file that can no longer be written or reopened (disk full, directory gone) must not end
+  // the service: stdout still gets every line, and stderr says why the file stopped.
+  for (const [name, file] of [['combined.log', combined], ['error.log', errors]] as const) {
+    file.on('error', (error: NodeJS.ErrnoException) => process.stderr.write(`log file ${name} unavailable: ${error.code ?? error.message}\n`))
+  }
   const streams: StreamEntry[] = [
     { level: 'trace', stream: combined },
     { level: 'error', stream: errors }
@@ -48,8 +60,13 @@ export function createLogger ({ level, service, logDir, stdout = true }: LoggerS
   return {
     root,
     system: root.child({ correlationId: 'system' }),
+    ready,
     flush () {
       for (const destination of [combined, errors, console]) destination?.flushSync()
+    },
+    reopen () {
+      combined.reopen()
+      errors.reopen()
     }
   }
 }

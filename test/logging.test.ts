@@ -1,14 +1,16 @@
 import t from 'tap'
-import { readFileSync, truncateSync } from 'node:fs'
+import { existsSync, readFileSync, renameSync, rmSync, truncateSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { buildTestApp, tempDir } from './helpers/app.js'
+import { request } from 'undici'
+import { buildTestApp, ensureTestDatabase, tempDir, testEnv } from './helpers/app.js'
 import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
+import { startService } from './helpers/service-process.js'
 
 type LogLine = Record<string, unknown>
 
-function readLog (dir: string, file: 'combined.log' | 'error.log'): { text: string, lines: LogLine[] } {
+function readLog (dir: string, file: string): { text: string, lines: LogLine[] } {
   const text = readFileSync(join(dir, file), 'utf8')
   return { text, lines: text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as LogLine) }
 }
@@ -95,4 +97,49 @@ t.test('the log files can be rotated by copying and truncating them (logrotate c
   const { text, lines } = readLog(logDir, 'combined.log')
   t.notOk(text.includes('\0'), 'the file opened for appending goes on at its new end: no hole of zero bytes where the old lines were')
   t.notOk(lines.some((line) => line.correlationId === 'before-rotation'), 'only what came after')
+})
+
+t.test('SIGHUP reopens the log files by name (logrotate renaming them): no line lost, the process goes on', async (t) => {
+  await ensureTestDatabase()
+  const logDir = tempDir('logs')
+  const service = await startService(testEnv({ LOG_DIR: logDir }))
+  t.teardown(() => { service.child.kill('SIGKILL') })
+  const get = async (correlationId: string) => {
+    const response = await request(`${service.url}/no-such-route`, { headers: { 'x-correlation-id': correlationId } })
+    await response.body.dump()
+  }
+  const logged = (file: string, correlationId: string) => readLog(logDir, file).lines.some((line) => line.correlationId === correlationId)
+
+  await get('before-rotation')
+  await waitFor('the line before rotation', async () => logged('combined.log', 'before-rotation'))
+  renameSync(join(logDir, 'combined.log'), join(logDir, 'combined.log.1'))
+  renameSync(join(logDir, 'error.log'), join(logDir, 'error.log.1'))
+  service.child.kill('SIGHUP')
+  await waitFor('new files under the old names', async () => existsSync(join(logDir, 'combined.log')) && existsSync(join(logDir, 'error.log')))
+  await get('after-rotation')
+  await waitFor('the line after rotation', async () => logged('combined.log', 'after-rotation'))
+
+  t.ok(logged('combined.log.1', 'before-rotation'), 'the rotated file keeps what came before')
+  t.notOk(logged('combined.log.1', 'after-rotation'), 'and nothing after')
+  t.notOk(logged('combined.log', 'before-rotation'), 'the new file has only what came after')
+  t.ok(readLog(logDir, 'combined.log').lines.some((line) => line.message === 'log files reopened (SIGHUP)'), 'the reopening is logged')
+  t.equal(service.child.exitCode, null, 'SIGHUP did not end the process')
+  service.child.kill('SIGTERM')
+  t.equal(await service.exit, 0)
+})
+
+t.test('a log file that cannot be reopened does not end the service', async (t) => {
+  await ensureTestDatabase()
+  const logDir = tempDir('logs')
+  const service = await startService(testEnv({ LOG_DIR: logDir }))
+  t.teardown(() => { service.child.kill('SIGKILL') })
+  rmSync(logDir, { recursive: true })
+  service.child.kill('SIGHUP')
+  await waitFor('the failure on stderr', async () => service.stderr().includes('log file combined.log unavailable: ENOENT'))
+  const response = await request(`${service.url}/health/live`)
+  t.equal(response.statusCode, 200, 'the service still answers')
+  await response.body.dump()
+  t.ok(service.lines.some((line) => line.message === 'log files reopened (SIGHUP)'), 'stdout still gets the lines')
+  service.child.kill('SIGTERM')
+  t.equal(await service.exit, 0)
 })
