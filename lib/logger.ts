@@ -1,5 +1,5 @@
 import { once } from 'node:events'
-import { mkdirSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { join } from 'node:path'
 import { destination, multistream, pino, type Bindings, type ChildLoggerOptions, type Logger, type StreamEntry } from 'pino'
 
@@ -32,16 +32,22 @@ const REDACTED_PATHS = [
 
 export function createLogger ({ level, service, logDir, stdout = true }: LoggerSettings): ServiceLogger {
   mkdirSync(logDir, { recursive: true })
+  const [combinedPath, errorsPath] = [join(logDir, 'combined.log'), join(logDir, 'error.log')]
+  // pino's destination opens its file asynchronously, and one that never opened throws from
+  // pino's exit handler: a file that cannot be opened must fail the start here, in one line.
+  for (const path of [combinedPath, errorsPath]) closeSync(openSync(path, 'a'))
   // Opened by name, not by descriptor, so that they can be reopened; in append mode, so that a
-  // copy-and-truncate rotation leaves no gap either.
-  const combined = destination({ dest: join(logDir, 'combined.log'), append: true, sync: false })
-  const errors = destination({ dest: join(logDir, 'error.log'), append: true, sync: false })
-  const ready = Promise.all([once(combined, 'ready'), once(errors, 'ready')]).then(() => undefined)
-  // A log file that can no longer be written or reopened (disk full, directory gone) must not end
-  // the service: stdout still gets every line, and stderr says why the file stopped.
-  for (const [name, file] of [['combined.log', combined], ['error.log', errors]] as const) {
-    file.on('error', (error: NodeJS.ErrnoException) => process.stderr.write(`log file ${name} unavailable: ${error.code ?? error.message}\n`))
-  }
+  // copy-and-truncate rotation leaves no hole either.
+  const combined = destination({ dest: combinedPath, append: true, sync: false })
+  const errors = destination({ dest: errorsPath, append: true, sync: false })
+  // A file that cannot be opened at start fails the start. Once open, a file that can no longer be
+  // written or reopened (disk full, directory gone) must not end the service: stdout still gets
+  // every line, and stderr says why the file stopped.
+  const ready = Promise.all([once(combined, 'ready'), once(errors, 'ready')]).then(() => {
+    for (const [name, file] of [['combined.log', combined], ['error.log', errors]] as const) {
+      file.on('error', (error: NodeJS.ErrnoException) => process.stderr.write(`log file ${name} unavailable: ${error.code ?? error.message}\n`))
+    }
+  })
   const streams: StreamEntry[] = [
     { level: 'trace', stream: combined },
     { level: 'error', stream: errors }

@@ -1,5 +1,7 @@
 import t from 'tap'
-import { ensureTestDatabase, testEnv } from './helpers/app.js'
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { ensureTestDatabase, tempDir, testEnv } from './helpers/app.js'
 import { freePort } from './helpers/ports.js'
 import { runServer, startService } from './helpers/service-process.js'
 
@@ -34,4 +36,14 @@ t.test('Redis unreachable at start: the start fails once the plugin timeout pass
   t.teardown(() => { server.child.kill('SIGKILL') })
   t.equal(await server.exit, 1)
   t.match(server.stderr(), /^Startup failed: /m)
+})
+
+t.test('a log file that cannot be opened at start: the start fails with one line, exit 1', async (t) => {
+  const logDir = tempDir('logs')
+  mkdirSync(join(logDir, 'combined.log'))
+  const server = runServer(testEnv({ LOG_DIR: logDir }))
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  t.equal(await server.exit, 1)
+  t.match(server.stderr(), /^Startup failed: EISDIR: .*combined\.log/)
+  t.equal(server.stderr().trim().split('\n').length, 1, 'one line')
 })
