@@ -2,6 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './lib/config.js'
 import { LazyChildLogger, createLogger } from './lib/logger.js'
 import { RequestLogController, correlationIdOf } from './lib/request-log.js'
+import { BODY_LIMIT_BYTES } from './schemas/error.js'
 import sensible from './plugins/external/sensible.js'
 import metrics from './plugins/external/metrics.js'
 import swagger from './plugins/external/swagger.js'
@@ -47,8 +48,6 @@ export interface BuildOptions {
   /** Log to stdout as well as to the log files (default true). */
   logToStdout?: boolean
 }
-
-export const BODY_LIMIT_BYTES = 64 * 1024
 
 /** Builds the service, ready to inject requests into or to listen. */
 export async function build ({ config, logToStdout = true }: BuildOptions): Promise<FastifyInstance> {

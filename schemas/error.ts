@@ -21,7 +21,10 @@ export const commonErrorResponses = {
   500: errorResponse('The database is unavailable (`DATABASE_UNAVAILABLE`), or the request failed unexpectedly (`INTERNAL_ERROR`: the detail is logged under the correlation id, never answered)')
 }
 
-/** A route that validates its input: its query string, path parameters or body. */
+/** The largest request body the service reads (Fastify's bodyLimit); a larger one is a 413. */
+export const BODY_LIMIT_BYTES = 64 * 1024
+
+/** A route that validates its input: its query string, path parameters, headers or body. */
 export const invalidRequestResponse = {
   400: errorResponse('The request does not match its schema (`FST_ERR_VALIDATION`), or its body is not valid JSON (`FST_ERR_CTP_…`); the message says what is wrong')
 }
@@ -29,7 +32,7 @@ export const invalidRequestResponse = {
 /** A route that takes a JSON body, besides its validation. */
 export const bodyErrorResponses = {
   ...invalidRequestResponse,
-  413: errorResponse('The body is larger than 64 KiB (`FST_ERR_CTP_BODY_TOO_LARGE`)'),
+  413: errorResponse(`The body is larger than ${BODY_LIMIT_BYTES / 1024} KiB (\`FST_ERR_CTP_BODY_TOO_LARGE\`)`),
   415: errorResponse('The body is in a media type the service does not read: send `application/json` (`FST_ERR_CTP_INVALID_MEDIA_TYPE`)')
 }
 

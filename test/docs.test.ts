@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
 import SwaggerParser from '@apidevtools/swagger-parser'
+import { BODY_LIMIT_BYTES } from '../schemas/error.js'
 import { buildTestApp } from './helpers/app.js'
 
 t.test('/docs/json is a valid OpenAPI 3 document of the health routes', async (t) => {
@@ -73,7 +74,7 @@ t.test('a bad body gets the answer the document describes', async (t) => {
   const bodies = [
     { status: 400, headers: { 'content-type': 'application/json' }, payload: '{"email":' },
     { status: 400, headers: { 'content-type': 'application/json' }, payload: '{"email":"jane@example.com"}' },
-    { status: 413, headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ email: 'x'.repeat(70 * 1024), password: 'p' }) },
+    { status: 413, headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ email: 'x'.repeat(BODY_LIMIT_BYTES), password: 'p' }) },
     { status: 415, headers: { 'content-type': 'application/xml' }, payload: '<login/>' }
   ]
   for (const { status, headers, payload } of bodies) {
