@@ -89,6 +89,13 @@ export interface PlacedOrder {
   serviceIds: number[]
 }
 
+export type SignIn =
+  | { outcome: 'signed_in', clientId: number }
+  | { outcome: 'invalid_credentials' }
+  | { outcome: 'two_factor_required' }
+  /** The user signed in, but no client account has the user's email. */
+  | { outcome: 'no_client_account' }
+
 /** AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist. */
 export class OrderNotPendingError extends UpstreamFailure {
   constructor (readonly orderId: number) {
@@ -113,6 +120,11 @@ function toNumber (value: unknown, field: string): number {
 /** WHMCS booleans arrive as booleans, 0/1 or strings ("true", "false", "1", "0"). */
 function isTrue (value: unknown): boolean {
   return value === true || value === 1 || value === '1' || value === 'true'
+}
+
+/** Email addresses as WHMCS compares them: without regard to case. */
+function sameEmail (a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase()
 }
 
 function toText (value: unknown): string {
@@ -200,13 +212,31 @@ export class BillingClient {
   }
 
   /**
-   * The client whose email and password these are, or null when they do not match. A user with
+   * The user whose email and password these are, or null when they do not match. A user with
    * two-factor authentication on has passed only the first factor, which the API cannot complete.
    */
-  validateLogin (email: string, password: string, signal?: AbortSignal): Promise<{ clientId: number, twoFactorRequired: boolean } | null> {
+  validateLogin (email: string, password: string, signal?: AbortSignal): Promise<{ userId: number, twoFactorRequired: boolean } | null> {
     return this.#action('ValidateLogin', { email, password2: password }, signal,
-      answer => ({ clientId: toNumber(answer.userid, 'userid'), twoFactorRequired: isTrue(answer.twoFactorEnabled) }),
+      answer => ({ userId: toNumber(answer.userid, 'userid'), twoFactorRequired: isTrue(answer.twoFactorEnabled) }),
       message => message === 'Email or Password Invalid' ? null : undefined)
+  }
+
+  /**
+   * Checks a sign-in and finds the client account it acts for. Since WHMCS 8 the users who sign in
+   * are apart from the clients who are billed, and ValidateLogin answers a user id: it is taken as
+   * the client id only when that client has the user's email (an installation upgraded from WHMCS 7,
+   * where the two are one); otherwise the client is the one with the user's email. A user id that
+   * happens to be another client's id never signs in as that client.
+   */
+  async signIn (email: string, password: string, signal?: AbortSignal): Promise<SignIn> {
+    const user = await this.validateLogin(email, password, signal)
+    if (user === null) return { outcome: 'invalid_credentials' }
+    if (user.twoFactorRequired) return { outcome: 'two_factor_required' }
+    const sameId = await this.getClientsDetails(user.userId, signal)
+    if (sameId !== null && sameEmail(sameId.email, email)) return { outcome: 'signed_in', clientId: sameId.id }
+    const byEmail = await this.#action('GetClientsDetails', { email }, signal, toClientDetails,
+      message => message === 'Client Not Found' ? null : undefined)
+    return byEmail === null ? { outcome: 'no_client_account' } : { outcome: 'signed_in', clientId: byEmail.id }
   }
 
   getClientsDetails (clientId: number, signal?: AbortSignal): Promise<ClientDetails | null> {

@@ -20,6 +20,7 @@ export const NotFoundError = definePublicError('NOT_FOUND', 'Route %s not found'
 export const UnauthorizedError = definePublicError('UNAUTHORIZED', 'Missing, invalid or expired access token', 401)
 export const InvalidCredentialsError = definePublicError('INVALID_CREDENTIALS', 'Invalid email or password', 401)
 export const TwoFactorRequiredError = definePublicError('TWO_FACTOR_REQUIRED', 'This account has two-factor authentication on, which portal sign-in cannot complete', 403)
+export const NoClientAccountError = definePublicError('NO_CLIENT_ACCOUNT', 'This user has no billing client account with the same email', 403)
 export const AuthUnavailableError = definePublicError('AUTH_UNAVAILABLE', 'Authentication is temporarily unavailable', 503)
 export const BillingUnavailableError = definePublicError('BILLING_UNAVAILABLE', 'Billing service is temporarily unavailable', 503)
 export const InvoiceNotFoundError = definePublicError('INVOICE_NOT_FOUND', 'Invoice not found', 404)

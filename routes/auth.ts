@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { BillingUnavailableError, InvalidCredentialsError, TwoFactorRequiredError } from '../lib/errors.js'
+import { BillingUnavailableError, InvalidCredentialsError, NoClientAccountError, TwoFactorRequiredError } from '../lib/errors.js'
 import { UpstreamFailure } from '../lib/failure.js'
 import { AccessToken, LoginRequest } from '../schemas/auth.js'
 import { authenticatedErrorResponses, bodyErrorResponses, commonErrorResponses, errorResponse } from '../schemas/error.js'
@@ -23,21 +23,22 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         ...commonErrorResponses,
         ...bodyErrorResponses,
         401: errorResponse('The email and password do not match a billing account (`INVALID_CREDENTIALS`)'),
-        403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`)'),
+        403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`), or the user has no billing client account with the same email (`NO_CLIENT_ACCOUNT`)'),
         429: errorResponse('More than `LOGIN_RATE_LIMIT_MAX` sign-ins from this address in a minute (`RATE_LIMITED`); `retry-after` says when to try again'),
         503: errorResponse('The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`)')
       }
     }
   }, async (request) => {
     const { email, password } = request.body
-    const login = await fastify.billingQueue.run((signal) => fastify.billing.validateLogin(email, password, signal)).catch((error: unknown) => {
+    const signIn = await fastify.billingQueue.run((signal) => fastify.billing.signIn(email, password, signal)).catch((error: unknown) => {
       throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
     })
     // One answer whatever was wrong: an unknown email and a wrong password look alike.
-    if (login === null) throw new InvalidCredentialsError()
+    if (signIn.outcome === 'invalid_credentials') throw new InvalidCredentialsError()
     // The billing API checks the password only: a token now would skip the account's second factor.
-    if (login.twoFactorRequired) throw new TwoFactorRequiredError()
-    const accessToken = await fastify.jwt.sign({ sub: String(login.clientId), jti: randomUUID() })
+    if (signIn.outcome === 'two_factor_required') throw new TwoFactorRequiredError()
+    if (signIn.outcome === 'no_client_account') throw new NoClientAccountError()
+    const accessToken = await fastify.jwt.sign({ sub: String(signIn.clientId), jti: randomUUID() })
     return { accessToken, expiresIn: ACCESS_TOKEN_TTL_SECONDS, tokenType: 'Bearer' as const }
   })
 

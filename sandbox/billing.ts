@@ -6,12 +6,23 @@ export type InvoiceStatus = 'Draft' | 'Unpaid' | 'Paid' | 'Cancelled' | 'Refunde
 export type OrderStatus = 'Pending' | 'Active' | 'Cancelled' | 'Fraud'
 export type BillingCycle = 'free' | 'onetime' | 'monthly' | 'quarterly' | 'semiannually' | 'annually' | 'biennially' | 'triennially'
 
+/**
+ * A client account with the user who owns it. Since WHMCS 8 users (who sign in) are apart from
+ * clients (who are billed): ValidateLogin answers the user's id, which equals the client's only
+ * where an installation upgraded from WHMCS 7 made one user of each client.
+ */
 export interface BillingClient {
   id: number
   firstname: string
   lastname: string
+  /** The client's email, which GetClientsDetails finds it by. */
   email: string
+  /** The owner's password. */
   password: string
+  /** The owner's user id; the client's id when not given. */
+  userid?: number
+  /** The owner's sign-in email, when it is not the client's. */
+  userEmail?: string
   companyname?: string
   status?: 'Active' | 'Inactive' | 'Closed'
   /** The user has two-factor authentication on: ValidateLogin then says so and returns no session hash. */
@@ -107,8 +118,9 @@ const INVOICE_SORT_KEYS = new Map<string, (invoice: BillingInvoice) => string | 
 export const defaultBillingClients: readonly BillingClient[] = [
   { id: 1, firstname: 'Jane', lastname: 'Doe', email: 'jane@example.com', password: 'correct-horse' },
   { id: 2, firstname: 'John', lastname: 'Smith', email: 'john@example.com', password: 'battery-staple', companyname: 'Smith Ltd' },
-  { id: 3, firstname: 'Nina', lastname: 'Newcomer', email: 'nina@example.com', password: 'fresh-start' },
-  { id: 4, firstname: 'Tom', lastname: 'Guarded', email: 'tom@example.com', password: 'second-factor', twoFactor: true }
+  // Signed up after the upgrade to WHMCS 8: their user ids are not their client ids, and Nina's is Tom's client id.
+  { id: 3, firstname: 'Nina', lastname: 'Newcomer', email: 'nina@example.com', password: 'fresh-start', userid: 4 },
+  { id: 4, firstname: 'Tom', lastname: 'Guarded', email: 'tom@example.com', password: 'second-factor', twoFactor: true, userid: 5 }
 ]
 
 export const defaultBillingProducts: readonly BillingProduct[] = [
@@ -268,13 +280,14 @@ export class BillingSimulator extends Simulator {
 
   #validateLogin (params: Params): Answer {
     const email = (params.get('email') ?? '').toLowerCase()
-    const client = this.#clients.find(candidate => candidate.email.toLowerCase() === email)
+    const client = this.#clients.find(candidate => (candidate.userEmail ?? candidate.email).toLowerCase() === email)
     if (client === undefined || client.status === 'Closed' || client.password !== params.get('password2')) {
       return { result: 'error', message: 'Email or Password Invalid' }
     }
-    if (client.twoFactor === true) return { result: 'success', userid: client.id, twoFactorEnabled: true }
-    const passwordhash = createHash('sha256').update(`${client.id}:${client.password}`).digest('hex')
-    return { result: 'success', userid: client.id, passwordhash, twoFactorEnabled: false }
+    const userid = client.userid ?? client.id
+    if (client.twoFactor === true) return { result: 'success', userid, twoFactorEnabled: true }
+    const passwordhash = createHash('sha256').update(`${userid}:${client.password}`).digest('hex')
+    return { result: 'success', userid, passwordhash, twoFactorEnabled: false }
   }
 
   #getClientsDetails (params: Params): Answer {
@@ -288,6 +301,7 @@ export class BillingSimulator extends Simulator {
     const details = {
       userid: client.id,
       id: client.id,
+      owner_user_id: client.userid ?? client.id,
       uuid: `00000000-0000-4000-8000-${String(client.id).padStart(12, '0')}`,
       firstname: client.firstname,
       lastname: client.lastname,

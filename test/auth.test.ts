@@ -43,6 +43,25 @@ t.test('an account with two-factor authentication on gets 403 TWO_FACTOR_REQUIRE
   t.match(wrong.json(), { statusCode: 401, code: 'INVALID_CREDENTIALS' }, 'a wrong password is still the generic 401')
 })
 
+t.test('a WHMCS 8 user gets a token for the client with her email, never for the client whose id is her user id', async (t) => {
+  const app = await buildTestApp(t)
+  const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'nina@example.com', password: 'fresh-start' } })
+  t.equal(response.statusCode, 200)
+  const claims = JSON.parse(Buffer.from(response.json().accessToken.split('.')[1], 'base64url').toString())
+  t.equal(claims.sub, '3', 'client 3, not client 4 (her user id, which is Tom\'s client)')
+})
+
+t.test('a user whose email no billing client has gets 403 NO_CLIENT_ACCOUNT and no token', async (t) => {
+  const sandbox = await startTestSandbox(t, {
+    billing: { clients: [{ id: 7, firstname: 'Acme', lastname: 'Accounts', email: 'accounts@acme.example', userEmail: 'ops@acme.example', userid: 7, password: 'ops-password' }] }
+  })
+  const app = await buildTestApp(t, {}, sandbox)
+  const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'ops@acme.example', password: 'ops-password' } })
+  t.equal(response.statusCode, 403)
+  t.match(response.json(), { ...ERROR_BODY, statusCode: 403, code: 'NO_CLIENT_ACCOUNT' })
+  t.notOk('accessToken' in response.json())
+})
+
 t.test('logout revokes the token', async (t) => {
   const app = await buildTestApp(t)
   const token = await login(app)
@@ -141,7 +160,8 @@ t.test('billing down or answering result=error: login is 503 BILLING_UNAVAILABLE
   const app = await buildTestApp(t, {}, sandbox)
   const faults = [
     { name: 'connection refused', break: () => sandbox.billing.down(), mend: () => sandbox.billing.up() },
-    { name: 'result=error', break: () => sandbox.billing.injectFault({ kind: 'error', route: 'ValidateLogin' }), mend: () => sandbox.billing.clearFaults() }
+    { name: 'result=error', break: () => sandbox.billing.injectFault({ kind: 'error', route: 'ValidateLogin' }), mend: () => sandbox.billing.clearFaults() },
+    { name: 'the client lookup after ValidateLogin failing', break: () => sandbox.billing.injectFault({ kind: 'http5xx', route: 'GetClientsDetails' }), mend: () => sandbox.billing.clearFaults() }
   ]
   for (const fault of faults) {
     await fault.break()

@@ -2,6 +2,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { BillingClient, OrderNotPendingError, type BillingClientOptions } from '../../integrations/billing.js'
+import { BillingSimulator } from '../../sandbox/billing.js'
 import { startSandbox } from '../../sandbox/index.js'
 import { leaks, readable, recorder, upstreamClients } from './helpers.js'
 
@@ -24,12 +25,44 @@ const whmcs = client()
 
 t.afterEach(() => billing.clearFaults())
 
-t.test('ValidateLogin: the client id, or null for a wrong email or password; whether a second factor is required', async t => {
-  t.same(await whmcs.validateLogin('jane@example.com', 'correct-horse'), { clientId: 1, twoFactorRequired: false })
-  t.same(await whmcs.validateLogin('tom@example.com', 'second-factor'), { clientId: 4, twoFactorRequired: true })
+t.test('ValidateLogin: the user id, or null for a wrong email or password; whether a second factor is required', async t => {
+  t.same(await whmcs.validateLogin('jane@example.com', 'correct-horse'), { userId: 1, twoFactorRequired: false })
+  t.same(await whmcs.validateLogin('tom@example.com', 'second-factor'), { userId: 5, twoFactorRequired: true })
   t.equal(await whmcs.validateLogin('jane@example.com', 'wrong-password'), null)
   t.equal(await whmcs.validateLogin('nobody@example.com', 'correct-horse'), null)
   t.match(recorded.calls.at(-1), { upstream: 'billing', operation: 'ValidateLogin', outcome: 'ok' }, 'a refused login is an answer, not a failure')
+})
+
+t.test('signIn: the client account a WHMCS 8 user acts for, never a client that merely has the user id', async t => {
+  const actionsOf = (run: () => Promise<unknown>) => async () => {
+    billing.resetCalls()
+    const result = await run()
+    return { result, actions: billing.calls.map(call => [call.route, call.params?.clientid ?? call.params?.email]) }
+  }
+  t.same(await actionsOf(() => whmcs.signIn('jane@example.com', 'correct-horse'))(), {
+    result: { outcome: 'signed_in', clientId: 1 },
+    actions: [['ValidateLogin', 'jane@example.com'], ['GetClientsDetails', '1']]
+  }, 'user 1 owns client 1, which has her email')
+  t.same(await actionsOf(() => whmcs.signIn('nina@example.com', 'fresh-start'))(), {
+    result: { outcome: 'signed_in', clientId: 3 },
+    actions: [['ValidateLogin', 'nina@example.com'], ['GetClientsDetails', '4'], ['GetClientsDetails', 'nina@example.com']]
+  }, 'user 4: client 4 is Tom, so the client with her email')
+  t.same(await actionsOf(() => whmcs.signIn('tom@example.com', 'second-factor'))(), {
+    result: { outcome: 'two_factor_required' },
+    actions: [['ValidateLogin', 'tom@example.com']]
+  }, 'no client is looked up before the second factor')
+  t.same(await whmcs.signIn('jane@example.com', 'wrong-password'), { outcome: 'invalid_credentials' })
+
+  const invited = new BillingSimulator({
+    clients: [{ id: 7, firstname: 'Acme', lastname: 'Accounts', email: 'accounts@acme.example', userEmail: 'ops@acme.example', userid: 7, password: 'ops-password' }]
+  })
+  await invited.start()
+  const acme = client({ url: invited.apiUrl, identifier: invited.identifier, secret: invited.secret })
+  t.teardown(() => invited.close())
+  t.same(await acme.signIn('ops@acme.example', 'ops-password'), { outcome: 'no_client_account' },
+    'user 7 signs in with an email no client has: not client 7, whose email is another')
+  invited.injectFault({ kind: 'http5xx', route: 'GetClientsDetails', status: 502 })
+  t.match(await failure(acme.signIn('ops@acme.example', 'ops-password')), { failure: 'http_5xx' }, 'a failed lookup is a failure, not a sign-in')
 })
 
 t.test('GetInvoices: money as numbers, the WHMCS "never" as null', async t => {
@@ -187,7 +220,7 @@ t.test('connection refused: connection_refused', async t => {
 t.test('an observer that throws does not fail the call', async t => {
   const local = recorder()
   const observed = client({ log: local.log, onCall: () => { throw new Error('metrics bug') } })
-  t.same(await observed.validateLogin('jane@example.com', 'correct-horse'), { clientId: 1, twoFactorRequired: false })
+  t.same(await observed.validateLogin('jane@example.com', 'correct-horse'), { userId: 1, twoFactorRequired: false })
   t.match(local.lines, [{ level: 'error' }])
 })
 

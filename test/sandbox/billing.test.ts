@@ -47,7 +47,9 @@ t.test('ValidateLogin', async t => {
   const bad = await callApi({ action: 'ValidateLogin', email: 'jane@example.com', password2: 'wrong' })
   t.same(bad.body, { result: 'error', message: 'Email or Password Invalid' })
   const guarded = await callApi({ action: 'ValidateLogin', email: 'tom@example.com', password2: 'second-factor' })
-  t.same(guarded.body, { result: 'success', userid: 4, twoFactorEnabled: true }, 'with two-factor authentication on: no session hash')
+  t.same(guarded.body, { result: 'success', userid: 5, twoFactorEnabled: true }, 'with two-factor authentication on: no session hash')
+  const newcomer = await callApi({ action: 'ValidateLogin', email: 'nina@example.com', password2: 'fresh-start' })
+  t.equal(newcomer.body.userid, 4, 'a WHMCS 8 user id, not the client id (3)')
 })
 
 t.test('GetClientsDetails', async t => {
@@ -56,6 +58,8 @@ t.test('GetClientsDetails', async t => {
   t.equal(body.userid, 2)
   t.match(body.client, { id: 2, firstname: 'John', lastname: 'Smith', email: 'john@example.com', credit: '0.00' })
   t.notOk('password' in body.client)
+  const byEmail = await callApi({ action: 'GetClientsDetails', email: 'NINA@example.com' })
+  t.match(byEmail.body.client, { id: 3, owner_user_id: 4 }, 'found by email, whatever its case; the owner is user 4')
   const missing = await callApi({ action: 'GetClientsDetails', clientid: '999' })
   t.same(missing.body, { result: 'error', message: 'Client Not Found' })
 })
