@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { PRIORITIES } from '../lib/alerts.js'
 import { AlertsReport, alertSchemas } from '../schemas/alerts.js'
+import { unexpectedErrorResponse } from '../schemas/error.js'
 
 const alertRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of alertSchemas) fastify.addSchema(schema)
@@ -12,7 +13,7 @@ const alertRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['health'],
       summary: 'Every measure of the monitoring thresholds with its value, unit and level, and the overall level',
       description: 'One row per row of the seed\'s thresholds table. 200 whatever the level: the level is in the body. A critical row suggests an incident priority.',
-      response: { 200: Type.Ref(AlertsReport, { description: 'every measure with its level, and the overall level' }) }
+      response: { 200: Type.Ref(AlertsReport, { description: 'every measure with its level, and the overall level' }), ...unexpectedErrorResponse }
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()

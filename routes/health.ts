@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import type { CheckResult } from '../lib/health-checks.js'
 import { CheckStatus, CoreHealthReport, LivenessReport, ReadinessReport } from '../schemas/health.js'
+import { unexpectedErrorResponse } from '../schemas/error.js'
 
 const probe = { probe: true }
 
@@ -38,7 +39,8 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Polled every 30 s. Answers within the health-check timeout even when a dependency hangs; results are shared by concurrent callers and reused for at most 1 s.',
       response: {
         200: Type.Ref(CoreHealthReport, { description: 'every check is ok' }),
-        503: Type.Ref(CoreHealthReport, { description: 'one or more checks fail' })
+        503: Type.Ref(CoreHealthReport, { description: 'one or more checks fail' }),
+        ...unexpectedErrorResponse
       }
     }
   }, (_request, reply) => {
@@ -57,7 +59,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['health'],
       summary: 'Liveness: the process serves requests; touches no dependency',
-      response: { 200: Type.Ref(LivenessReport, { description: 'the process serves' }) }
+      response: { 200: Type.Ref(LivenessReport, { description: 'the process serves' }), ...unexpectedErrorResponse }
     }
   }, async () => ({ status: 'ok' as const }))
 
@@ -68,7 +70,8 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Readiness: like /health, and 503 while shutting down',
       response: {
         200: Type.Ref(ReadinessReport, { description: 'ready for traffic' }),
-        503: Type.Ref(ReadinessReport, { description: 'a check fails or the service is draining' })
+        503: Type.Ref(ReadinessReport, { description: 'a check fails or the service is draining' }),
+        ...unexpectedErrorResponse
       }
     }
   }, async (_request, reply) => {

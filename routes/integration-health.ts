@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { CheckResult } from '../lib/health-checks.js'
 import { IntegrationCheck, IntegrationHealthReport } from '../schemas/integrations.js'
+import { unexpectedErrorResponse } from '../schemas/error.js'
 
 const NOT_REGISTERED: CheckResult = { status: 'fail', latencyMs: 0, error: 'upstream_error' }
 
@@ -17,7 +18,8 @@ const integrationHealthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Each check is bounded by the health-check timeout; a failing check names a short failure class.',
       response: {
         200: Type.Ref(IntegrationHealthReport, { description: 'every integration answers' }),
-        503: Type.Ref(IntegrationHealthReport, { description: 'one or more integrations fail' })
+        503: Type.Ref(IntegrationHealthReport, { description: 'one or more integrations fail' }),
+        ...unexpectedErrorResponse
       }
     }
   }, async (_request, reply) => {

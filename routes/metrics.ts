@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { unexpectedErrorResponse } from '../schemas/error.js'
 
 const metricsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/metrics', {
@@ -9,7 +10,7 @@ const metricsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Prometheus metrics: the measures of the monitoring thresholds, and the process',
       description: 'Prometheus text format 0.0.4. Live values are read at scrape time; the monitoring rules are in monitoring/prometheus/alerts.yml.',
       produces: ['text/plain'],
-      response: { 200: Type.String({ description: 'Prometheus text exposition format' }) }
+      response: { 200: Type.String({ description: 'Prometheus text exposition format' }), ...unexpectedErrorResponse }
     }
   }, async (_request, reply) => {
     const text = await fastify.metrics.text()

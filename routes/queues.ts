@@ -4,6 +4,7 @@ import type { RequestQueue } from '../lib/request-queue.js'
 import { ProvisioningJobQueue } from '../plugins/app/job-queue.js'
 import { levelOf } from '../lib/thresholds.js'
 import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
+import { unexpectedErrorResponse } from '../schemas/error.js'
 
 const probe = { probe: true }
 
@@ -44,7 +45,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['health'],
       summary: 'Queue metrics of both upstream queues, and the CRM daily API usage',
       description: 'Counters are cumulative; averages are in milliseconds over the recent window; `health` is judged from the monitoring thresholds.',
-      response: { 200: Type.Ref(QueuesReport, { description: 'both upstream queues, the job queue and the event subscription' }) }
+      response: { 200: Type.Ref(QueuesReport, { description: 'both upstream queues, the job queue and the event subscription' }), ...unexpectedErrorResponse }
     }
   }, async () => {
     const [{ used, limit }, jobs, holder] = await Promise.all([dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null)])
@@ -65,7 +66,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['health'],
       summary: 'Billing queue details: metrics, settings and current alert level',
-      response: { 200: Type.Ref(QueueDetail, { description: 'the billing queue' }) }
+      response: { 200: Type.Ref(QueueDetail, { description: 'the billing queue' }), ...unexpectedErrorResponse }
     }
   }, async () => detail(fastify.billingQueue))
 
@@ -74,7 +75,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['health'],
       summary: 'CRM queue details, with the daily API usage against its limit',
-      response: { 200: Type.Ref(CrmQueueDetail, { description: 'the CRM queue and its daily usage' }) }
+      response: { 200: Type.Ref(CrmQueueDetail, { description: 'the CRM queue and its daily usage' }), ...unexpectedErrorResponse }
     }
   }, async () => {
     const usage = await dailyUsage()

@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { CACHE_TTL_SECONDS } from '../lib/services-cache.js'
 import { ServicesCacheReport } from '../schemas/integrations.js'
+import { unexpectedErrorResponse } from '../schemas/error.js'
 
 const servicesCacheRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.addSchema(ServicesCacheReport)
@@ -11,7 +12,7 @@ const servicesCacheRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['health'],
       summary: 'Services cache: hits, misses, hit rate, latency, memory and keys',
-      response: { 200: Type.Ref(ServicesCacheReport, { description: 'the services cache' }) }
+      response: { 200: Type.Ref(ServicesCacheReport, { description: 'the services cache' }), ...unexpectedErrorResponse }
     }
   }, async () => {
     const stats = fastify.servicesCache.stats()

@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { projectRoot } from '../lib/project-root.js'
 import { StatusSummary, alertSchemas } from '../schemas/alerts.js'
+import { unexpectedErrorResponse } from '../schemas/error.js'
 
 const ASSETS = {
   '/status': { file: 'status.html', type: 'text/html; charset=utf-8' },
@@ -36,7 +37,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['health'],
       summary: 'What the status page shows: core health, both queues, CRM usage, the job queue, the subscriber and every alert',
-      response: { 200: Type.Ref(StatusSummary, { description: 'the status page\'s figures' }) }
+      response: { 200: Type.Ref(StatusSummary, { description: 'the status page\'s figures' }), ...unexpectedErrorResponse }
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()

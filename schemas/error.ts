@@ -15,6 +15,11 @@ export function errorResponse (description: string) {
   return Type.Ref('ErrorResponse', { description })
 }
 
+/** What any route may answer when a request fails for a reason no dependency explains: a defect. */
+export const unexpectedErrorResponse = {
+  500: errorResponse('The request failed unexpectedly (`INTERNAL_ERROR`: the detail is logged under the correlation id, never answered)')
+}
+
 /** The error answers every route outside the probes can give, besides its own. */
 export const commonErrorResponses = {
   429: errorResponse('Too many requests from this client or address (`RATE_LIMITED`); `retry-after` says when to try again'),

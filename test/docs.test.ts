@@ -53,6 +53,12 @@ t.test('every operation says what it does and what each of its answers means', a
   }
 })
 
+t.test('every operation documents the 500 any request can meet', async (t) => {
+  for (const { name, operation } of await operations(t)) {
+    t.match(operation.responses['500']?.description, /INTERNAL_ERROR/, `${name} documents an unexpected failure`)
+  }
+})
+
 t.test('the portal API documents every error it can answer', async (t) => {
   const portal = (await operations(t)).filter(({ operation }) => ['auth', 'invoices', 'orders'].some((tag) => operation.tags?.includes(tag)))
   t.ok(portal.length >= 8, 'the sign-in, invoice and order operations')
