@@ -56,7 +56,7 @@ async function measure (settings: Record<string, string>): Promise<Ways> {
     thresholds: { queueSize: 'billing_queue_size', failedRequests: 'billing_failed_requests' }
   })
   const direct = () => billing.call('WhmcsDetails', {})
-  const queued = () => queue.run((signal) => billing.call('WhmcsDetails', {}, signal))
+  const queued = () => queue.run((deadline) => billing.call('WhmcsDetails', {}, deadline))
   try {
     await drive(direct)
     await drive(queued)

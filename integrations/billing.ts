@@ -1,3 +1,4 @@
+import type { Cancellation } from '../lib/deadline.js'
 import { UpstreamFailure } from '../lib/failure.js'
 import { Upstream, asRecord, brief, type UpstreamOptions } from './upstream.js'
 
@@ -207,16 +208,16 @@ export class BillingClient {
   }
 
   /** Any action; resolves with the answer of a `success`, rejects with an UpstreamFailure otherwise. */
-  call<T extends WhmcsAnswer = WhmcsAnswer> (action: string, params: WhmcsParams = {}, signal?: AbortSignal): Promise<T> {
-    return this.#action(action, params, signal, answer => answer as T)
+  call<T extends WhmcsAnswer = WhmcsAnswer> (action: string, params: WhmcsParams = {}, until?: Cancellation): Promise<T> {
+    return this.#action(action, params, until, answer => answer as T)
   }
 
   /**
    * The user whose email and password these are, or null when they do not match. A user with
    * two-factor authentication on has passed only the first factor, which the API cannot complete.
    */
-  validateLogin (email: string, password: string, signal?: AbortSignal): Promise<{ userId: number, twoFactorRequired: boolean } | null> {
-    return this.#action('ValidateLogin', { email, password2: password }, signal,
+  validateLogin (email: string, password: string, until?: Cancellation): Promise<{ userId: number, twoFactorRequired: boolean } | null> {
+    return this.#action('ValidateLogin', { email, password2: password }, until,
       answer => ({ userId: toNumber(answer.userid, 'userid'), twoFactorRequired: isTrue(answer.twoFactorEnabled) }),
       message => message === 'Email or Password Invalid' ? null : undefined)
   }
@@ -228,40 +229,40 @@ export class BillingClient {
    * where the two are one); otherwise the client is the one with the user's email. A user id that
    * happens to be another client's id never signs in as that client.
    */
-  async signIn (email: string, password: string, signal?: AbortSignal): Promise<SignIn> {
-    const user = await this.validateLogin(email, password, signal)
+  async signIn (email: string, password: string, until?: Cancellation): Promise<SignIn> {
+    const user = await this.validateLogin(email, password, until)
     if (user === null) return { outcome: 'invalid_credentials' }
     if (user.twoFactorRequired) return { outcome: 'two_factor_required' }
-    const sameId = await this.getClientsDetails(user.userId, signal)
+    const sameId = await this.getClientsDetails(user.userId, until)
     if (sameId !== null && sameEmail(sameId.email, email)) return { outcome: 'signed_in', clientId: sameId.id }
-    const byEmail = await this.#action('GetClientsDetails', { email }, signal, toClientDetails,
+    const byEmail = await this.#action('GetClientsDetails', { email }, until, toClientDetails,
       message => message === 'Client Not Found' ? null : undefined)
     return byEmail === null ? { outcome: 'no_client_account' } : { outcome: 'signed_in', clientId: byEmail.id }
   }
 
-  getClientsDetails (clientId: number, signal?: AbortSignal): Promise<ClientDetails | null> {
-    return this.#action('GetClientsDetails', { clientid: clientId }, signal, toClientDetails,
+  getClientsDetails (clientId: number, until?: Cancellation): Promise<ClientDetails | null> {
+    return this.#action('GetClientsDetails', { clientid: clientId }, until, toClientDetails,
       message => message === 'Client Not Found' ? null : undefined)
   }
 
-  getInvoices ({ clientId, status, limitStart, limitNum }: InvoiceQuery, signal?: AbortSignal): Promise<InvoicePage> {
-    return this.#action('GetInvoices', { userid: clientId, status, limitstart: limitStart, limitnum: limitNum }, signal, answer => ({
+  getInvoices ({ clientId, status, limitStart, limitNum }: InvoiceQuery, until?: Cancellation): Promise<InvoicePage> {
+    return this.#action('GetInvoices', { userid: clientId, status, limitstart: limitStart, limitnum: limitNum }, until, answer => ({
       total: toNumber(answer.totalresults, 'totalresults'),
       invoices: listOf(answer.invoices, 'invoice').map(toInvoice)
     }))
   }
 
-  getInvoice (invoiceId: number, signal?: AbortSignal): Promise<InvoiceDetails | null> {
-    return this.#action('GetInvoice', { invoiceid: invoiceId }, signal, answer => ({
+  getInvoice (invoiceId: number, until?: Cancellation): Promise<InvoiceDetails | null> {
+    return this.#action('GetInvoice', { invoiceid: invoiceId }, until, answer => ({
       ...toInvoice(answer),
       balance: toNumber(answer.balance, 'balance'),
       items: listOf(answer.items, 'item').map(toInvoiceItem)
     }), message => message === 'Invoice ID Not Found' ? null : undefined)
   }
 
-  addOrder ({ clientId, productId, billingCycle, paymentMethod }: NewOrder, signal?: AbortSignal): Promise<PlacedOrder> {
+  addOrder ({ clientId, productId, billingCycle, paymentMethod }: NewOrder, until?: Cancellation): Promise<PlacedOrder> {
     const params = { clientid: clientId, pid: [productId], billingcycle: [billingCycle], paymentmethod: paymentMethod ?? this.#defaultPaymentMethod }
-    return this.#action('AddOrder', params, signal, answer => {
+    return this.#action('AddOrder', params, until, answer => {
       const invoiceId = toNumber(answer.invoiceid ?? 0, 'invoiceid')
       return {
         orderId: toNumber(answer.orderid, 'orderid'),
@@ -272,23 +273,23 @@ export class BillingClient {
   }
 
   /** Rejects with OrderNotPendingError when the order is not (or no longer) pending. */
-  acceptOrder (orderId: number, signal?: AbortSignal): Promise<void> {
-    return this.#action('AcceptOrder', { orderid: orderId }, signal, () => undefined, message => {
+  acceptOrder (orderId: number, until?: Cancellation): Promise<void> {
+    return this.#action('AcceptOrder', { orderid: orderId }, until, () => undefined, message => {
       if (message === 'Order ID not found or Status not Pending') throw new OrderNotPendingError(orderId)
       return undefined
     })
   }
 
   /** The order's status (`Pending`, `Active`, `Cancelled`, `Fraud`...), or null when there is no such order. */
-  getOrderStatus (orderId: number, signal?: AbortSignal): Promise<string | null> {
-    return this.#action('GetOrders', { id: orderId }, signal, (answer) => {
+  getOrderStatus (orderId: number, until?: Cancellation): Promise<string | null> {
+    return this.#action('GetOrders', { id: orderId }, until, (answer) => {
       const [order] = listOf(answer.orders, 'order')
       return order === undefined ? null : toText(order.status)
     })
   }
 
-  async health (signal: AbortSignal): Promise<void> {
-    await this.#action('WhmcsDetails', {}, signal, () => undefined)
+  async health (until: Cancellation): Promise<void> {
+    await this.#action('WhmcsDetails', {}, until, () => undefined)
   }
 
   close (): Promise<void> {
@@ -299,7 +300,7 @@ export class BillingClient {
    * One action. `read` turns a success into the result; `refused` may turn an error message the caller
    * expects into a result (not-found as null), returning undefined for any other message.
    */
-  #action<T> (action: string, params: WhmcsParams, signal: AbortSignal | undefined,
+  #action<T> (action: string, params: WhmcsParams, until: Cancellation | undefined,
     read: (answer: WhmcsAnswer) => T, refused?: (message: string) => T | undefined): Promise<T> {
     return this.#upstream.call(action, async (deadline) => {
       const response = await this.#upstream.send({
@@ -319,7 +320,7 @@ export class BillingClient {
       const result = refused?.(message)
       if (result !== undefined) return result
       throw this.#upstream.failure('upstream_error', `${action}: ${brief(message) || 'error without a message'}`)
-    }, signal)
+    }, until)
   }
 
   /** PHP reads `pid[0]=1&pid[1]=2` as a list. */

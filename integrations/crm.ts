@@ -1,6 +1,7 @@
 import { createPrivateKey, sign } from 'node:crypto'
 import type { KeyObject } from 'node:crypto'
 import type { Dispatcher } from 'undici'
+import type { Cancellation } from '../lib/deadline.js'
 import { UpstreamFailure, type FailureClass } from '../lib/failure.js'
 import type { ApiUsage, DailyUsageStore } from './crm-daily-usage.js'
 import { abortable } from '../lib/abortable.js'
@@ -142,13 +143,13 @@ export class CrmClient {
    * A REST call under `/services/data/v{apiVersion}/`. A refused session is replaced and the call made
    * once more; resolves with the JSON answer (undefined for 204).
    */
-  request<T> (method: Dispatcher.HttpMethod, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
-    return this.#rest(method, path, body, signal, answer => answer as T)
+  request<T> (method: Dispatcher.HttpMethod, path: string, body?: unknown, until?: Cancellation): Promise<T> {
+    return this.#rest(method, path, body, until, answer => answer as T)
   }
 
   /** Reads `limits` and records the daily API figures as the CRM's own. */
-  getLimits (signal?: AbortSignal): Promise<ApiUsage> {
-    return this.#rest('GET', 'limits', undefined, signal, answer => {
+  getLimits (until?: Cancellation): Promise<ApiUsage> {
+    return this.#rest('GET', 'limits', undefined, until, answer => {
       const { Max, Remaining } = asRecord(asRecord(answer).DailyApiRequests)
       if (typeof Max !== 'number' || typeof Remaining !== 'number') throw this.#malformed('GET limits', 'DailyApiRequests')
       const usage = { used: Max - Remaining, limit: Max }
@@ -157,8 +158,8 @@ export class CrmClient {
     })
   }
 
-  createOrder (fields: CrmOrderFields, signal?: AbortSignal): Promise<string> {
-    return this.#rest('POST', 'sobjects/Order', fields, signal, answer => {
+  createOrder (fields: CrmOrderFields, until?: Cancellation): Promise<string> {
+    return this.#rest('POST', 'sobjects/Order', fields, until, answer => {
       const { id } = asRecord(answer)
       if (typeof id !== 'string') throw this.#malformed('POST sobjects/Order', 'id')
       return id
@@ -166,20 +167,20 @@ export class CrmClient {
   }
 
   /** The order, or null when the CRM has no order with this id. */
-  getOrder (id: string, signal?: AbortSignal): Promise<CrmOrder | null> {
-    return this.#rest('GET', `sobjects/Order/${encodeURIComponent(id)}`, undefined, signal, answer => {
+  getOrder (id: string, until?: Cancellation): Promise<CrmOrder | null> {
+    return this.#rest('GET', `sobjects/Order/${encodeURIComponent(id)}`, undefined, until, answer => {
       const { attributes, ...order } = asRecord(answer)
       if (typeof order.Id !== 'string') throw this.#malformed('GET sobjects/Order/{id}', 'Id')
       return order as unknown as CrmOrder
     }, () => null)
   }
 
-  async updateOrder (id: string, fields: CrmOrderFields, signal?: AbortSignal): Promise<void> {
-    await this.#rest('PATCH', `sobjects/Order/${encodeURIComponent(id)}`, fields, signal, () => undefined)
+  async updateOrder (id: string, fields: CrmOrderFields, until?: Cancellation): Promise<void> {
+    await this.#rest('PATCH', `sobjects/Order/${encodeURIComponent(id)}`, fields, until, () => undefined)
   }
 
-  async health (signal: AbortSignal): Promise<void> {
-    await this.getLimits(signal)
+  async health (until: Cancellation): Promise<void> {
+    await this.getLimits(until)
   }
 
   /** Reads `limits` now and every `intervalMs`, so that the daily usage is fresh even when the service is idle. */
@@ -236,7 +237,7 @@ export class CrmClient {
   }
 
   /** One REST call: `read` turns the JSON answer into the result; `notFound`, if given, answers a NOT_FOUND. */
-  #rest<T> (method: Dispatcher.HttpMethod, path: string, body: unknown, signal: AbortSignal | undefined,
+  #rest<T> (method: Dispatcher.HttpMethod, path: string, body: unknown, until: Cancellation | undefined,
     read: (answer: unknown) => T, notFound?: () => T): Promise<T> {
     const operation = operationOf(method, path)
     return this.#upstream.call(operation, async (deadline) => {
@@ -257,7 +258,7 @@ export class CrmClient {
         ? 'auth_failed'
         : response.status === 403 && errorCode === 'REQUEST_LIMIT_EXCEEDED' ? 'quota_exceeded' : 'upstream_error'
       throw new CrmApiError(failure, response.status, errorCode, `${operation}: HTTP ${response.status} ${errorCode}${message === '' ? '' : `: ${brief(message)}`}`)
-    }, signal)
+    }, until)
   }
 
   async #send (session: CrmSession, method: Dispatcher.HttpMethod, path: string, body: unknown, signal: AbortSignal): Promise<UpstreamResponse> {

@@ -1,3 +1,4 @@
+import type { Cancellation } from '../lib/deadline.js'
 import { UpstreamFailure, type FailureClass } from '../lib/failure.js'
 import { Upstream, asRecord, brief, errorBody, type UpstreamOptions, type UpstreamResponse } from './upstream.js'
 
@@ -50,7 +51,7 @@ export class TelecomClient {
     this.#apiKey = options.apiKey
   }
 
-  activate ({ orderId, productId, idempotencyKey }: ActivationRequest, signal?: AbortSignal): Promise<Activation> {
+  activate ({ orderId, productId, idempotencyKey }: ActivationRequest, until?: Cancellation): Promise<Activation> {
     const operation = 'activate'
     return this.#upstream.call(operation, async (deadline) => {
       const response = await this.#upstream.send({
@@ -66,16 +67,16 @@ export class TelecomClient {
         throw this.#upstream.failure('upstream_error', `${operation}: HTTP ${response.status} answer without an activation`)
       }
       return { id, status, msisdn, replayed: response.headers['idempotent-replayed'] === 'true' }
-    }, signal)
+    }, until)
   }
 
-  async health (signal: AbortSignal): Promise<void> {
+  async health (until: Cancellation): Promise<void> {
     const operation = 'status'
     await this.#upstream.call(operation, async (deadline) => {
       const response = await this.#upstream.send({ url: `${this.#url}/v1/status`, method: 'GET', headers: this.#headers(), signal: deadline })
       // Any 2xx is healthy: the contract gives the status answer no body to read.
       if (response.status < 200 || response.status >= 300) this.#answer(response, operation)
-    }, signal)
+    }, until)
   }
 
   close (): Promise<void> {

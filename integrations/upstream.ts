@@ -1,6 +1,6 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
-import { Deadline } from '../lib/deadline.js'
+import { Deadline, type Cancellation } from '../lib/deadline.js'
 import { classifyFailure, UpstreamFailure, type FailureClass } from '../lib/failure.js'
 
 export type UpstreamName = 'billing' | 'crm' | 'telecom'
@@ -99,18 +99,19 @@ export class Upstream {
   }
 
   /**
-   * Runs one operation within `timeoutMs` (and the caller's signal). Whatever it throws leaves as an
-   * UpstreamFailure; the outcome is reported to `onCall`.
+   * Runs one operation within `timeoutMs` (and what `until` bounds: a caller's signal, or the
+   * deadline the caller runs within). Whatever it throws leaves as an UpstreamFailure; the outcome
+   * is reported to `onCall`.
    */
-  async call<T> (operation: string, run: (signal: AbortSignal) => Promise<T>, signal?: AbortSignal): Promise<T> {
+  async call<T> (operation: string, run: (signal: AbortSignal) => Promise<T>, until?: Cancellation): Promise<T> {
     const started = performance.now()
-    const deadline = new Deadline(this.timeoutMs, signal)
+    const deadline = until instanceof Deadline ? until.nested(this.timeoutMs) : new Deadline(this.timeoutMs, until)
     try {
       const result = await run(deadline.signal)
       this.#report(operation, started, 'ok')
       return result
     } catch (error) {
-      const failure = this.#classify(operation, error, deadline, signal)
+      const failure = this.#classify(operation, error, deadline, until)
       const durationMs = this.#report(operation, started, failure.failure)
       if (!this.#logged.has(failure)) {
         this.#logged.add(failure)
@@ -154,10 +155,10 @@ export class Upstream {
     return pool
   }
 
-  #classify (operation: string, error: unknown, deadline: Deadline, signal: AbortSignal | undefined): UpstreamFailure {
+  #classify (operation: string, error: unknown, deadline: Deadline, until: Cancellation | undefined): UpstreamFailure {
     if (error instanceof UpstreamFailure) return error
-    if (deadline.passed) return this.failure('timeout', `${operation}: no answer within ${this.timeoutMs} ms`)
-    if (signal?.aborted === true) return this.failure('timeout', `${operation}: abandoned by the caller`)
+    if (deadline.passed) return this.failure('timeout', `${operation}: no answer within ${Math.round(deadline.ms)} ms`)
+    if (until?.aborted === true) return this.failure('timeout', `${operation}: abandoned by the caller`)
     const failure = classifyFailure(error)
     // The network error's code names the problem; its message may carry host names, so it stays in the cause.
     return new UpstreamFailure(failure, this.name, `${operation}: ${networkCode(error) ?? failure}`, { cause: error })

@@ -60,13 +60,13 @@ export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId
 
   const billingOrderId = order.billingOrderId
   if (order.billingAcceptedAt === null && billingOrderId !== null) {
-    await deps.billingQueue.run(async (signal) => {
+    await deps.billingQueue.run(async (deadline) => {
       try {
-        await deps.billing.acceptOrder(billingOrderId, signal)
+        await deps.billing.acceptOrder(billingOrderId, deadline)
       } catch (error) {
         if (!(error instanceof OrderNotPendingError)) throw error
         // Accepted before a crash lost the record of it, or cancelled: the order's status tells.
-        const status = await deps.billing.getOrderStatus(billingOrderId, signal)
+        const status = await deps.billing.getOrderStatus(billingOrderId, deadline)
         if (status !== 'Active') throw new UpstreamFailure('upstream_error', 'billing', `billing order ${billingOrderId} is ${status ?? 'missing'}, not pending or active`)
       }
     })
@@ -74,7 +74,7 @@ export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId
   }
 
   if (order.crmActivatedAt === null) {
-    await deps.crmQueue.run((signal) => deps.crm.updateOrder(crmOrderId, { Status: 'Activated' }, signal))
+    await deps.crmQueue.run((deadline) => deps.crm.updateOrder(crmOrderId, { Status: 'Activated' }, deadline))
     order = await deps.orders.recordCrmActivated(order.id)
   }
 
@@ -88,5 +88,5 @@ export async function failOrder (deps: ProvisioningDependencies, crmOrderId: str
   const order = await deps.orders.findByCrmId(crmOrderId)
   if (order === null || order.status === 'Active') return
   await changeStatus(deps, order, 'Failed', reason)
-  await deps.crmQueue.run((signal) => deps.crm.updateOrder(crmOrderId, { Provisioning_Error__c: reason.slice(0, 255) }, signal)).catch(() => {})
+  await deps.crmQueue.run((deadline) => deps.crm.updateOrder(crmOrderId, { Provisioning_Error__c: reason.slice(0, 255) }, deadline)).catch(() => {})
 }

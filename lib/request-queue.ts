@@ -83,14 +83,15 @@ export class RequestQueue {
   }
 
   /**
-   * Runs a task when a slot is free. The task gets a signal that aborts at the request's deadline,
-   * and the request settles by then whatever the task does (its slot is free once the task heeds
-   * the signal). A request whose deadline passes while it waits leaves the queue then.
+   * Runs a task when a slot is free. The task gets the request's deadline, to hand to its upstream
+   * calls (they nest their own timeouts in it) or to read its signal, and the request settles by
+   * then whatever the task does (its slot is free once the task heeds the deadline). A request
+   * whose deadline passes while it waits leaves the queue then.
    *
    * The deadline is kept here rather than given to p-queue as a signal: p-queue's abort handling
    * (a race promise and two listeners a task) cost more than the rest of the queue together.
    */
-  run<T> (task: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  run<T> (task: (deadline: Deadline) => Promise<T>): Promise<T> {
     this.#total++
     // Full means no slot free and no room to wait: with a maxSize of 0, requests run or are refused.
     if (this.#running + this.#waiting >= this.#options.concurrency + this.#options.maxSize) {
@@ -117,7 +118,7 @@ export class RequestQueue {
         const startedAt = performance.now()
         this.#waits.record(startedAt - enqueuedAt)
         try {
-          const result = await task(deadline.signal)
+          const result = await task(deadline)
           if (state === 'running') {
             this.#completed++
             resolve(result)

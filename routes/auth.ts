@@ -30,7 +30,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request) => {
     const { email, password } = request.body
-    const signIn = await fastify.billingQueue.run((signal) => fastify.billing.signIn(email, password, signal)).catch((error: unknown) => {
+    const signIn = await fastify.billingQueue.run((deadline) => fastify.billing.signIn(email, password, deadline)).catch((error: unknown) => {
       throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
     })
     // One answer whatever was wrong: an unknown email and a wrong password look alike.

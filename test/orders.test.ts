@@ -226,7 +226,7 @@ t.test('the CRM queue full: POST /api/orders is 503 CRM_UNAVAILABLE at once, the
   const token = await login(app)
   // The one slot held by a slow CRM call; with no room to wait, the order's CRM call is refused.
   sandbox.crm.injectFault({ kind: 'latency', ms: 1000, route: 'rest' })
-  const holding = app.crmQueue.run((signal) => app.crm.getLimits(signal))
+  const holding = app.crmQueue.run((deadline) => app.crm.getLimits(deadline))
   await waitFor('the slot taken', async () => app.crmQueue.metrics().pendingRequests === 1, 2000)
   const started = performance.now()
   const response = await app.inject(orderRequest(token, 'crm-full'))

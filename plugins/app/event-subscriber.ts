@@ -22,7 +22,7 @@ async function eventSubscriber (fastify: FastifyInstance) {
   async function orderOf (crmOrderId: string): Promise<Order | null> {
     const stored = await orders.findByCrmId(crmOrderId)
     if (stored !== null) return stored
-    const record = await crmQueue.run((signal) => crm.getOrder(crmOrderId, signal))
+    const record = await crmQueue.run((deadline) => crm.getOrder(crmOrderId, deadline))
     if (record === null) return null
     return await orders.ensure({
       crmOrderId,

@@ -38,8 +38,8 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const clientId = clientIdOf(request)
     const { status, page, limit } = request.query
     const key = `${clientId}:${status ?? 'any'}:${page}:${limit}`
-    const result = await servicesCache.getOrLoad('invoices', key, () => billingQueue.run((signal) =>
-      billing.getInvoices({ clientId, status, limitStart: (page - 1) * limit, limitNum: limit }, signal)
+    const result = await servicesCache.getOrLoad('invoices', key, () => billingQueue.run((deadline) =>
+      billing.getInvoices({ clientId, status, limitStart: (page - 1) * limit, limitNum: limit }, deadline)
     )).catch(billingUnavailable)
     return { invoices: result.invoices, page, limit, total: result.total }
   })
@@ -55,7 +55,7 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request) => {
     const { id } = request.params
     const invoice = await servicesCache.getOrLoad<BillingInvoiceDetails | null>('invoice', String(id), () =>
-      billingQueue.run((signal) => billing.getInvoice(id, signal))
+      billingQueue.run((deadline) => billing.getInvoice(id, deadline))
     ).catch(billingUnavailable)
     // Another client's invoice is as absent as one that does not exist.
     if (invoice === null || invoice.clientId !== clientIdOf(request)) throw new InvoiceNotFoundError()

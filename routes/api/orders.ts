@@ -30,7 +30,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const clientId = Number(request.user.sub)
     const { productId, billingCycle } = request.body
-    const placed = await billingQueue.run((signal) => billing.addOrder({ clientId, productId, billingCycle }, signal)).catch((error: unknown) => {
+    const placed = await billingQueue.run((deadline) => billing.addOrder({ clientId, productId, billingCycle }, deadline)).catch((error: unknown) => {
       // An error answer is the billing system refusing this order; anything else is it being unavailable.
       if (error instanceof UpstreamFailure && error.failure === 'upstream_error' && error.name === 'UpstreamFailure') throw new OrderRejectedError({ cause: error })
       throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
@@ -38,14 +38,14 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const order = await orders.create({ billingClientId: clientId, productId: String(productId), billingCycle, billingOrderId: placed.orderId, crmOrderId: null })
     let crmOrderId: string
     try {
-      crmOrderId = await crmQueue.run((signal) => crm.createOrder({
+      crmOrderId = await crmQueue.run((deadline) => crm.createOrder({
         Name: `Portal order ${placed.orderId}`,
         Status: 'Pending Review',
         EffectiveDate: new Date().toISOString().slice(0, 10),
         BillingOrderId__c: String(placed.orderId),
         BillingClientId__c: String(clientId),
         Product__c: String(productId)
-      }, signal))
+      }, deadline))
     } catch (error) {
       // A full queue is this instance's overload, not an answer of the CRM: the reason says which.
       const cause = error instanceof QueueFullError ? 'queue_full' : classifyFailure(error)
