@@ -44,11 +44,14 @@ export class Deadline {
   }
 
   /**
-   * A deadline for part of the work: `ms` from now, or this one's end if that comes first, and
-   * aborted with this one's parent. It needs neither this one's signal nor a listener on it.
+   * A deadline for part of the work: `ms` from now, or this one's end if that comes first. When
+   * `ms` ends first, as it does unless the work has used most of this one, the nested deadline
+   * follows this one's parent and needs neither this one's signal nor a listener on it. Otherwise
+   * it follows this one's signal, so that this one fires first and its owner answers first.
    */
   nested (ms: number): Deadline {
-    return new Deadline(Math.min(ms, Math.max(0, this.#expiresAt - performance.now())), this.#parent)
+    if (this.#expiresAt - performance.now() <= ms) return new Deadline(ms, this.signal)
+    return new Deadline(ms, this.#parent)
   }
 
   clear (): void {
