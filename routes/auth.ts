@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { BillingUnavailableError, InvalidCredentialsError, NoClientAccountError, TwoFactorRequiredError } from '../lib/errors.js'
 import { UpstreamFailure } from '../lib/failure.js'
 import { AccessToken, LoginRequest } from '../schemas/auth.js'
-import { authenticatedErrorResponses, bodyErrorResponses, commonErrorResponses, errorResponse } from '../schemas/error.js'
+import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse } from '../schemas/error.js'
 
 const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.addSchema(LoginRequest)
@@ -25,7 +25,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: errorResponse('The email and password do not match a billing account (`INVALID_CREDENTIALS`)'),
         403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`), or the user has no billing client account with the same email (`NO_CLIENT_ACCOUNT`)'),
         429: errorResponse('More than `LOGIN_RATE_LIMIT_MAX` sign-ins from this address in a minute (`RATE_LIMITED`); `retry-after` says when to try again'),
-        503: errorResponse('The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`)')
+        503: errorResponse(BILLING_UNAVAILABLE)
       }
     }
   }, async (request) => {

@@ -49,3 +49,6 @@ export const authenticatedErrorResponses = {
 
 /** Why a route behind a token may answer 503, whatever else it calls. */
 export const TOKEN_CHECK_UNAVAILABLE = 'Redis cannot say whether the token is revoked and `AUTH_BLACKLIST_FAIL_CLOSED` is on (`AUTH_UNAVAILABLE`)'
+
+/** Why a route that calls the billing system may answer 503. */
+export const BILLING_UNAVAILABLE = 'The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`)'

@@ -4,13 +4,13 @@ import type { FastifyRequest } from 'fastify'
 import type { InvoiceDetails as BillingInvoiceDetails } from '../../integrations/billing.js'
 import { BillingUnavailableError, InvoiceNotFoundError } from '../../lib/errors.js'
 import { UpstreamFailure } from '../../lib/failure.js'
-import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
+import { authenticatedErrorResponses, BILLING_UNAVAILABLE, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 import { Invoice, InvoiceDetails, InvoiceList, InvoiceParams, InvoiceQuery } from '../../schemas/invoices.js'
 
 const errors = {
   ...authenticatedErrorResponses,
   ...invalidRequestResponse,
-  503: errorResponse(`The billing system is unavailable, did not answer in time, or its request queue is full (\`BILLING_UNAVAILABLE\`); or ${TOKEN_CHECK_UNAVAILABLE}`)
+  503: errorResponse(`${BILLING_UNAVAILABLE}; or ${TOKEN_CHECK_UNAVAILABLE}`)
 }
 
 function clientIdOf (request: FastifyRequest): number {
