@@ -14,9 +14,10 @@ export type { StreamFailure } from './bayeux-transport.js'
 export interface PlatformEventMessage {
   channel: string
   data: {
-    schema: string
+    schema?: string
     payload: Record<string, unknown>
-    event: { replayId: number, EventUuid: string }
+    /** EventUuid comes with API version 52.0 and later only. */
+    event: { replayId: number, EventUuid?: string }
   }
 }
 
@@ -132,14 +133,25 @@ function interruptionOf (error: unknown): StreamInterruption {
   return new StreamInterruption('upstream_error', 'unexpected failure', { cause: error })
 }
 
-/** The event a message carries, or undefined when it lacks its schema, payload, replayId or EventUuid. */
+/**
+ * The event a message carries, or undefined when it lacks its payload or an integer replayId: all
+ * the service relies on. The schema id and EventUuid are kept when present; API versions before
+ * 52.0 deliver no EventUuid.
+ */
 function platformEvent (message: BayeuxMessage): PlatformEventMessage | undefined {
   const data = asRecord(message.data)
   const event = asRecord(data.event)
   const { schema, payload } = data
   const { replayId, EventUuid } = event
-  if (typeof replayId !== 'number' || !Number.isInteger(replayId) || typeof schema !== 'string' || typeof EventUuid !== 'string' || !isRecord(payload)) return undefined
-  return { channel: text(message.channel), data: { schema, payload, event: { replayId, EventUuid } } }
+  if (typeof replayId !== 'number' || !Number.isInteger(replayId) || !isRecord(payload)) return undefined
+  return {
+    channel: text(message.channel),
+    data: {
+      ...typeof schema === 'string' ? { schema } : {},
+      payload,
+      event: { replayId, ...typeof EventUuid === 'string' ? { EventUuid } : {} }
+    }
+  }
 }
 
 /**
@@ -355,7 +367,7 @@ export class PlatformEventSubscriber {
       if (candidate.channel !== this.channel) continue
       const event = platformEvent(candidate)
       // Ending the session for it would bring it back from the same position: the stream would stall on it.
-      if (event === undefined) this.#log.error({ channel: this.channel, replayId: asRecord(asRecord(candidate.data).event).replayId }, 'platform event stream: an event without schema, payload, replayId or EventUuid; skipped')
+      if (event === undefined) this.#log.error({ channel: this.channel, replayId: asRecord(asRecord(candidate.data).event).replayId }, 'platform event stream: an event without its payload or replayId; skipped')
       else events.push(event)
     }
     if (events.length > 0) await this.#deliver(events.sort((a, b) => a.data.event.replayId - b.data.event.replayId), signal)

@@ -18,9 +18,10 @@ export type OrderProvisionRequested = {
 export type PlatformEventMessage = {
   channel: string
   data: {
-    /** Absent, with EventUuid, only in the malformed events a test publishes. */
-    schema?: string
-    payload: OrderProvisionRequested
+    schema: string
+    /** Absent only in the malformed events a test publishes. */
+    payload?: OrderProvisionRequested
+    /** EventUuid is absent in the events a test publishes as API versions before 52.0 deliver them. */
     event: { replayId: number, EventUuid?: string }
   }
 }
@@ -174,10 +175,17 @@ export class StreamingApi {
     return replayId
   }
 
-  /** An event without its schema and EventUuid, as a faulty publisher might leave it: a client must get past it. */
-  publishMalformed (payload: OrderProvisionRequested): number {
+  /** An event as API versions before 52.0 deliver it: without EventUuid. */
+  publishWithoutUuid (payload: OrderProvisionRequested): number {
     const replayId = this.#nextReplayId++
-    this.#offer({ channel: ORDER_PROVISION_CHANNEL, data: { payload, event: { replayId } } })
+    this.#offer({ channel: ORDER_PROVISION_CHANNEL, data: { schema: EVENT_SCHEMA_ID, payload, event: { replayId } } })
+    return replayId
+  }
+
+  /** An event without its payload, as a faulty publisher might leave it: a client must get past it. */
+  publishMalformed (): number {
+    const replayId = this.#nextReplayId++
+    this.#offer({ channel: ORDER_PROVISION_CHANNEL, data: { schema: EVENT_SCHEMA_ID, event: { replayId, EventUuid: randomUUID() } } })
     return replayId
   }
 

@@ -182,9 +182,14 @@ export class CrmSimulator extends Simulator {
     return this.#streaming.publish({ OrderId__c: orderId, CreatedDate: new Date().toISOString(), CreatedById: this.userId })
   }
 
-  /** An OrderProvisionRequested__e without its schema and EventUuid. */
-  publishMalformedEvent (orderId: string): number {
-    return this.#streaming.publishMalformed({ OrderId__c: orderId, CreatedDate: new Date().toISOString(), CreatedById: this.userId })
+  /** An OrderProvisionRequested__e as API versions before 52.0 deliver it, without EventUuid. */
+  publishOrderProvisionRequestedWithoutUuid (orderId: string): number {
+    return this.#streaming.publishWithoutUuid({ OrderId__c: orderId, CreatedDate: new Date().toISOString(), CreatedById: this.userId })
+  }
+
+  /** An OrderProvisionRequested__e without its payload. */
+  publishMalformedEvent (): number {
+    return this.#streaming.publishMalformed()
   }
 
   expireEventsThrough (replayId: number): void {

@@ -315,10 +315,20 @@ t.test('errors in the Bayeux form code:args:message: Unknown client with args, a
   t.same(invalid, [from], 'the refused id is the one it sent')
 })
 
+t.test('an event without EventUuid, as API versions before 52.0 deliver it, is delivered with its payload', async t => {
+  const events: PlatformEventMessage[] = []
+  const stream = subscription(t, { from: -1, accept: async batch => { events.push(...batch) } })
+  await stream.connected()
+  const replayId = crm.publishOrderProvisionRequestedWithoutUuid('801NOUUID')
+  await until(() => stream.received().includes(replayId), 'the event')
+  t.match(events, [{ data: { payload: { OrderId__c: '801NOUUID' }, event: { replayId } } }])
+  t.notOk('EventUuid' in events[0]!.data.event)
+})
+
 t.test('a malformed event is logged with its replayId and skipped; the stream goes on', async t => {
   const stream = subscription(t, { from: -1 })
   await stream.connected()
-  const malformed = crm.publishMalformedEvent('801MALFORMED')
+  const malformed = crm.publishMalformedEvent()
   const event = publish()
   await until(() => stream.received().includes(event), 'the next event')
   t.same(stream.received(), [event])
