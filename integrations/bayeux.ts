@@ -92,6 +92,8 @@ interface Connection {
 /** Salesforce's advice.timeout, used until the server gives its own. */
 const DEFAULT_CONNECT_TIMEOUT_MS = 110_000
 const DISCONNECT_TIMEOUT_MS = 1000
+/** How long the subscribe waits for the first connect's answer before it goes out beside it. */
+const FIRST_CONNECT_GRACE_MS = 1000
 /** Bayeux errors are `code:args:message`; Salesforce leaves args empty (`400::The replayId {N} ... was invalid`). */
 const INVALID_REPLAY = /^400:[^:]*:.*\breplay ?id\b.*\binvalid\b/i
 const UNKNOWN_CLIENT = /^\d{3}:[^:]*:Unknown client/i
@@ -125,6 +127,12 @@ function refusal (reply: BayeuxMessage): StreamInterruption {
   if (reconnect === 'handshake') return new StreamInterruption('handshake_advised', message)
   if (reconnect === 'none') return new StreamInterruption('reconnect_none', message)
   return new StreamInterruption('upstream_error', message)
+}
+
+/** A reply that advises a new handshake, or no reconnection at all. */
+function isReconnectRefused (reply: BayeuxMessage): boolean {
+  const { reconnect } = asRecord(reply.advice)
+  return reconnect === 'handshake' || reconnect === 'none'
 }
 
 function interruptionOf (error: unknown): StreamInterruption {
@@ -259,23 +267,31 @@ export class PlatformEventSubscriber {
     this.#setState('stopped')
   }
 
-  /** One session: handshake, subscribe, then /meta/connect until something interrupts it. */
+  /** One session: handshake, a first connect, subscribe, then /meta/connect until something interrupts it. */
   async #subscription (signal: AbortSignal): Promise<StreamInterruption> {
     let session: CrmSession | undefined
     try {
       session = await this.#crm.session(signal)
       const connection = await this.#handshake(this.#transportFor(session.instanceUrl), session, signal)
+      // Bayeux: a client subscribes once connected. The first connect asks to be answered at once
+      // (advice timeout 0, as the CometD clients send it), and CometD servers answer it at once
+      // anyway; from a server that holds it all the same, it carries the first events.
+      let held: Promise<BayeuxMessage> | undefined = this.#connect(connection, signal, { timeout: 0 })
+      held.catch(ignore)
+      const first = await Promise.race([held, sleep(FIRST_CONNECT_GRACE_MS, undefined, { signal })])
+      if (first !== undefined) {
+        held = undefined
+        if (first.successful !== true || isReconnectRefused(first)) throw refusal(first)
+        this.#follow(connection, first)
+      }
       const replayId = await this.#subscribe(connection, signal)
       this.#log.info({ channel: this.channel, replayId }, `subscribed to ${this.channel}`)
       this.#setState('connected')
       let unsuccessful = 0
       for (;;) {
-        if (connection.intervalMs > 0) await sleep(connection.intervalMs, undefined, { signal })
-        const reply = await this.#send(connection, {
-          channel: '/meta/connect',
-          clientId: connection.clientId,
-          connectionType: 'long-polling'
-        }, connection.timeoutMs + this.#connectTimeoutMarginMs, signal)
+        if (held === undefined && connection.intervalMs > 0) await sleep(connection.intervalMs, undefined, { signal })
+        const reply = await (held ?? this.#connect(connection, signal))
+        held = undefined
         const { reconnect } = asRecord(reply.advice)
         if (reply.successful !== true) {
           const interruption = refusal(reply)
@@ -287,7 +303,7 @@ export class PlatformEventSubscriber {
           await sleep(this.#backoffMs(unsuccessful - 1), undefined, { signal })
           continue
         }
-        if (reconnect === 'handshake' || reconnect === 'none') throw refusal(reply)
+        if (isReconnectRefused(reply)) throw refusal(reply)
         this.#follow(connection, reply)
         this.#failures = 0
         unsuccessful = 0
@@ -322,6 +338,16 @@ export class PlatformEventSubscriber {
     this.#follow(connection, reply)
     this.#connection = connection
     return connection
+  }
+
+  /** One long poll, given the advised timeout plus the watchdog's margin. */
+  #connect (connection: Connection, signal: AbortSignal, advice?: { timeout: number }): Promise<BayeuxMessage> {
+    return this.#send(connection, {
+      channel: '/meta/connect',
+      clientId: connection.clientId,
+      connectionType: 'long-polling',
+      ...advice === undefined ? {} : { advice }
+    }, connection.timeoutMs + this.#connectTimeoutMarginMs, signal)
   }
 
   /** Subscribes from `replayFrom()`, or from the fallback when that position is gone; answers the replayId used. */

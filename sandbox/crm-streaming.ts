@@ -33,6 +33,8 @@ export interface StreamingOptions {
   clientTimeoutMs?: number
   /** How many events are kept for replay; the oldest go first. */
   retainedEvents?: number
+  /** Holds a client's first connect like the others (and whatever its advice asks), where CometD answers it at once. */
+  holdFirstConnect?: boolean
 }
 
 export interface StreamingStats {
@@ -127,6 +129,7 @@ export class StreamingApi {
   readonly connectTimeoutMs: number
   readonly clientTimeoutMs: number
   readonly retainedEvents: number
+  readonly holdFirstConnect: boolean
   #isValidToken: (token: string) => boolean
   #clients = new Map<string, StreamingClient>()
   #events: PlatformEventMessage[] = []
@@ -138,6 +141,7 @@ export class StreamingApi {
     this.connectTimeoutMs = options.connectTimeoutMs ?? 110_000
     this.clientTimeoutMs = options.clientTimeoutMs ?? 40_000
     this.retainedEvents = options.retainedEvents ?? 1000
+    this.holdFirstConnect = options.holdFirstConnect ?? false
   }
 
   get clientCount (): number {
@@ -318,7 +322,7 @@ export class StreamingApi {
     }
     const connected = (fields: Message = {}): Message => replyTo(message, { clientId: client.id, ...fields, successful: true })
     // CometD answers a client's first connect at once, to hand it the advice.
-    if (!client.connected) {
+    if (!client.connected && !this.holdFirstConnect) {
       client.connected = true
       return [...client.queue.splice(0), connected({ advice: this.#advice() })]
     }

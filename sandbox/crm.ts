@@ -251,7 +251,7 @@ export class CrmSimulator extends Simulator {
       const channels = (bayeuxMessages(call.body) ?? []).map(message => message.channel)
       return {
         route: typeof channels[0] === 'string' ? `cometd${channels[0]}` : 'cometd',
-        params: { channels },
+        params: { channels, messages: bayeuxMessages(call.body) },
         handle: () => this.#streaming.handle(call, bearerToken(call.headers, ['bearer', 'oauth'])),
         protocolError: (fault: Fault) => this.#streaming.errorReply(call, fault)
       }

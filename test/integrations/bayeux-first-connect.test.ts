@@ -1,0 +1,73 @@
+import { Redis } from 'ioredis'
+import t, { type Test } from 'tap'
+import { PlatformEventSubscriber } from '../../integrations/bayeux.js'
+import { CrmClient } from '../../integrations/crm.js'
+import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
+import { ORDER_PROVISION_CHANNEL, startSandbox, type StreamingOptions } from '../../sandbox/index.js'
+
+// Bayeux: a client subscribes once connected. These tests watch the order of the messages the
+// subscriber sends, against a CometD-like server and against one that holds the first connect.
+
+async function until (condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise(resolve => setTimeout(resolve, 20))
+  }
+}
+
+/** A sandbox and a subscriber from new events on, both closed at the end of the test. */
+async function subscribed (t: Test, streaming: StreamingOptions) {
+  const sandbox = await startSandbox({ crm: { streaming } })
+  const redis = new Redis({ lazyConnect: true })
+  const salesforce = new CrmClient({
+    loginUrl: sandbox.settings.CRM_LOGIN_URL ?? '',
+    clientId: sandbox.settings.CRM_CLIENT_ID ?? '',
+    username: sandbox.settings.CRM_USERNAME ?? '',
+    privateKey: sandbox.settings.CRM_PRIVATE_KEY ?? '',
+    apiVersion: '60.0',
+    usage: new DailyUsageStore({ redis })
+  })
+  const received: number[] = []
+  const subscriber = new PlatformEventSubscriber({
+    crm: { session: signal => salesforce.session(signal), invalidateSession: refused => salesforce.invalidateSession(refused) },
+    apiVersion: '60.0',
+    channel: ORDER_PROVISION_CHANNEL,
+    replayFrom: async () => -1,
+    onEvents: async events => { received.push(...events.map(event => event.data.event.replayId)) }
+  })
+  const stopped = subscriber.start()
+  t.teardown(async () => {
+    await subscriber.stop()
+    await stopped
+    await salesforce.close()
+    await sandbox.close()
+    redis.disconnect()
+  })
+  await until(() => subscriber.stats().state === 'connected', 'the subscription')
+  const messages = () => sandbox.crm.calls
+    .filter(call => call.route.startsWith('cometd/'))
+    .map(call => (call.params?.messages as Array<Record<string, unknown>>)[0]!)
+  return { crm: sandbox.crm, received, messages }
+}
+
+t.test('handshake, then a connect that asks for an answer at once, then subscribe once it is answered', async t => {
+  const { crm, received, messages } = await subscribed(t, { connectTimeoutMs: 500 })
+  const [handshake, firstConnect, subscribe] = messages()
+  t.match(handshake, { channel: '/meta/handshake' })
+  t.match(firstConnect, { channel: '/meta/connect', connectionType: 'long-polling', advice: { timeout: 0 } })
+  t.match(subscribe, { channel: '/meta/subscribe', subscription: ORDER_PROVISION_CHANNEL })
+  t.notOk('advice' in messages().at(-1)!, 'the long polls after it take the server\'s advice')
+  const replayId = crm.publishOrderProvisionRequested('801FIRST')
+  await until(() => received.includes(replayId), 'the event')
+})
+
+t.test('a server that holds the first connect gets the subscribe beside it, and delivers on it', async t => {
+  const holdMs = 10_000
+  const { crm, received, messages } = await subscribed(t, { connectTimeoutMs: holdMs, holdFirstConnect: true })
+  t.same(messages().map(message => message.channel), ['/meta/handshake', '/meta/connect', '/meta/subscribe'], 'the first connect is still held')
+  const published = Date.now()
+  const replayId = crm.publishOrderProvisionRequested('801HELD')
+  await until(() => received.includes(replayId), 'the event')
+  t.ok(Date.now() - published < holdMs / 2, 'delivered on the held connect, not after its timeout')
+})
