@@ -1,9 +1,8 @@
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { PlatformEventSubscriber } from '../../integrations/bayeux.js'
-import { CrmClient } from '../../integrations/crm.js'
-import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
 import { ORDER_PROVISION_CHANNEL, startSandbox, type StreamingOptions } from '../../sandbox/index.js'
+import { sandboxCrmClient } from './helpers.js'
 
 // Bayeux: a client subscribes once connected. These tests watch the order of the messages the
 // subscriber sends, against a CometD-like server and against one that holds the first connect.
@@ -20,14 +19,7 @@ async function until (condition: () => boolean, what: string, timeoutMs = 5000):
 async function subscribed (t: Test, streaming: StreamingOptions) {
   const sandbox = await startSandbox({ crm: { streaming } })
   const redis = new Redis({ lazyConnect: true })
-  const salesforce = new CrmClient({
-    loginUrl: sandbox.settings.CRM_LOGIN_URL ?? '',
-    clientId: sandbox.settings.CRM_CLIENT_ID ?? '',
-    username: sandbox.settings.CRM_USERNAME ?? '',
-    privateKey: sandbox.settings.CRM_PRIVATE_KEY ?? '',
-    apiVersion: '60.0',
-    usage: new DailyUsageStore({ redis })
-  })
+  const salesforce = sandboxCrmClient(sandbox.settings, redis)
   const received: number[] = []
   const subscriber = new PlatformEventSubscriber({
     crm: { session: signal => salesforce.session(signal), invalidateSession: refused => salesforce.invalidateSession(refused) },

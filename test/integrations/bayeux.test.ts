@@ -6,10 +6,8 @@ import t, { type Test } from 'tap'
 import {
   PlatformEventSubscriber, type CrmSessions, type PlatformEventMessage, type PlatformEventSubscriberOptions, type SubscriberState
 } from '../../integrations/bayeux.js'
-import { CrmClient } from '../../integrations/crm.js'
-import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
 import { ORDER_PROVISION_CHANNEL, startSandbox } from '../../sandbox/index.js'
-import { leaks } from './helpers.js'
+import { leaks, sandboxCrmClient } from './helpers.js'
 
 const CONNECT_TIMEOUT_MS = 500
 const MARGIN_MS = 500
@@ -19,14 +17,7 @@ const sandbox = await startSandbox({ crm: { streaming: { connectTimeoutMs: CONNE
 const { crm } = sandbox
 // Minting a token touches no usage figures, so this Redis client never connects.
 const redis = new Redis({ lazyConnect: true })
-const salesforce = new CrmClient({
-  loginUrl: sandbox.settings.CRM_LOGIN_URL ?? '',
-  clientId: sandbox.settings.CRM_CLIENT_ID ?? '',
-  username: sandbox.settings.CRM_USERNAME ?? '',
-  privateKey: sandbox.settings.CRM_PRIVATE_KEY ?? '',
-  apiVersion: '60.0',
-  usage: new DailyUsageStore({ redis })
-})
+const salesforce = sandboxCrmClient(sandbox.settings, redis)
 t.teardown(async () => {
   await salesforce.close()
   await sandbox.close()

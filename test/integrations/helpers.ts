@@ -1,3 +1,6 @@
+import type { Redis } from 'ioredis'
+import { CrmClient } from '../../integrations/crm.js'
+import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
 import { UpstreamFailure } from '../../lib/failure.js'
 import type { UpstreamCall, UpstreamLogger } from '../../integrations/upstream.js'
 
@@ -75,4 +78,16 @@ export function readable (lines: readonly LogLine[], errors: readonly Error[]): 
 
 export function leaks (texts: readonly string[], secrets: readonly string[]): string[] {
   return secrets.filter(secret => texts.some(text => text.includes(secret)))
+}
+
+/** A CRM client of the sandbox's org, at API version 60.0, keeping its daily usage in `redis`. */
+export function sandboxCrmClient (settings: Record<string, string | undefined>, redis: Redis): CrmClient {
+  return new CrmClient({
+    loginUrl: settings.CRM_LOGIN_URL ?? '',
+    clientId: settings.CRM_CLIENT_ID ?? '',
+    username: settings.CRM_USERNAME ?? '',
+    privateKey: settings.CRM_PRIVATE_KEY ?? '',
+    apiVersion: '60.0',
+    usage: new DailyUsageStore({ redis })
+  })
 }
