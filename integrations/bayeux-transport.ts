@@ -1,6 +1,6 @@
 import { Headers, Pool, getSetCookies } from 'undici'
 import { classifyFailure, type FailureClass } from '../lib/failure.js'
-import { asRecord } from './upstream.js'
+import { asRecord, isRecord } from './upstream.js'
 
 export type BayeuxMessage = Record<string, unknown>
 
@@ -21,23 +21,29 @@ export class StreamInterruption extends Error {
  * Salesforce refuses a client whose requests come without the browser cookie of its handshake.
  */
 export class CookieJar {
-  readonly #cookies = new Map<string, string>()
+  /** Each cookie's value and when it expires (epoch ms; Infinity for a session cookie). */
+  readonly #cookies = new Map<string, { value: string, expiresAt: number }>()
 
-  /** Keeps what the answer's Set-Cookie headers set, and forgets what they expire (Max-Age <= 0, Expires past). */
-  store (setCookie: string | string[] | undefined): void {
+  /** Keeps what the answer's Set-Cookie headers set; Max-Age wins over Expires, as RFC 6265 says. */
+  store (setCookie: string | string[] | undefined, now = Date.now()): void {
     const headers = new Headers()
     for (const header of typeof setCookie === 'string' ? [setCookie] : setCookie ?? []) headers.append('set-cookie', header)
     for (const { name, value, maxAge, expires } of getSetCookies(headers)) {
       if (name === '') continue
-      const expired = (maxAge !== undefined && maxAge <= 0) || (expires !== undefined && new Date(expires).getTime() <= Date.now())
-      if (expired) this.#cookies.delete(name)
-      else this.#cookies.set(name, value)
+      const expiresAt = maxAge !== undefined ? now + maxAge * 1000 : expires !== undefined ? new Date(expires).getTime() : Infinity
+      if (expiresAt <= now) this.#cookies.delete(name)
+      else this.#cookies.set(name, { value, expiresAt })
     }
   }
 
-  header (): string | undefined {
-    if (this.#cookies.size === 0) return undefined
-    return [...this.#cookies].map(([name, value]) => `${name}=${value}`).join('; ')
+  /** The Cookie header: the cookies not expired by `now`. */
+  header (now = Date.now()): string | undefined {
+    const pairs: string[] = []
+    for (const [name, { value, expiresAt }] of this.#cookies) {
+      if (expiresAt <= now) this.#cookies.delete(name)
+      else pairs.push(`${name}=${value}`)
+    }
+    return pairs.length === 0 ? undefined : pairs.join('; ')
   }
 }
 
@@ -110,6 +116,8 @@ export class BayeuxTransport {
     } catch {
       throw new StreamInterruption('upstream_error', `${operation}: the answer is not JSON`)
     }
+    // Bayeux: a client must accept an array of messages and may accept a single one, as CometD's clients do.
+    if (isRecord(replies)) return [replies]
     if (!Array.isArray(replies)) throw new StreamInterruption('upstream_error', `${operation}: the answer is not a message array`)
     return replies.map(asRecord)
   }

@@ -6,7 +6,7 @@ import { abortable } from '../lib/abortable.js'
 import { UpstreamFailure } from '../lib/failure.js'
 import { BayeuxTransport, StreamInterruption, type BayeuxMessage, type StreamFailure } from './bayeux-transport.js'
 import type { CrmSession } from './crm.js'
-import { asRecord, brief, type UpstreamLogger } from './upstream.js'
+import { asRecord, brief, isRecord, type UpstreamLogger } from './upstream.js'
 
 export type { StreamFailure } from './bayeux-transport.js'
 
@@ -105,10 +105,6 @@ const HANDSHAKE_AT_ONCE = new Set<StreamFailure>(['auth_failed', 'unknown_client
 
 const ignore = (): void => {}
 const SILENT: UpstreamLogger = { debug: ignore, info: ignore, warn: ignore, error: ignore }
-
-function isRecord (value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
 
 function text (value: unknown): string {
   return typeof value === 'string' ? value : ''

@@ -55,8 +55,13 @@ export function brief (text: string): string {
   return line.length > 160 ? `${line.slice(0, 160)}…` : line
 }
 
+/** A JSON object (not an array, not null). */
+export function isRecord (value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
 export function asRecord (value: unknown): Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : {}
+  return isRecord(value) ? value : {}
 }
 
 /** An error body's JSON, or undefined when it is not JSON (a proxy's error page, say). */
