@@ -98,8 +98,10 @@ const FIRST_CONNECT_GRACE_MS = 1000
 const INVALID_REPLAY = /^400:[^:]*:.*\breplay ?id\b.*\binvalid\b/i
 const UNKNOWN_CLIENT = /^\d{3}:[^:]*:Unknown client/i
 const AUTHENTICATION = /^401:/
-/** Unsuccessful connects in a row answered again with the same client, as their advice says, before handshaking anew. */
+/** Unsuccessful or lost connects in a row sent again by the same client before handshaking anew. */
 const CONNECT_RETRIES = 3
+/** Failures of a connect's HTTP exchange after which the same client connects again. */
+const LOST_ANSWERS = new Set<StreamFailure>(['http_5xx', 'connection_refused', 'upstream_error'])
 /** Failures after which the server expects a new handshake at once. */
 const HANDSHAKE_AT_ONCE = new Set<StreamFailure>(['auth_failed', 'unknown_client', 'handshake_advised'])
 
@@ -286,23 +288,34 @@ export class PlatformEventSubscriber {
       let unsuccessful = 0
       for (;;) {
         if (held === undefined && connection.intervalMs > 0) await sleep(connection.intervalMs, undefined, { signal })
-        const reply = await (held ?? this.#connect(connection, signal))
+        const pending = held ?? this.#connect(connection, signal)
         held = undefined
-        const { reconnect } = asRecord(reply.advice)
-        if (reply.successful !== true) {
-          const interruption = refusal(reply)
+        const reply = await pending.catch((error: unknown) => {
+          if (signal.aborted) throw error
+          return interruptionOf(error)
+        })
+        let interruption: StreamInterruption
+        if (reply instanceof StreamInterruption) {
+          // An answer lost on the way (5xx, refused, unreadable) says nothing of the client: it connects
+          // again, as CometD's clients do. A connect unanswered in time handshakes anew (the watchdog).
+          if (!LOST_ANSWERS.has(reply.failure)) throw reply
+          interruption = reply
+        } else if (reply.successful !== true) {
+          interruption = refusal(reply)
           // Bayeux: an unsuccessful connect advised `retry` (or as before) is sent again by the same client.
-          if (interruption.failure !== 'upstream_error' || reconnect === 'handshake' || reconnect === 'none' || unsuccessful >= CONNECT_RETRIES) throw interruption
-          unsuccessful++
+          if (interruption.failure !== 'upstream_error' || isReconnectRefused(reply)) throw interruption
           this.#follow(connection, reply)
-          this.#log.warn({ channel: this.channel, attempt: unsuccessful }, `platform event stream: ${interruption.message}; connecting again`)
-          await sleep(this.#backoffMs(unsuccessful - 1), undefined, { signal })
+        } else {
+          if (isReconnectRefused(reply)) throw refusal(reply)
+          this.#follow(connection, reply)
+          this.#failures = 0
+          unsuccessful = 0
           continue
         }
-        if (isReconnectRefused(reply)) throw refusal(reply)
-        this.#follow(connection, reply)
-        this.#failures = 0
-        unsuccessful = 0
+        if (unsuccessful >= CONNECT_RETRIES) throw interruption
+        unsuccessful++
+        this.#log.warn({ channel: this.channel, attempt: unsuccessful }, `platform event stream: ${interruption.message}; connecting again`)
+        await sleep(this.#backoffMs(unsuccessful - 1), undefined, { signal })
       }
     } catch (error) {
       const interruption = interruptionOf(error)

@@ -290,6 +290,24 @@ t.test('a connect answered unsuccessful with retry advice is sent again by the s
   t.match(stream.subscriber.stats(), { state: 'connected', reconnects: 0 })
 })
 
+t.test('a connect whose answer is lost (HTTP 5xx) is sent again by the same client, three times at most', async t => {
+  const stream = subscription(t, { from: -1 })
+  await stream.connected()
+  const handshakes = crm.calls.filter(call => call.route === 'cometd/meta/handshake').length
+  const retries = logged().filter(line => /HTTP 502; connecting again/.test(String(line.msg))).length
+  crm.injectFault({ kind: 'http5xx', route: 'cometd/meta/connect', status: 502, times: 2 })
+  await until(() => logged().filter(line => /HTTP 502; connecting again/.test(String(line.msg))).length === retries + 2, 'two connects again')
+  const event = publish()
+  await until(() => stream.received().includes(event), 'an event after the retries')
+  t.equal(crm.calls.filter(call => call.route === 'cometd/meta/handshake').length, handshakes, 'the client id was kept')
+  t.match(stream.subscriber.stats(), { state: 'connected', reconnects: 0 })
+
+  crm.injectFault({ kind: 'http5xx', route: 'cometd/meta/connect', status: 502, times: 4 })
+  await until(() => stream.subscriber.stats().reconnects === 1, 'a new handshake after the fourth')
+  t.equal(stream.subscriber.stats().lastError, 'http_5xx')
+  await stream.connected()
+})
+
 t.test('errors in the Bayeux form code:args:message: Unknown client with args, an invalid replay id in other words', async t => {
   const stream = subscription(t, { from: -1 })
   await stream.connected()
