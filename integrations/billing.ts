@@ -98,6 +98,14 @@ export type SignIn =
   | { outcome: 'no_client_account' }
 
 /** AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist. */
+/** WHMCS answered the action with an error (`result: error`): it refused it, for the reason its message gives. */
+export class BillingRefusal extends UpstreamFailure {
+  constructor (action: string, readonly whmcsMessage: string) {
+    super('upstream_error', 'billing', `${action}: ${brief(whmcsMessage) || 'error without a message'}`)
+    this.name = 'BillingRefusal'
+  }
+}
+
 export class OrderNotPendingError extends UpstreamFailure {
   constructor (readonly orderId: number) {
     super('upstream_error', 'billing', `AcceptOrder: order ${orderId} not found or not pending`)
@@ -315,11 +323,13 @@ export class BillingClient {
       const answer = asRecord(this.#upstream.json(response, action))
       const message = toText(answer.message)
       if (answer.result === 'success') return read(answer)
-      if (answer.result !== 'error') throw this.#upstream.failure('upstream_error', `${action}: HTTP ${response.status} answer without a result`)
+      // Some actions (GetInvoice of a missing invoice, for one) answer `status: error` without a result.
+      const isError = answer.result === 'error' || (answer.result === undefined && answer.status === 'error')
+      if (!isError) throw this.#upstream.failure('upstream_error', `${action}: HTTP ${response.status} answer without a result`)
       if (message === 'Authentication Failed') throw this.#upstream.failure('auth_failed', `${action}: refused the API credentials`)
       const result = refused?.(message)
       if (result !== undefined) return result
-      throw this.#upstream.failure('upstream_error', `${action}: ${brief(message) || 'error without a message'}`)
+      throw new BillingRefusal(action, message)
     }, until)
   }
 

@@ -398,7 +398,8 @@ export class BillingSimulator extends Simulator {
   #getInvoice (params: Params): Answer {
     const invoiceid = intParam(params, 'invoiceid')
     const invoice = this.#invoices.find(candidate => candidate.id === invoiceid)
-    if (invoice === undefined) return { result: 'error', message: 'Invoice ID Not Found' }
+    // As WHMCS answers it: `status`, not `result`, says the error here.
+    if (invoice === undefined) return { status: 'error', message: 'Invoice ID Not Found' }
     const { subtotalCents, taxCents, totalCents } = invoiceTotals(invoice)
     const paid = invoice.status === 'Paid'
     // GetInvoice reads its row as strings, unlike GetInvoices: ids come back as "1001".

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import pg from 'pg'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
@@ -181,6 +183,31 @@ t.test('billing refusing the order (result=error): 422 ORDER_REJECTED, nothing s
   t.notMatch(down.body, /127\.0\.0\.1|ECONN/, 'no host or network code')
   t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).json().total, 0, 'still no order stored')
   await sandbox.billing.up()
+})
+
+t.test('an AddOrder answer that cannot be read is billing being unavailable (503), not a refusal: the order may stand', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  // Relays every action to the sandbox but AddOrder, whose answer a maintenance page replaces once the order is placed.
+  const relay = createServer((request, response) => {
+    const chunks: Buffer[] = []
+    request.on('data', (chunk: Buffer) => chunks.push(chunk))
+    request.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8')
+      fetch(sandbox.settings.BILLING_API_URL!, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body })
+        .then(async (answer) => {
+          const maintenance = new URLSearchParams(body).get('action') === 'AddOrder'
+          response.writeHead(200, { 'content-type': maintenance ? 'text/html' : 'application/json' }).end(maintenance ? '<html>Maintenance</html>' : await answer.text())
+        }, () => response.writeHead(502).end())
+    })
+  })
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise((resolve) => relay.close(resolve)))
+  const app = await buildTestApp(t, { BILLING_API_URL: `http://127.0.0.1:${(relay.address() as AddressInfo).port}/includes/api.php` }, sandbox)
+  const token = await login(app)
+  const response = await app.inject(orderRequest(token, 'unreadable-1'))
+  t.equal(response.statusCode, 503)
+  t.match(response.json(), { code: 'BILLING_UNAVAILABLE', correlationId: 'unreadable-1' })
+  t.equal(sandbox.billing.orders.length, 1, 'the billing system did place it')
 })
 
 t.test('the CRM down, hanging, failing or over its quota: 503 CRM_UNAVAILABLE, the order stored Failed with the class', async (t) => {

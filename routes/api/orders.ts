@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { BillingRefusal } from '../../integrations/billing.js'
 import { BillingUnavailableError, CrmUnavailableError, OrderNotFoundError, OrderRejectedError } from '../../lib/errors.js'
 import { classifyFailure, UpstreamFailure } from '../../lib/failure.js'
 import { QueueFullError } from '../../lib/request-queue.js'
@@ -31,8 +32,9 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const clientId = Number(request.user.sub)
     const { productId, billingCycle } = request.body
     const placed = await billingQueue.run((deadline) => billing.addOrder({ clientId, productId, billingCycle }, deadline)).catch((error: unknown) => {
-      // An error answer is the billing system refusing this order; anything else is it being unavailable.
-      if (error instanceof UpstreamFailure && error.failure === 'upstream_error' && error.name === 'UpstreamFailure') throw new OrderRejectedError({ cause: error })
+      // An error answer is the billing system refusing this order; anything else (an answer that cannot
+      // be read included: the order may have been placed) is it being unavailable.
+      if (error instanceof BillingRefusal) throw new OrderRejectedError({ cause: error })
       throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
     })
     const order = await orders.create({ billingClientId: clientId, productId: String(productId), billingCycle, billingOrderId: placed.orderId, crmOrderId: null })

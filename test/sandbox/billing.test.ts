@@ -95,7 +95,7 @@ t.test('GetInvoice: flat fields with string ids, items and transactions', async 
   t.equal(unpaid.body.transactions, '')
   t.equal(unpaid.body.datepaid, '0000-00-00 00:00:00')
   const missing = await callApi({ action: 'GetInvoice', invoiceid: '4242' })
-  t.same(missing.body, { result: 'error', message: 'Invoice ID Not Found' })
+  t.same(missing.body, { status: 'error', message: 'Invoice ID Not Found' }, 'without a result, as WHMCS answers it')
 })
 
 t.test('AddOrder then AcceptOrder, twice', async t => {
