@@ -94,7 +94,7 @@ export type SignIn =
   | { outcome: 'signed_in', clientId: number }
   | { outcome: 'invalid_credentials' }
   | { outcome: 'two_factor_required' }
-  /** The user signed in, but no client account has the user's email. */
+  /** The user signed in, but no client account it acts for could be found. */
   | { outcome: 'no_client_account' }
 
 /** AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist. */
@@ -184,9 +184,19 @@ function toInvoiceItem (raw: WhmcsAnswer): InvoiceItem {
   }
 }
 
+/** The details of a GetClientsDetails answer: under `client` (documented), or at the top level (older installations). */
+function clientOf (answer: WhmcsAnswer): WhmcsAnswer {
+  return answer.client === undefined ? answer : asRecord(answer.client)
+}
+
+/** The ids of the users a client lists (`users.user`, WHMCS 8 and later), or undefined when it lists none (WHMCS 7). */
+function userIdsOf (answer: WhmcsAnswer): number[] | undefined {
+  const { users } = clientOf(answer)
+  return users === undefined ? undefined : listOf(users, 'user').map(user => Number(user.id))
+}
+
 function toClientDetails (answer: WhmcsAnswer): ClientDetails {
-  // WHMCS answers the details both at the top level and under `client`; the latter is the documented one.
-  const client = answer.client === undefined ? answer : asRecord(answer.client)
+  const client = clientOf(answer)
   return {
     id: toNumber(client.id ?? client.userid, 'client id'),
     firstName: toText(client.firstname),
@@ -232,20 +242,26 @@ export class BillingClient {
 
   /**
    * Checks a sign-in and finds the client account it acts for. Since WHMCS 8 the users who sign in
-   * are apart from the clients who are billed, and ValidateLogin answers a user id: it is taken as
-   * the client id only when that client has the user's email (an installation upgraded from WHMCS 7,
-   * where the two are one); otherwise the client is the one with the user's email. A user id that
-   * happens to be another client's id never signs in as that client.
+   * are apart from the clients who are billed, and ValidateLogin answers a user id. A client acts
+   * for the user when it lists the user among its users (WHMCS 8); where clients list no users
+   * (WHMCS 7, where user and client are one), when it has the user's email. The client with the
+   * user's id is tried first (the two are equal after an upgrade from WHMCS 7), then the client with
+   * the user's email; a user that neither lists signs in as no client.
    */
   async signIn (email: string, password: string, until?: Cancellation): Promise<SignIn> {
     const user = await this.validateLogin(email, password, until)
     if (user === null) return { outcome: 'invalid_credentials' }
     if (user.twoFactorRequired) return { outcome: 'two_factor_required' }
-    const sameId = await this.getClientsDetails(user.userId, until)
-    if (sameId !== null && sameEmail(sameId.email, email)) return { outcome: 'signed_in', clientId: sameId.id }
-    const byEmail = await this.#action('GetClientsDetails', { email }, until, toClientDetails,
-      message => message === 'Client Not Found' ? null : undefined)
-    return byEmail === null ? { outcome: 'no_client_account' } : { outcome: 'signed_in', clientId: byEmail.id }
+    const actsFor = (answer: WhmcsAnswer): boolean => {
+      const userIds = userIdsOf(answer)
+      return userIds === undefined ? sameEmail(toText(clientOf(answer).email), email) : userIds.includes(user.userId)
+    }
+    for (const lookup of [{ clientid: user.userId }, { email }]) {
+      const client = await this.#action('GetClientsDetails', lookup, until, answer => answer,
+        message => message === 'Client Not Found' ? null : undefined)
+      if (client !== null && actsFor(client)) return { outcome: 'signed_in', clientId: toClientDetails(client).id }
+    }
+    return { outcome: 'no_client_account' }
   }
 
   getClientsDetails (clientId: number, until?: Cancellation): Promise<ClientDetails | null> {

@@ -23,7 +23,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         ...commonErrorResponses,
         ...bodyErrorResponses,
         401: errorResponse('The email and password do not match a billing account (`INVALID_CREDENTIALS`)'),
-        403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`), or the user has no billing client account with the same email (`NO_CLIENT_ACCOUNT`)'),
+        403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`), or no billing client account found acts for the user (`NO_CLIENT_ACCOUNT`)'),
         429: errorResponse('More than `LOGIN_RATE_LIMIT_MAX` sign-ins from this address in a minute (`RATE_LIMITED`); `retry-after` says when to try again'),
         503: errorResponse(BILLING_UNAVAILABLE)
       }

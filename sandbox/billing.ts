@@ -331,7 +331,9 @@ export class BillingSimulator extends Simulator {
       taxexempt: false,
       language: '',
       lastlogin: 'No Login Logged',
-      email_verified: false
+      email_verified: false,
+      // WHMCS 8: the users who may act for the client; here its owner alone.
+      users: { user: [{ id: client.userid ?? client.id, name: `${client.firstname} ${client.lastname}`, email: client.userEmail ?? client.email, is_owner: true }] }
     }
     return { result: 'success', ...details, client: details }
   }

@@ -51,15 +51,26 @@ t.test('a WHMCS 8 user gets a token for the client with her email, never for the
   t.equal(claims.sub, '3', 'client 3, not client 4 (her user id, which is Tom\'s client)')
 })
 
-t.test('a user whose email no billing client has gets 403 NO_CLIENT_ACCOUNT and no token', async (t) => {
+t.test('a user no billing client lists gets 403 NO_CLIENT_ACCOUNT and no token; one listed signs in as its client', async (t) => {
   const sandbox = await startTestSandbox(t, {
-    billing: { clients: [{ id: 7, firstname: 'Acme', lastname: 'Accounts', email: 'accounts@acme.example', userEmail: 'ops@acme.example', userid: 7, password: 'ops-password' }] }
+    billing: {
+      clients: [
+        // User 9 signs in as team@; client 8 has that email but lists only user 10, and there is no client 9.
+        { id: 8, firstname: 'Shared', lastname: 'Inbox', email: 'team@acme.example', userEmail: 'lead@acme.example', userid: 10, password: 'lead-password' },
+        { id: 20, firstname: 'Side', lastname: 'Project', email: 'side@acme.example', userEmail: 'team@acme.example', userid: 9, password: 'team-password' },
+        { id: 7, firstname: 'Acme', lastname: 'Accounts', email: 'accounts@acme.example', userEmail: 'ops@acme.example', userid: 7, password: 'ops-password' }
+      ]
+    }
   })
   const app = await buildTestApp(t, {}, sandbox)
-  const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'ops@acme.example', password: 'ops-password' } })
+  const response = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'team@acme.example', password: 'team-password' } })
   t.equal(response.statusCode, 403)
   t.match(response.json(), { ...ERROR_BODY, statusCode: 403, code: 'NO_CLIENT_ACCOUNT' })
   t.notOk('accessToken' in response.json())
+
+  const ops = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'ops@acme.example', password: 'ops-password' } })
+  t.equal(ops.statusCode, 200, 'user 7 signs in with an email of its own: client 7 lists it')
+  t.equal(app.jwt.decode<{ sub: string }>(ops.json().accessToken)?.sub, '7')
 })
 
 t.test('logout revokes the token', async (t) => {

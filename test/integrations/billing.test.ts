@@ -54,13 +54,19 @@ t.test('signIn: the client account a WHMCS 8 user acts for, never a client that 
   t.same(await whmcs.signIn('jane@example.com', 'wrong-password'), { outcome: 'invalid_credentials' })
 
   const invited = new BillingSimulator({
-    clients: [{ id: 7, firstname: 'Acme', lastname: 'Accounts', email: 'accounts@acme.example', userEmail: 'ops@acme.example', userid: 7, password: 'ops-password' }]
+    clients: [
+      { id: 7, firstname: 'Acme', lastname: 'Accounts', email: 'accounts@acme.example', userEmail: 'ops@acme.example', userid: 7, password: 'ops-password' },
+      { id: 8, firstname: 'Shared', lastname: 'Inbox', email: 'team@acme.example', userEmail: 'lead@acme.example', userid: 10, password: 'lead-password' },
+      { id: 20, firstname: 'Side', lastname: 'Project', email: 'side@acme.example', userEmail: 'team@acme.example', userid: 9, password: 'team-password' }
+    ]
   })
   await invited.start()
   const acme = client({ url: invited.apiUrl, identifier: invited.identifier, secret: invited.secret })
   t.teardown(() => invited.close())
-  t.same(await acme.signIn('ops@acme.example', 'ops-password'), { outcome: 'no_client_account' },
-    'user 7 signs in with an email no client has: not client 7, whose email is another')
+  t.same(await acme.signIn('ops@acme.example', 'ops-password'), { outcome: 'signed_in', clientId: 7 },
+    'user 7 signs in with an email of its own: client 7 lists it among its users')
+  t.same(await acme.signIn('team@acme.example', 'team-password'), { outcome: 'no_client_account' },
+    'user 9: no client 9, and client 8, which has its email, does not list it')
   invited.injectFault({ kind: 'http5xx', route: 'GetClientsDetails', status: 502 })
   t.match(await failure(acme.signIn('ops@acme.example', 'ops-password')), { failure: 'http_5xx' }, 'a failed lookup is a failure, not a sign-in')
 })
