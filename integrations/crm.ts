@@ -53,8 +53,13 @@ export class CrmApiError extends UpstreamFailure {
   }
 }
 
+/** No such record: any 404 (NOT_FOUND, ENTITY_IS_DELETED), or an id that cannot be one (MALFORMED_ID). */
+function isNotFound (status: number, errorCode: string): boolean {
+  return status === 404 || errorCode === 'MALFORMED_ID'
+}
+
 export function isCrmNotFound (error: unknown): error is CrmApiError {
-  return error instanceof CrmApiError && error.errorCode === 'NOT_FOUND'
+  return error instanceof CrmApiError && isNotFound(error.status, error.errorCode)
 }
 
 const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
@@ -218,12 +223,13 @@ export class CrmClient {
         signal: deadline
       })
       if (response.status >= 500) throw this.#upstream.failure('http_5xx', `${TOKEN_OPERATION}: HTTP ${response.status}`)
-      const answer = asRecord(this.#upstream.json(response, TOKEN_OPERATION))
+      // A refusal is one whatever its body: OAuth's JSON error, or a proxy's page.
       if (response.status === 400 || response.status === 401) {
-        const reason = [answer.error, answer.error_description].filter(part => typeof part === 'string').join(': ')
+        const refusal = asRecord(errorBody(response.text))
+        const reason = [refusal.error, refusal.error_description].filter(part => typeof part === 'string').join(': ')
         throw this.#upstream.failure('auth_failed', `${TOKEN_OPERATION}: ${brief(reason) || `HTTP ${response.status}`}`)
       }
-      const { access_token: accessToken, instance_url: instanceUrl } = answer
+      const { access_token: accessToken, instance_url: instanceUrl } = asRecord(this.#upstream.json(response, TOKEN_OPERATION))
       if (response.status !== 200 || typeof accessToken !== 'string' || typeof instanceUrl !== 'string' || !URL.canParse(instanceUrl)) {
         throw this.#upstream.failure('upstream_error', `${TOKEN_OPERATION}: HTTP ${response.status} answer without a session`)
       }
@@ -236,7 +242,10 @@ export class CrmClient {
     return this.#upstream.failure('upstream_error', `${operation}: no ${field} in the answer`)
   }
 
-  /** One REST call: `read` turns the JSON answer into the result; `notFound`, if given, answers a NOT_FOUND. */
+  /**
+   * One REST call: `read` turns the JSON answer (undefined for an empty one: 204, or a PATCH's 200)
+   * into the result; `notFound`, if given, answers a 404 (NOT_FOUND, ENTITY_IS_DELETED) or a MALFORMED_ID.
+   */
   #rest<T> (method: Dispatcher.HttpMethod, path: string, body: unknown, until: Cancellation | undefined,
     read: (answer: unknown) => T, notFound?: () => T): Promise<T> {
     const operation = operationOf(method, path)
@@ -249,11 +258,10 @@ export class CrmClient {
         session = await this.session(deadline)
         response = await this.#send(session, method, path, body, deadline)
       }
-      if (response.status === 204) return read(undefined)
-      if (response.status >= 200 && response.status < 300) return read(this.#upstream.json(response, operation))
+      if (response.status >= 200 && response.status < 300) return read(response.text.trim() === '' ? undefined : this.#upstream.json(response, operation))
       if (response.status >= 500) throw this.#upstream.failure('http_5xx', `${operation}: HTTP ${response.status}`)
       const { errorCode, message } = restError(response.text)
-      if (notFound !== undefined && response.status === 404 && errorCode === 'NOT_FOUND') return notFound()
+      if (notFound !== undefined && isNotFound(response.status, errorCode)) return notFound()
       const failure: FailureClass = response.status === 401
         ? 'auth_failed'
         : response.status === 403 && errorCode === 'REQUEST_LIMIT_EXCEEDED' ? 'quota_exceeded' : 'upstream_error'

@@ -1,4 +1,6 @@
 import { generateKeyPairSync, randomUUID } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import t from 'tap'
@@ -64,6 +66,41 @@ t.test('REST errors: upstream_error with the errorCode; NOT_FOUND is recognisabl
   const missing = await failure(salesforce.request('PATCH', `sobjects/Order/${UNKNOWN_ORDER}`, { Status: 'Activated' }))
   t.ok(isCrmNotFound(missing))
   t.match(missing, { failure: 'upstream_error', status: 404 })
+})
+
+t.test('an order deleted, or an id that cannot be one: null, as for a missing order', async t => {
+  const id = crm.putOrder({ Status: 'Pending Review' })
+  crm.injectFault({ kind: 'error', route: 'rest/sobjects/Order', status: 404, code: 'ENTITY_IS_DELETED', message: 'entity is deleted', times: 1 })
+  t.equal(await salesforce.getOrder(id), null)
+  crm.injectFault({ kind: 'error', route: 'rest/sobjects/Order', status: 400, code: 'MALFORMED_ID', message: 'malformed id 801garbage', times: 1 })
+  t.equal(await salesforce.getOrder('801garbage'), null)
+  crm.injectFault({ kind: 'error', route: 'rest/sobjects/Order', status: 400, code: 'INVALID_QUERY_FILTER_OPERATOR', message: 'bad', times: 1 })
+  t.match(await failure(salesforce.getOrder(id)), { failure: 'upstream_error', errorCode: 'INVALID_QUERY_FILTER_OPERATOR' }, 'another 400 stays an error')
+})
+
+t.test('a CRM answering past the sandbox: an empty 200 to a PATCH succeeds; a token refusal that is not JSON is auth_failed', async t => {
+  let tokenAnswer = { status: 200, body: '' }
+  const server = createServer((request, response) => {
+    request.resume()
+    request.on('end', () => {
+      const instanceUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+      if (request.url === '/services/oauth2/token') {
+        const { status, body } = tokenAnswer
+        response.writeHead(status, { 'content-type': status === 200 ? 'application/json' : 'text/html' })
+          .end(status === 200 ? JSON.stringify({ access_token: 'token-1', instance_url: instanceUrl, token_type: 'Bearer' }) : body)
+      } else {
+        // Salesforce documents 200 as the answer of some PATCH requests; this one has no body.
+        response.writeHead(200, { 'sforce-limit-info': 'api-usage=5/15000' }).end()
+      }
+    })
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise(resolve => server.close(resolve)))
+  const org = client({ loginUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+  await org.updateOrder('801000000000001AAA', { Status: 'Activated' })
+  tokenAnswer = { status: 400, body: '<html>Bad Request</html>' }
+  t.match(await failure(client({ loginUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }).session()),
+    { failure: 'auth_failed', message: 'POST oauth2/token: HTTP 400' })
 })
 
 t.test('request: any REST resource, the JSON answer', async t => {
