@@ -270,7 +270,9 @@ export class BillingClient {
   }
 
   getInvoices ({ clientId, status, limitStart, limitNum }: InvoiceQuery, until?: Cancellation): Promise<InvoicePage> {
-    return this.#action('GetInvoices', { userid: clientId, status, limitstart: limitStart, limitnum: limitNum }, until, answer => ({
+    // Newest first, by a unique key: WHMCS's own default order (by status and due date) is not one, so pages could overlap.
+    const params = { userid: clientId, status, limitstart: limitStart, limitnum: limitNum, orderby: 'id', order: 'desc' }
+    return this.#action('GetInvoices', params, until, answer => ({
       total: toNumber(answer.totalresults, 'totalresults'),
       invoices: listOf(answer.invoices, 'invoice').map(toInvoice)
     }))

@@ -29,7 +29,7 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/api/invoices', {
     schema: {
       tags: ['invoices'],
-      summary: 'The caller\'s invoices, a page at a time',
+      summary: 'The caller\'s invoices, newest first, a page at a time',
       security: [{ bearerAuth: [] }],
       querystring: InvoiceQuery,
       response: { 200: Type.Ref(InvoiceList, { description: 'one page of the caller\'s invoices, with the total' }), ...errors }

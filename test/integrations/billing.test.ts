@@ -99,12 +99,14 @@ t.test('GetInvoices: an empty list comes as [] and is no error', async t => {
   t.same(await whmcs.getInvoices({ clientId: 3 }), { total: 0, invoices: [] })
 })
 
-t.test('GetInvoices: status and paging are passed on', async t => {
+t.test('GetInvoices: status and paging are passed on, newest first by id', async t => {
+  billing.resetCalls()
   const paid = await whmcs.getInvoices({ clientId: 1, status: 'Paid' })
-  t.same(paid.invoices.map(invoice => invoice.id), [1001, 1002])
+  t.same(paid.invoices.map(invoice => invoice.id), [1002, 1001])
+  t.match(billing.calls.at(-1)?.params, { orderby: 'id', order: 'desc' }, 'the order asked for, not left to WHMCS\'s default')
   const page = await whmcs.getInvoices({ clientId: 1, limitStart: 1, limitNum: 2 })
   t.equal(page.total, 5, 'total counts every match')
-  t.same(page.invoices.map(invoice => invoice.id), [1002, 1003])
+  t.same(page.invoices.map(invoice => invoice.id), [1004, 1003])
 })
 
 t.test('GetInvoice: ids as numbers, its items, null when there is no such invoice', async t => {
