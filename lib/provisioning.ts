@@ -1,5 +1,5 @@
 import type { BillingClient } from '../integrations/billing.js'
-import { OrderNotPendingError } from '../integrations/billing.js'
+import { BillingRefusal, OrderNotPendingError } from '../integrations/billing.js'
 import type { CrmClient } from '../integrations/crm.js'
 import type { TelecomClient } from '../integrations/telecom.js'
 import type { OrderEvents } from './order-events.js'
@@ -24,7 +24,7 @@ export interface ProvisioningDependencies {
   telecom: TelecomClient
   billingQueue: RequestQueue
   crmQueue: RequestQueue
-  log: { info (object: object, message: string): void }
+  log: { info (object: object, message: string): void, warn (object: object, message: string): void }
 }
 
 export class OrderNotStoredError extends Error {
@@ -66,8 +66,17 @@ export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId
       } catch (error) {
         if (!(error instanceof OrderNotPendingError)) throw error
         // Accepted before a crash lost the record of it, or cancelled: the order's status tells.
-        const status = await deps.billing.getOrderStatus(billingOrderId, deadline)
-        if (status !== 'Active') throw new UpstreamFailure('upstream_error', 'billing', `billing order ${billingOrderId} is ${status ?? 'missing'}, not pending or active`)
+        const status = await deps.billing.getOrderStatus(billingOrderId, deadline).catch((lookupError: unknown) => {
+          // GetOrders refused as an action (not in the contract's list, so an API role may not allow
+          // it): the order this service placed, now not pending, is most likely the one it accepted.
+          if (lookupError instanceof BillingRefusal || (lookupError instanceof UpstreamFailure && lookupError.failure === 'auth_failed')) return undefined
+          throw lookupError
+        })
+        if (status === undefined) {
+          deps.log.warn({ crmOrderId, billingOrderId }, 'AcceptOrder: the billing order is not pending, and GetOrders is refused: taken as accepted')
+        } else if (status !== 'Active') {
+          throw new UpstreamFailure('upstream_error', 'billing', `billing order ${billingOrderId} is ${status ?? 'missing'}, not pending or active`)
+        }
       }
     })
     order = await deps.orders.recordBillingAccepted(order.id)

@@ -83,6 +83,27 @@ t.test('a retry after a lost AcceptOrder answer reconciles instead of failing', 
   t.equal(sandbox.telecom.activations.length, 1, 'the telecom step was not repeated')
 })
 
+t.test('the same, with GetOrders refused to the API role: the order not pending is taken as accepted, with a warning', async (t) => {
+  const refusals = [
+    { kind: 'error' as const, route: 'GetOrders', status: 403, message: 'Invalid Permissions: API action "getorders" is not allowed' },
+    { kind: 'error' as const, route: 'GetOrders', message: 'Command Not Found' }
+  ]
+  for (const refusal of refusals) {
+    const sandbox = await startTestSandbox(t)
+    const app = await buildTestApp(t, { PROVISIONING_BACKOFF_MS: '50' }, sandbox)
+    const warnings: string[] = []
+    const warn = app.log.warn.bind(app.log)
+    app.log.warn = ((details: object, message: string) => { warnings.push(message); warn(details, message) }) as typeof app.log.warn
+    const order = await placeOrder(app, await login(app))
+    sandbox.billing.injectFault({ kind: 'http5xx', status: 502, after: true, times: 1, route: 'AcceptOrder' })
+    sandbox.billing.injectFault(refusal)
+    await app.jobQueue.enqueue(order.crmOrderId)
+    await waitFor('Active', async () => (await app.orders.findByCrmId(order.crmOrderId))?.status === 'Active')
+    t.match(await app.orders.findByCrmId(order.crmOrderId), { status: 'Active', provisioningAttempts: 2 }, refusal.message)
+    t.ok(warnings.some((message) => message.includes('GetOrders is refused: taken as accepted')))
+  }
+})
+
 t.test('telecom always failing: retries, then Failed with the reason; jobs health follows', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { PROVISIONING_ATTEMPTS: '3', PROVISIONING_BACKOFF_MS: '20' }, sandbox)
