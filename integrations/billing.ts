@@ -19,10 +19,10 @@ export interface Invoice {
   id: number
   clientId: number
   invoiceNumber: string
-  /** YYYY-MM-DD */
-  date: string
-  /** YYYY-MM-DD */
-  dueDate: string
+  /** YYYY-MM-DD; null for WHMCS's "never" (0000-00-00) */
+  date: string | null
+  /** YYYY-MM-DD; null for WHMCS's "never" (0000-00-00) */
+  dueDate: string | null
   /** YYYY-MM-DD HH:MM:SS in the billing system's time zone; null while unpaid. */
   datePaid: string | null
   subtotal: number
@@ -159,8 +159,8 @@ function toInvoice (raw: WhmcsAnswer): Invoice {
     clientId: toNumber(raw.userid, 'userid'),
     // invoicenum stays empty unless custom invoice numbering is on; WHMCS then shows the id.
     invoiceNumber: toText(raw.invoicenum) || String(id),
-    date: toText(raw.date),
-    dueDate: toText(raw.duedate),
+    date: toDate(raw.date),
+    dueDate: toDate(raw.duedate),
     datePaid: toDate(raw.datepaid),
     subtotal: toNumber(raw.subtotal, 'subtotal'),
     credit: toNumber(raw.credit ?? 0, 'credit'),

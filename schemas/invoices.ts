@@ -7,8 +7,8 @@ const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.U
 const invoiceProperties = {
   id: Type.Integer(),
   invoiceNumber: Type.String(),
-  date: Nullable(Type.String({ description: 'YYYY-MM-DD' })),
-  dueDate: Nullable(Type.String({ description: 'YYYY-MM-DD' })),
+  date: Nullable(Type.String({ description: 'YYYY-MM-DD; null when the billing system has none (0000-00-00)' })),
+  dueDate: Nullable(Type.String({ description: 'YYYY-MM-DD; null when the billing system has none (0000-00-00)' })),
   datePaid: Nullable(Type.String({ description: 'null while unpaid' })),
   subtotal: Money,
   credit: Money,

@@ -93,6 +93,15 @@ t.test('GetInvoices: money as numbers, the WHMCS "never" as null', async t => {
   })
   t.match(invoices.find(invoice => invoice.id === 1004), { datePaid: null, subtotal: 10, tax: 2, total: 12, taxRate: 20, status: 'Unpaid' })
   t.equal(invoices.find(invoice => invoice.id === 1003)?.datePaid, null, '0000-00-00 00:00:00 is null')
+
+  const undated = new BillingSimulator({
+    clients: [{ id: 1, firstname: 'Una', lastname: 'Dated', email: 'una@example.com', password: 'no-dates' }],
+    invoices: [{ id: 1, userid: 1, date: '0000-00-00', duedate: '0000-00-00', status: 'Draft', paymentmethod: 'banktransfer', items: [{ type: 'Item', description: 'Draft', amount: '1.00' }] }]
+  })
+  await undated.start()
+  t.teardown(() => undated.close())
+  const drafts = client({ url: undated.apiUrl, identifier: undated.identifier, secret: undated.secret })
+  t.match((await drafts.getInvoices({ clientId: 1 })).invoices, [{ id: 1, date: null, dueDate: null }], 'a date of 0000-00-00 is null too')
 })
 
 t.test('GetInvoices: an empty list comes as [] and is no error', async t => {
