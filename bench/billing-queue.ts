@@ -1,3 +1,4 @@
+import PQueue from 'p-queue'
 import { BillingClient } from '../integrations/billing.js'
 import { RequestQueue } from '../lib/request-queue.js'
 import { startSandboxProcess } from '../tools/sandbox-process.js'
@@ -13,7 +14,9 @@ const SECONDS_OF_CALLS = Number(process.env.BENCH_QUEUE_SECONDS ?? Math.min(SECO
 const UPSTREAM_LATENCY_MS = Number(process.env.BENCH_QUEUE_LATENCY_MS ?? 20)
 
 interface Drive { rate: number, cpuMicrosPerCall: number }
-interface Ways { direct: Drive[], queued: Drive[], queueFailures: number }
+const WAYS = ['direct', 'pQueue', 'queued'] as const
+type Way = typeof WAYS[number]
+type Ways = Record<Way, Drive[]> & { queueFailures: number }
 
 /** Calls made back to back by `CONCURRENCY` callers for a while: calls per second and this process's CPU per call. */
 async function drive (call: () => Promise<unknown>): Promise<Drive> {
@@ -40,7 +43,10 @@ async function delayAnswers (billingUrl: string, ms: number): Promise<void> {
   if (!response.ok) throw new Error(`the sandbox refused the latency fault: HTTP ${response.status}`)
 }
 
-/** `WhmcsDetails` directly and through a billing queue of concurrency 10, alternating which goes first. */
+/**
+ * `WhmcsDetails` directly, through a bare p-queue (what any queue on p-queue costs at least) and
+ * through a billing queue, each of concurrency 10, in another order every round.
+ */
 async function measure (settings: Record<string, string>): Promise<Ways> {
   const billing = new BillingClient({
     url: settings.BILLING_API_URL!,
@@ -55,15 +61,18 @@ async function measure (settings: Record<string, string>): Promise<Ways> {
     windowMs: 300_000,
     thresholds: { queueSize: 'billing_queue_size', failedRequests: 'billing_failed_requests' }
   })
-  const direct = () => billing.call('WhmcsDetails', {})
-  const queued = () => queue.run((deadline) => billing.call('WhmcsDetails', {}, deadline))
+  const bare = new PQueue({ concurrency: CONCURRENCY })
+  const calls: Record<Way, () => Promise<unknown>> = {
+    direct: () => billing.call('WhmcsDetails', {}),
+    pQueue: () => bare.add(() => billing.call('WhmcsDetails', {})),
+    queued: () => queue.run((deadline) => billing.call('WhmcsDetails', {}, deadline))
+  }
   try {
-    await drive(direct)
-    await drive(queued)
-    const ways: Ways = { direct: [], queued: [], queueFailures: 0 }
+    for (const way of WAYS) await drive(calls[way])
+    const ways: Ways = { direct: [], pQueue: [], queued: [], queueFailures: 0 }
     for (let round = 0; round < ROUNDS_OF_CALLS; round++) {
-      const order = round % 2 === 0 ? ['direct', 'queued'] as const : ['queued', 'direct'] as const
-      for (const way of order) ways[way].push(await drive(way === 'direct' ? direct : queued))
+      const order = WAYS.map((_, i) => WAYS[(i + round) % WAYS.length]!)
+      for (const way of order) ways[way].push(await drive(calls[way]))
     }
     return { ...ways, queueFailures: queue.metrics().failedRequests }
   } finally {
@@ -85,7 +94,7 @@ async function measureAgainstSandbox (latencyMs: number): Promise<Ways> {
  * CPU per call is printed where the calls keep this process busy: at a few hundred calls a second
  * its idle work (timers, garbage collection) weighs on each call as much as the queue does.
  */
-function report (arrangement: string, { direct, queued, queueFailures }: Ways, withCpu: boolean): string[] {
+function report (arrangement: string, { direct, pQueue, queued, queueFailures }: Ways, withCpu: boolean): string[] {
   const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length
   const rate = (drives: Drive[]) => mean(drives.map(({ rate }) => rate))
   const cpu = (drives: Drive[]) => mean(drives.map(({ cpuMicrosPerCall }) => cpuMicrosPerCall))
@@ -94,14 +103,17 @@ function report (arrangement: string, { direct, queued, queueFailures }: Ways, w
   return [
     `  ${arrangement}`,
     `    direct:                         ${rate(direct).toFixed(0)} calls/s${cpuOf(direct)}`,
+    `    through a bare p-queue:         ${rate(pQueue).toFixed(0)} calls/s${cpuOf(pQueue)}`,
     `    through the billing queue:      ${rate(queued).toFixed(0)} calls/s${cpuOf(queued)} (queue failures: ${queueFailures})`,
-    ...withCpu ? [`    the queue's CPU a call:         ${(cpu(queued) - cpu(direct)).toFixed(1)} µs`] : [],
+    ...withCpu ? [`    the queue's CPU a call:         ${(cpu(queued) - cpu(direct)).toFixed(1)} µs, of which p-queue's ${(cpu(pQueue) - cpu(direct)).toFixed(1)} µs`] : [],
+    `    ratio bare p-queue / direct:    ${(rate(pQueue) / rate(direct)).toFixed(3)} (the floor of a queue on p-queue)`,
     `    ratio queued / direct:          ${(rate(queued) / rate(direct)).toFixed(3)}, median of rounds ${median(perRound).toFixed(3)} (target >= 0.95)`
   ]
 }
 
 /**
- * A billing call through its request queue against the same call made directly, the sandbox in its
+ * A billing call through its request queue against the same call made directly (and through a bare
+ * p-queue, the library the issue asks the queue to be built on), the sandbox in its
  * own process (what `npm run sandbox` runs), in two arrangements: answering at once, where this
  * process's CPU is the limit and the ratio is the queue's CPU cost against the call's; and every
  * answer `UPSTREAM_LATENCY_MS` late, where the upstream is the limit, as a billing system is.
