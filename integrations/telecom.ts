@@ -18,7 +18,8 @@ export interface ActivationRequest {
 export interface Activation {
   id: string
   status: string
-  msisdn: string
+  /** The activated number; null when the provider has not assigned one yet. */
+  msisdn: string | null
   /** True when the provider replayed the answer to an earlier request with the same key. */
   replayed: boolean
 }
@@ -38,6 +39,12 @@ function failureOf (status: number): FailureClass {
   if (status === 401 || status === 403) return 'auth_failed'
   if (status === 429) return 'quota_exceeded'
   return 'upstream_error'
+}
+
+/** An id or a number as text: the contract gives them no type, and JSON may carry either. */
+function identifier (value: unknown): string | undefined {
+  if (typeof value === 'string' && value !== '') return value
+  return typeof value === 'number' && Number.isSafeInteger(value) ? String(value) : undefined
 }
 
 export class TelecomClient {
@@ -62,8 +69,10 @@ export class TelecomClient {
         signal: deadline
       })
       const answer = this.#answer(response, operation)
-      const { id, status, msisdn } = answer
-      if (typeof id !== 'string' || typeof status !== 'string' || typeof msisdn !== 'string') {
+      const id = identifier(answer.id)
+      const { status } = answer
+      const msisdn = answer.msisdn === null || answer.msisdn === undefined ? null : identifier(answer.msisdn)
+      if (id === undefined || typeof status !== 'string' || msisdn === undefined) {
         throw this.#upstream.failure('upstream_error', `${operation}: HTTP ${response.status} answer without an activation`)
       }
       return { id, status, msisdn, replayed: response.headers['idempotent-replayed'] === 'true' }

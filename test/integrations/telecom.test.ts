@@ -88,6 +88,24 @@ t.test('health: any 2xx is healthy, whatever its body', async t => {
   }
 })
 
+t.test('activate: numeric ids and numbers are taken as text, a number not yet assigned as null; no id is no activation', async t => {
+  let answer: unknown = {}
+  const server = createServer((request, response) => {
+    request.resume()
+    request.on('end', () => response.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify(answer)))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise((resolve) => server.close(resolve)))
+  const elsewhere = client({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+  const request = { orderId: '801A', productId: '1', idempotencyKey: '801A' }
+  answer = { id: 123, status: 'active', msisdn: 447700900123 }
+  t.same(await elsewhere.activate(request), { id: '123', status: 'active', msisdn: '447700900123', replayed: false })
+  answer = { id: 'act-2', status: 'pending', msisdn: null }
+  t.same(await elsewhere.activate(request), { id: 'act-2', status: 'pending', msisdn: null, replayed: false })
+  answer = { status: 'active', msisdn: '447700900123' }
+  t.match(await failure(elsewhere.activate(request)), { failure: 'upstream_error', message: 'activate: HTTP 201 answer without an activation' })
+})
+
 t.test('HTTP 5xx: http_5xx', async t => {
   telecom.injectFault({ kind: 'http5xx', status: 502, times: 1 })
   t.match(await failure(provider.activate({ orderId: '801G', productId: '1', idempotencyKey: '801G' })), { failure: 'http_5xx', message: 'activate: HTTP 502' })
