@@ -10,9 +10,13 @@ export type StreamFailure = FailureClass |
 
 /** Ends one subscription; the supervisor decides when to handshake again. */
 export class StreamInterruption extends Error {
-  constructor (readonly failure: StreamFailure, message: string, options?: ErrorOptions) {
+  /** The server's advice: how long to wait before the next handshake (ms). */
+  readonly intervalMs: number
+
+  constructor (readonly failure: StreamFailure, message: string, options?: ErrorOptions & { intervalMs?: number }) {
     super(message, options)
     this.name = 'StreamInterruption'
+    this.intervalMs = options?.intervalMs ?? 0
   }
 }
 

@@ -119,12 +119,14 @@ function refusal (reply: BayeuxMessage): StreamInterruption {
   const reconnect = asRecord(reply.advice).reconnect
   const reason = brief([error, failureReason].filter(Boolean).join(' ')) || (typeof reconnect === 'string' ? `advice reconnect ${reconnect}` : 'unsuccessful')
   const message = `${text(reply.channel)}: ${reason}`
-  if (AUTHENTICATION.test(error) || AUTHENTICATION.test(failureReason)) return new StreamInterruption('auth_failed', message)
-  if (UNKNOWN_CLIENT.test(error)) return new StreamInterruption('unknown_client', message)
-  if (/limit exceeded/i.test(`${error} ${failureReason}`)) return new StreamInterruption('quota_exceeded', message)
-  if (reconnect === 'handshake') return new StreamInterruption('handshake_advised', message)
-  if (reconnect === 'none') return new StreamInterruption('reconnect_none', message)
-  return new StreamInterruption('upstream_error', message)
+  const { interval } = asRecord(reply.advice)
+  const advice = { intervalMs: typeof interval === 'number' && interval > 0 ? interval : 0 }
+  if (AUTHENTICATION.test(error) || AUTHENTICATION.test(failureReason)) return new StreamInterruption('auth_failed', message, advice)
+  if (UNKNOWN_CLIENT.test(error)) return new StreamInterruption('unknown_client', message, advice)
+  if (/limit exceeded/i.test(`${error} ${failureReason}`)) return new StreamInterruption('quota_exceeded', message, advice)
+  if (reconnect === 'handshake') return new StreamInterruption('handshake_advised', message, advice)
+  if (reconnect === 'none') return new StreamInterruption('reconnect_none', message, advice)
+  return new StreamInterruption('upstream_error', message, advice)
 }
 
 /** A reply that advises a new handshake, or no reconnection at all. */
@@ -245,15 +247,19 @@ export class PlatformEventSubscriber {
       this.#connection = undefined
       this.#lastError = interruption.failure
       const details = { channel: this.channel, failure: interruption.failure, ...(interruption.cause === undefined ? {} : { err: interruption.cause }) }
-      // A healthy stream that the server asks to handshake again does so at once; twice in a row backs off.
+      // Bayeux: the next handshake waits at least the interval the server advised (bounded here by the
+      // longest backoff). A healthy stream that the server asks to handshake again does so after that
+      // alone; twice in a row backs off.
+      const intervalMs = Math.min(interruption.intervalMs, this.#backoffMaxMs)
       if (HANDSHAKE_AT_ONCE.has(interruption.failure) && this.#failures === 0) {
         this.#failures = 1
-        this.#log.info(details, `platform event stream: ${interruption.message}; handshaking again`)
+        this.#log.info({ ...details, ...(intervalMs > 0 ? { retryInMs: intervalMs } : {}) }, `platform event stream: ${interruption.message}; handshaking again`)
+        if (intervalMs > 0) await sleep(intervalMs, undefined, { signal }).catch(ignore)
         continue
       }
       // Bayeux: a client must not retry on its own after `reconnect: none`; a service must come back
       // some time, so it waits the longest backoff, not a random part of it.
-      const retryInMs = interruption.failure === 'reconnect_none' ? this.#backoffMaxMs : this.#backoffMs()
+      const retryInMs = interruption.failure === 'reconnect_none' ? this.#backoffMaxMs : Math.max(intervalMs, this.#backoffMs())
       this.#failures++
       this.#log.warn({ ...details, retryInMs }, `platform event stream failed: ${interruption.message}`)
       this.#setState('failed', retryInMs)

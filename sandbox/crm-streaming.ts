@@ -168,7 +168,7 @@ export class StreamingApi {
 
   /** The answer of an injected `error` fault: every message of the request fails with the fault's Bayeux error. */
   errorReply (call: IncomingCall, fault: Fault): Reply {
-    const advice = fault.reconnect === undefined ? {} : { advice: { reconnect: fault.reconnect, interval: 0 } }
+    const advice = fault.reconnect === undefined ? {} : { advice: { reconnect: fault.reconnect, interval: fault.interval ?? 0 } }
     const replies = (bayeuxMessages(call.body) ?? []).map(message => failure(message, fault.message ?? '500::Internal Server Error', advice))
     return jsonReply(fault.status ?? 200, replies)
   }

@@ -26,6 +26,8 @@ export interface Fault {
   code?: string
   /** error on the streaming API: the Bayeux advice `reconnect` value sent with the error. */
   reconnect?: 'retry' | 'handshake' | 'none'
+  /** error on the streaming API: the advice `interval` (ms) sent with `reconnect` (0 by default). */
+  interval?: number
 }
 
 export interface RecordedCall {
@@ -120,7 +122,7 @@ export function parseFault (value: unknown): Fault {
   for (const key of ['route', 'body', 'message', 'code', 'reconnect']) {
     if (fault[key] !== undefined && typeof fault[key] !== 'string') throw new SandboxControlError(`fault.${key} must be a string`)
   }
-  for (const key of ['times', 'ms', 'status']) {
+  for (const key of ['times', 'ms', 'status', 'interval']) {
     if (fault[key] !== undefined && !(Number.isInteger(fault[key]) && (fault[key] as number) >= 0)) {
       throw new SandboxControlError(`fault.${key} must be a non-negative integer`)
     }

@@ -290,6 +290,21 @@ t.test('a connect answered unsuccessful with retry advice is sent again by the s
   t.match(stream.subscriber.stats(), { state: 'connected', reconnects: 0 })
 })
 
+t.test('advice to handshake with an interval: the next handshake waits that interval', async t => {
+  const stream = subscription(t, { from: -1 })
+  await stream.connected()
+  const handshakes = crm.calls.filter(call => call.route === 'cometd/meta/handshake').length
+  crm.injectFault({ kind: 'error', route: 'cometd/meta/connect', message: '500::Server restarting', reconnect: 'handshake', interval: 600, times: 1 })
+  await until(() => crm.calls.filter(call => call.route === 'cometd/meta/handshake').length > handshakes, 'a new handshake')
+  const calls = crm.calls
+  const handshakeAt = calls.findLastIndex(call => call.route === 'cometd/meta/handshake')
+  const handshake = calls[handshakeAt]!
+  const refused = calls.slice(0, handshakeAt).findLast(call => call.route === 'cometd/meta/connect')!
+  t.ok(Date.parse(handshake.at) - Date.parse(refused.at) >= 600, `handshook ${Date.parse(handshake.at) - Date.parse(refused.at)} ms after the advice`)
+  t.equal(stream.subscriber.stats().lastError, 'handshake_advised')
+  await stream.connected()
+})
+
 t.test('a connect whose answer is lost (HTTP 5xx) is sent again by the same client, three times at most', async t => {
   const stream = subscription(t, { from: -1 })
   await stream.connected()
