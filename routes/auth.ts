@@ -12,6 +12,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   const { ACCESS_TOKEN_TTL_SECONDS, LOGIN_RATE_LIMIT_MAX } = fastify.config
 
   fastify.post('/auth/login', {
+    onRequest: fastify.requireDatabase,
     config: { rateLimit: { max: LOGIN_RATE_LIMIT_MAX, timeWindow: 60_000, keyGenerator: (request) => `login:${request.ip}` } },
     schema: {
       tags: ['auth'],
@@ -43,7 +44,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.post('/auth/logout', {
-    onRequest: fastify.authenticate,
+    onRequest: [fastify.requireDatabase, fastify.authenticate],
     schema: {
       tags: ['auth'],
       summary: 'Revoke the access token until it expires',

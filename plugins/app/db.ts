@@ -3,7 +3,15 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import Postgrator from 'postgrator'
+import { DatabaseUnavailableError } from '../../lib/errors.js'
 import { projectRoot } from '../../lib/project-root.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** An onRequest hook: 500 `DATABASE_UNAVAILABLE` while the last database check failed. */
+    requireDatabase: () => Promise<void>
+  }
+}
 
 // Any constant works; it only has to be the same for every instance of the service.
 const MIGRATION_LOCK_ID = 4_242_001
@@ -58,6 +66,15 @@ async function db (fastify: FastifyInstance) {
   }
   fastify.coreHealth.register('database', databaseCheck)
   fastify.integrationHealth.register('database', databaseCheck)
+
+  // Seed §7: while the database is unreachable, every API request fails with HTTP 500, the routes
+  // that need no query included. The gate reads the run GET /health shares (reused for
+  // HEALTH_CHECK_CACHE_MS), so it adds no query of its own, and waits at most the health timeout.
+  const { coreHealth } = fastify
+  fastify.decorate('requireDatabase', async function requireDatabase () {
+    const results = coreHealth.reusable ?? await coreHealth.run()
+    if (results.database?.status === 'fail') throw new DatabaseUnavailableError()
+  })
 }
 
 export default fp(db, { name: 'db', fastify: '5.x', dependencies: ['postgres', 'health'] })
