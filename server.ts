@@ -14,8 +14,8 @@ function readConfig (): LoadedConfig {
 }
 
 /**
- * Outside production, upstream settings that were not given are filled in by the built-in
- * sandbox, started in this process. Production refuses to start without them instead.
+ * Outside production, the upstreams left unconfigured (loadConfig refuses one configured in part)
+ * are served by the built-in sandbox, started in this process. Production refuses to start without them.
  */
 async function withSandbox (config: Config): Promise<{ config: Config, close?: () => Promise<void> }> {
   if (config.isProduction || config.missingUpstreamSettings.length === 0) return { config }

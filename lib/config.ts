@@ -76,11 +76,13 @@ export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SEC
   missingUpstreamSettings: UpstreamSetting[]
 }
 
-export const UPSTREAM_SETTINGS = [
-  'BILLING_API_URL', 'BILLING_API_IDENTIFIER', 'BILLING_API_SECRET',
-  'CRM_LOGIN_URL', 'CRM_CLIENT_ID', 'CRM_USERNAME', 'CRM_PRIVATE_KEY',
-  'TELECOM_API_URL', 'TELECOM_API_KEY'
-] as const
+/** Each upstream's settings: given together, or (outside production) none, for the sandbox to fill in. */
+const UPSTREAM_SETTING_GROUPS = {
+  billing: ['BILLING_API_URL', 'BILLING_API_IDENTIFIER', 'BILLING_API_SECRET'],
+  CRM: ['CRM_LOGIN_URL', 'CRM_CLIENT_ID', 'CRM_USERNAME', 'CRM_PRIVATE_KEY'],
+  telecom: ['TELECOM_API_URL', 'TELECOM_API_KEY']
+} as const
+export const UPSTREAM_SETTINGS = Object.values(UPSTREAM_SETTING_GROUPS).flat()
 export type UpstreamSetting = typeof UPSTREAM_SETTINGS[number]
 
 const PRODUCTION_REQUIRED = ['DATABASE_URL', 'REDIS_URL', ...UPSTREAM_SETTINGS, 'JWT_SECRET'] as const
@@ -157,6 +159,13 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     JWT_SECRET: jwtSecret ?? randomBytes(32).toString('hex'),
     isProduction,
     missingUpstreamSettings: UPSTREAM_SETTINGS.filter((name) => name === 'CRM_PRIVATE_KEY' ? privateKey === undefined : rest[name] === undefined)
+  }
+  // Filling in only what is missing would send the sandbox's credentials to a real system.
+  for (const [upstream, names] of Object.entries(UPSTREAM_SETTING_GROUPS)) {
+    const missing = names.filter((name) => config.missingUpstreamSettings.includes(name))
+    if (missing.length > 0 && missing.length < names.length) {
+      throw new ConfigError(missing[0]!, `required: the other ${upstream} settings are given, and an upstream is configured whole or not at all`)
+    }
   }
   if (jwtSecret === undefined) {
     warnings.push('JWT_SECRET is not set: using a random secret for this run; access tokens will not survive a restart or work across instances')

@@ -77,6 +77,16 @@ t.test('defaults and conversions', async (t) => {
   t.ok(config.missingUpstreamSettings.includes('BILLING_API_URL'))
 })
 
+t.test('outside production an upstream is configured whole or left to the sandbox, never in part', async (t) => {
+  t.same(loadConfig({ ...base }).config.missingUpstreamSettings.length, 9, 'none given: the sandbox fills in all')
+  const billing = { BILLING_API_URL: 'https://billing.example/includes/api.php', BILLING_API_IDENTIFIER: 'id', BILLING_API_SECRET: 'secret' }
+  t.same(loadConfig({ ...base, ...billing }).config.missingUpstreamSettings.filter((name) => name.startsWith('BILLING')), [], 'billing given whole')
+  t.equal(rejectedSetting({ ...base, BILLING_API_URL: billing.BILLING_API_URL }), 'BILLING_API_IDENTIFIER', 'a real URL without its credentials')
+  t.equal(rejectedSetting({ ...base, TELECOM_API_KEY: 'key' }), 'TELECOM_API_URL')
+  t.equal(rejectedSetting({ ...base, CRM_LOGIN_URL: 'https://login.example', CRM_CLIENT_ID: 'c', CRM_USERNAME: 'u' }), 'CRM_PRIVATE_KEY')
+  t.equal(rejectedSetting({ ...base, CRM_LOGIN_URL: 'https://login.example', CRM_CLIENT_ID: 'c', CRM_USERNAME: 'u', CRM_PRIVATE_KEY_PATH: '/nonexistent/key.pem' }), 'CRM_PRIVATE_KEY_PATH', 'a key file counts as the key')
+})
+
 t.test('production requires every upstream setting and JWT_SECRET', async (t) => {
   t.equal(rejectedSetting({ NODE_ENV: 'production' }), 'DATABASE_URL')
   const complete = COMPLETE_PRODUCTION
