@@ -58,7 +58,8 @@ export const SettingsSchema = Type.Object({
   PROVISIONING_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 50, default: 5 }),
   PROVISIONING_BACKOFF_MS: Milliseconds(2000, 'first retry delay of a provisioning job; doubles each attempt'),
   PROVISIONING_LOCK_MS: Milliseconds(30_000, 'how long a job of a dead instance stays locked before another instance takes it'),
-  CRM_EVENTS_LEASE_TTL_MS: Type.Integer({ minimum: 1000, maximum: 60_000, default: 15_000, description: 'the subscription lease; another instance takes over this long (plus a renewal period) after the holder dies' }),
+  // At most 22.5 s: a takeover comes within the lease and one renewal period (a third of it), and the contract bounds it at 30 s.
+  CRM_EVENTS_LEASE_TTL_MS: Type.Integer({ minimum: 1000, maximum: 22_500, default: 15_000, description: 'the subscription lease; another instance takes over this long (plus a renewal period) after the holder dies' }),
   CRM_EVENTS_CONNECT_MARGIN_MS: Milliseconds(10_000, 'watchdog margin over the advised long-poll timeout'),
   ACCESS_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 60, maximum: 86_400, default: 900 }),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 1, default: 300, description: 'requests per client (or IP) per minute' }),

@@ -48,7 +48,9 @@ const invalid: Array<[string, string]> = [
   ['CORS_ORIGIN', 'portal'],
   ['CRM_PRIVATE_KEY', 'not a key'],
   ['CRM_PRIVATE_KEY_PATH', '/nonexistent/key.pem'],
-  ['BILLING_PAYMENT_METHOD', 'Bank Transfer']
+  ['BILLING_PAYMENT_METHOD', 'Bank Transfer'],
+  // A lease this long would let a takeover come later than the contract's 30 s.
+  ['CRM_EVENTS_LEASE_TTL_MS', '30000']
 ]
 
 t.test('every invalid setting is reported by name', async (t) => {
