@@ -1,7 +1,7 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Config } from './lib/config.js'
 import { LazyChildLogger, createLogger } from './lib/logger.js'
-import { RequestLogController, correlationIdOf } from './lib/request-log.js'
+import { CORRELATION_HEADER, RequestLogController, correlationIdOf } from './lib/request-log.js'
 import { BODY_LIMIT_BYTES } from './schemas/error.js'
 import sensible from './plugins/external/sensible.js'
 import metrics from './plugins/external/metrics.js'
@@ -11,7 +11,7 @@ import redis from './plugins/external/redis.js'
 import jwt from './plugins/external/jwt.js'
 import rateLimit from './plugins/external/rate-limit.js'
 import securityHeaders from './plugins/external/security-headers.js'
-import errorHandler from './plugins/app/error-handler.js'
+import errorHandler, { errorBody } from './plugins/app/error-handler.js'
 import correlation from './plugins/app/correlation.js'
 import health from './plugins/app/health.js'
 import db from './plugins/app/db.js'
@@ -61,6 +61,11 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     requestIdHeader: false,
     logController: new RequestLogController(),
     bodyLimit: BODY_LIMIT_BYTES,
+    // A URL Fastify cannot route (bad percent-encoding) is refused before any hook runs: answered
+    // here in the service's error shape, with the correlation id, instead of Fastify's own body.
+    frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+      reply.code(400).header(CORRELATION_HEADER, request.id).send(errorBody(request, 400, error.code, error.message))
+    },
     // Unknown fields are an error, not silently dropped: the schemas say additionalProperties: false.
     ajv: { customOptions: { removeAdditional: false } }
   })

@@ -45,6 +45,8 @@ const cases: Case[] = [
   { name: 'invoice id with SQL', url: '/api/invoices/1;DROP%20TABLE%20orders', authenticated: true },
   { name: 'dot segments', url: '/api/invoices/..%2F..%2Fetc%2Fpasswd', authenticated: true },
   { name: 'encoded NUL', url: '/health%00', authenticated: false },
+  { name: 'a lone percent sign', url: '/health%', authenticated: false },
+  { name: 'a broken UTF-8 escape', url: '/api/invoices/%E0%A4%A', authenticated: true },
   { name: 'unknown route', url: '/api/../../etc/passwd' },
   { name: 'wrong method', method: 'POST', url: '/health', headers: json, body: '{}' },
   { name: '10 KB correlation id', url: '/api/invoices?page=0', headers: { 'x-correlation-id': 'c'.repeat(10 * 1024) }, authenticated: true }
@@ -61,6 +63,7 @@ t.test('every kind of bad input gets a clear 4xx in the contract shape, never a 
     t.ok(response.statusCode >= 400 && response.statusCode < 500, `${item.name}: ${response.statusCode}`)
     const body = response.json()
     t.match(body, { statusCode: response.statusCode, error: String, message: String, code: String, correlationId: String }, `${item.name}: error body`)
+    t.equal(response.headers['x-correlation-id'], body.correlationId, `${item.name}: the correlation id in the header too`)
     t.notMatch(response.body, LEAKS, `${item.name}: no stack or driver text`)
   }
   t.equal((await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode, 200, 'and nothing was lost: the service still serves')

@@ -5,7 +5,7 @@ import { DatabaseUnavailableError, NotFoundError, isPublicError } from '../../li
 import { isDatabaseUnavailable } from '../../lib/database-errors.js'
 import { ErrorResponse } from '../../schemas/error.js'
 
-function errorBody (request: FastifyRequest, statusCode: number, code: string, message: string): ErrorResponse {
+export function errorBody (request: FastifyRequest, statusCode: number, code: string, message: string): ErrorResponse {
   return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code, correlationId: request.id }
 }
 
