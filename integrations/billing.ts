@@ -97,15 +97,15 @@ export type SignIn =
   /** The user signed in, but no client account it acts for could be found. */
   | { outcome: 'no_client_account' }
 
-/** AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist. */
 /** WHMCS answered the action with an error (`result: error`): it refused it, for the reason its message gives. */
 export class BillingRefusal extends UpstreamFailure {
-  constructor (action: string, readonly whmcsMessage: string) {
+  constructor (action: string, whmcsMessage: string) {
     super('upstream_error', 'billing', `${action}: ${brief(whmcsMessage) || 'error without a message'}`)
     this.name = 'BillingRefusal'
   }
 }
 
+/** AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist. */
 export class OrderNotPendingError extends UpstreamFailure {
   constructor (readonly orderId: number) {
     super('upstream_error', 'billing', `AcceptOrder: order ${orderId} not found or not pending`)
