@@ -192,7 +192,7 @@ export class CrmClient {
   startLimitsRefresh (intervalMs = DEFAULT_LIMITS_REFRESH_MS): void {
     if (this.#limitsRefresh !== undefined) return
     const refresh = (): void => {
-      // A failure is logged at warn by the call itself; the next round tries again.
+      // A failure is logged (at error) by the call itself; the next round tries again.
       this.getLimits().catch(() => {})
     }
     refresh()

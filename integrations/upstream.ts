@@ -118,9 +118,10 @@ export class Upstream {
     } catch (error) {
       const failure = this.#classify(operation, error, deadline, until)
       const durationMs = this.#report(operation, started, failure.failure)
+      // Seed §7: upstream failures appear as errors in the error log.
       if (!this.#logged.has(failure)) {
         this.#logged.add(failure)
-        this.log.warn({ upstream: this.name, operation, failure: failure.failure, durationMs }, failure.message)
+        this.log.error({ upstream: this.name, operation, failure: failure.failure, durationMs }, failure.message)
       }
       throw failure
     } finally {

@@ -1,6 +1,8 @@
-import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { buildTestApp, startTestSandbox } from './helpers/app.js'
+import t from 'tap'
+import { buildTestApp, startTestSandbox, tempDir } from './helpers/app.js'
 import { PrivatePostgres } from './helpers/private-postgres.js'
 import { waitFor } from './helpers/processes.js'
 import type { FastifyInstance } from 'fastify'
@@ -51,6 +53,18 @@ t.test('each upstream down or hanging fails only its own check, with a short cod
     await fault.mend()
   }
   t.equal((await integrationHealth(app)).statusCode, 200, 'all mended')
+})
+
+t.test('an upstream failure a check meets is an error in the error log, without its text', async (t) => {
+  const logDir = tempDir('logs')
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { LOG_DIR: logDir, HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) }, sandbox)
+  sandbox.telecom.injectFault({ kind: 'http5xx', status: 503, body: 'telecom maintenance page' })
+  t.equal((await integrationHealth(app)).statusCode, 503)
+  await app.close()
+  const errors = readFileSync(join(logDir, 'error.log'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
+  t.match(errors.find((line) => line.upstream === 'telecom'), { level: 50, upstream: 'telecom', operation: 'status', failure: 'http_5xx', message: 'status: HTTP 503' })
+  t.notMatch(JSON.stringify(errors), /maintenance page/, 'the upstream\'s body is not logged')
 })
 
 t.test('a hung database fails the database check only', async (t) => {

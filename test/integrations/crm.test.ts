@@ -278,11 +278,11 @@ t.test('limits refresh: at start and every interval, stopped by close; failures 
   const limitsCalls = (): number => crm.calls.filter(call => call.route === 'rest/limits').length
   const before = limitsCalls()
   crm.injectFault({ kind: 'http5xx', route: 'rest/limits', status: 503, times: 1 })
-  const warnings = recorded.lines.filter(line => line.level === 'warn').length
+  const errorLines = recorded.lines.filter(line => line.level === 'error').length
   refreshing.startLimitsRefresh(50)
   refreshing.startLimitsRefresh(50)
   while (limitsCalls() - before < 3) await sleep(10)
-  t.ok(recorded.lines.filter(line => line.level === 'warn').length > warnings, 'the failed refresh was logged at warn')
+  t.ok(recorded.lines.filter(line => line.level === 'error').length > errorLines, 'the failed refresh was logged at error')
   await refreshing.close()
   const after = limitsCalls()
   await sleep(150)
