@@ -26,11 +26,12 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: errorResponse('The email and password do not match a billing account (`INVALID_CREDENTIALS`)'),
         403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`), or no billing client account found acts for the user (`NO_CLIENT_ACCOUNT`)'),
         429: errorResponse('More than `LOGIN_RATE_LIMIT_MAX` sign-ins from this address in a minute (`RATE_LIMITED`); `retry-after` says when to try again'),
-        503: errorResponse(BILLING_UNAVAILABLE)
+        503: errorResponse(`${BILLING_UNAVAILABLE}; or Redis is unavailable and \`AUTH_BLACKLIST_FAIL_CLOSED\` is on, so no token could be checked (\`AUTH_UNAVAILABLE\`)`)
       }
     }
   }, async (request) => {
     const { email, password } = request.body
+    await fastify.tokenBlacklist.ensureCheckable()
     const signIn = await fastify.billingQueue.run((deadline) => fastify.billing.signIn(email, password, deadline)).catch((error: unknown) => {
       throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
     })

@@ -108,7 +108,7 @@ t.test('expired, forged, alg none and garbage tokens are 401 with the error body
   t.equal((await app.inject('/api/health/services/cache')).statusCode, 200, '/api/health/* stays public')
 })
 
-t.test('with Redis down, token checks fail closed by default and open when told; logout is 503 either way', async (t) => {
+t.test('with Redis down, token checks and sign-in fail closed by default and open when told; logout is 503 either way', async (t) => {
   const sandbox = await startTestSandbox(t)
   for (const failClosed of [true, false]) {
     const { redis, app } = await buildTestAppOnPrivateRedis(t, { AUTH_BLACKLIST_FAIL_CLOSED: String(failClosed) }, sandbox)
@@ -127,6 +127,15 @@ t.test('with Redis down, token checks fail closed by default and open when told;
     const logout = await app.inject({ method: 'POST', url: '/auth/logout', headers: bearer(token) })
     t.equal(logout.statusCode, 503, `${failClosed ? 'fail closed' : 'fail open'}: logout is 503, the revocation cannot be stored`)
     t.match(logout.json(), { code: 'AUTH_UNAVAILABLE' })
+    const billingCalls = sandbox.billing.calls.length
+    const signIn = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: 'jane@example.com', password: 'correct-horse' } })
+    if (failClosed) {
+      t.equal(signIn.statusCode, 503, 'fail closed: no token is issued that no check could pass')
+      t.match(signIn.json(), { code: 'AUTH_UNAVAILABLE' })
+      t.equal(sandbox.billing.calls.length, billingCalls, 'billing is not asked')
+    } else {
+      t.equal(signIn.statusCode, 200, 'fail open: sign-in goes on')
+    }
   }
 })
 

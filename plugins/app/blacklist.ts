@@ -53,6 +53,22 @@ export class TokenBlacklist {
     }
   }
 
+  /**
+   * Before a token is issued: failing closed, Redis must answer, or the token could not be checked
+   * on its first use anyway (the seed: when the cache fails, authentication fails).
+   */
+  async ensureCheckable (): Promise<void> {
+    if (!this.failClosed) return
+    try {
+      await this.redis.ping()
+      this.#available = true
+    } catch (error) {
+      this.#available = false
+      this.log.error({ err: error }, 'token blacklist unavailable: sign-in refused (fail closed)')
+      throw new AuthUnavailableError({ cause: error })
+    }
+  }
+
   status (): BlacklistStatus {
     return { mode: this.failClosed ? 'fail-closed' : 'fail-open', available: this.#available, failOpenDecisions: this.#failOpenDecisions }
   }
