@@ -274,13 +274,17 @@ export class PlatformEventSubscriber {
   /** One session: handshake, a first connect, subscribe, then /meta/connect until something interrupts it. */
   async #subscription (signal: AbortSignal): Promise<StreamInterruption> {
     let session: CrmSession | undefined
+    // A first connect that a server holds ends with this session, not only with the subscriber.
+    const sessionEnd = new AbortController()
+    const endSession = (): void => sessionEnd.abort()
+    signal.addEventListener('abort', endSession, { once: true })
     try {
       session = await this.#crm.session(signal)
       const connection = await this.#handshake(this.#transportFor(session.instanceUrl), session, signal)
       // Bayeux: a client subscribes once connected. The first connect asks to be answered at once
       // (advice timeout 0, as the CometD clients send it), and CometD servers answer it at once
       // anyway; from a server that holds it all the same, it carries the first events.
-      let held: Promise<BayeuxMessage> | undefined = this.#connect(connection, signal, { timeout: 0 })
+      let held: Promise<BayeuxMessage> | undefined = this.#connect(connection, sessionEnd.signal, { timeout: 0 })
       held.catch(ignore)
       const first = await Promise.race([held, sleep(FIRST_CONNECT_GRACE_MS, undefined, { signal })])
       if (first !== undefined) {
@@ -327,6 +331,9 @@ export class PlatformEventSubscriber {
       const interruption = interruptionOf(error)
       if (interruption.failure === 'auth_failed' && session !== undefined) this.#crm.invalidateSession(session)
       return interruption
+    } finally {
+      signal.removeEventListener('abort', endSession)
+      sessionEnd.abort()
     }
   }
 

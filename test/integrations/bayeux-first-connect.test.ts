@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { PlatformEventSubscriber } from '../../integrations/bayeux.js'
-import { ORDER_PROVISION_CHANNEL, startSandbox, type StreamingOptions } from '../../sandbox/index.js'
+import { ORDER_PROVISION_CHANNEL, startSandbox, type CrmSimulator, type StreamingOptions } from '../../sandbox/index.js'
 import { sandboxCrmClient } from './helpers.js'
 
 // Bayeux: a client subscribes once connected. These tests watch the order of the messages the
@@ -16,8 +16,9 @@ async function until (condition: () => boolean, what: string, timeoutMs = 5000):
 }
 
 /** A sandbox and a subscriber from new events on, both closed at the end of the test. */
-async function subscribed (t: Test, streaming: StreamingOptions) {
+async function subscribed (t: Test, streaming: StreamingOptions, arrange?: (crm: CrmSimulator) => void) {
   const sandbox = await startSandbox({ crm: { streaming } })
+  arrange?.(sandbox.crm)
   const redis = new Redis({ lazyConnect: true })
   const salesforce = sandboxCrmClient(sandbox.settings, redis)
   const received: number[] = []
@@ -62,4 +63,13 @@ t.test('a server that holds the first connect gets the subscribe beside it, and 
   const replayId = crm.publishOrderProvisionRequested('801HELD')
   await until(() => received.includes(replayId), 'the event')
   t.ok(Date.now() - published < holdMs / 2, 'delivered on the held connect, not after its timeout')
+})
+
+t.test('a session that fails while its first connect is held takes that connect down with it', async t => {
+  const { crm } = await subscribed(t, { connectTimeoutMs: 10_000, holdFirstConnect: true }, simulator => {
+    simulator.injectFault({ kind: 'error', route: 'cometd/meta/subscribe', message: '500::Subscribe failed', times: 1 })
+  })
+  t.equal(crm.calls.filter(call => call.route === 'cometd/meta/handshake').length, 2, 'the second session subscribed')
+  await until(() => crm.callsInProgress === 1, 'only the second session\'s connect held', 2000)
+  t.pass('the first session\'s held connect was abandoned with it')
 })
