@@ -51,6 +51,11 @@ export class HealthCheckRegistry {
     return last !== undefined && performance.now() - last.finishedAt < this.#options.reuseMs ? last.results : undefined
   }
 
+  /** The last finished run's results, however old; undefined before the first. */
+  get latest (): Record<string, CheckResult> | undefined {
+    return this.#last?.results
+  }
+
   run (): Promise<Record<string, CheckResult>> {
     const reusable = this.reusable
     if (reusable !== undefined) return Promise.resolve(reusable)

@@ -38,6 +38,7 @@ t.test('an answering check is ok, a failing one is a fail with its class', async
 
 t.test('concurrent callers share one run; a finished run is reused for reuseMs, then checked again', async (t) => {
   const registry = new HealthCheckRegistry({ timeoutMs: TIMEOUT_MS, reuseMs: 200 })
+  t.equal(registry.latest, undefined, 'no run finished yet')
   let runs = 0
   registry.register('database', async () => { runs++ })
   const [first, second] = await Promise.all([registry.run(), registry.run()])
@@ -48,6 +49,7 @@ t.test('concurrent callers share one run; a finished run is reused for reuseMs, 
   t.equal(runs, 1, 'reused within reuseMs')
   await new Promise((resolve) => setTimeout(resolve, 250))
   t.equal(registry.reusable, undefined, 'nothing to reuse after reuseMs')
+  t.equal(registry.latest, first, 'the last finished run is still there to judge by')
   await registry.run()
   t.equal(runs, 2, 'checked again after reuseMs')
 })

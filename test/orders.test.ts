@@ -340,7 +340,14 @@ t.test('PostgreSQL hung or stopped: every API request answers 500 DATABASE_UNAVA
   // The list's two queries leave two open connections in the pool.
   t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode, 200)
 
+  // Past the reuse time of the last check run, so the next request finds none to reuse.
+  await new Promise((resolve) => setTimeout(resolve, 1100))
   cluster.hang()
+  // The gate judges by the last finished check and never waits for one: a route without a query
+  // answers at once until a check has seen the hang.
+  const early = await timed(app, { url: '/api/invoices', headers: bearer(token) })
+  t.equal(early.response.statusCode, 200, 'hung, before the health check knows: invoices still served')
+  t.ok(early.elapsed < healthTimeoutMs, `without waiting for a check (${Math.round(early.elapsed)} ms)`)
   // Until a health check sees it, a route's own query gives up on its timeout.
   unavailable('hung, before the health check knows', await timed(app, { url: '/api/orders', headers: bearer(token) }), queryTimeoutMs)
   await waitFor('the hang in /health', databaseFails)

@@ -68,12 +68,13 @@ async function db (fastify: FastifyInstance) {
   fastify.integrationHealth.register('database', databaseCheck)
 
   // Seed §7: while the database is unreachable, every API request fails with HTTP 500, the routes
-  // that need no query included. The gate reads the run GET /health shares (reused for
-  // HEALTH_CHECK_CACHE_MS), so it adds no query of its own, and waits at most the health timeout.
+  // that need no query included. The gate judges by the last finished run of the checks GET /health
+  // shares, and refreshes a stale one behind the request: it adds no query of its own and no wait
+  // (a run waits for the cache check too, which a hung Redis would hold for the health timeout).
   const { coreHealth } = fastify
   fastify.decorate('requireDatabase', async function requireDatabase () {
-    const results = coreHealth.reusable ?? await coreHealth.run()
-    if (results.database?.status === 'fail') throw new DatabaseUnavailableError()
+    if (coreHealth.reusable === undefined) coreHealth.run().catch(() => {})
+    if (coreHealth.latest?.database?.status === 'fail') throw new DatabaseUnavailableError()
   })
 }
 
