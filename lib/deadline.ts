@@ -10,11 +10,14 @@
  * deadline handed down is nested (`nested`) rather than chained through a signal of its own.
  */
 export class Deadline {
-  readonly #controller = new AbortController()
+  #controller: AbortController | undefined
   readonly #timer: NodeJS.Timeout
   readonly #parent: AbortSignal | undefined
   readonly #expiresAt: number
   #passed = false
+  #ended = false
+  /** Why it ended: kept for a signal made after the end. */
+  #reason: unknown
 
   constructor (readonly ms: number, parent?: AbortSignal, onPassed?: () => void) {
     this.#parent = parent
@@ -22,14 +25,19 @@ export class Deadline {
     this.#timer = setTimeout(() => {
       this.#passed = true
       onPassed?.()
-      this.#controller.abort(new DOMException(`deadline of ${ms} ms passed`, 'TimeoutError'))
+      this.#end(new DOMException(`deadline of ${ms} ms passed`, 'TimeoutError'))
     }, ms)
     if (parent === undefined) return
     if (parent.aborted) this.#abortWithParent()
     else parent.addEventListener('abort', this.#abortWithParent, { once: true })
   }
 
+  /** Aborts when the deadline ends; made on first read, aborted already if it has ended. */
   get signal (): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController()
+      if (this.#ended) this.#controller.abort(this.#reason)
+    }
     return this.#controller.signal
   }
 
@@ -59,9 +67,16 @@ export class Deadline {
     this.#parent?.removeEventListener('abort', this.#abortWithParent)
   }
 
+  #end (reason: unknown): void {
+    if (this.#ended) return
+    this.#ended = true
+    this.#reason = reason
+    this.#controller?.abort(reason)
+  }
+
   readonly #abortWithParent = (): void => {
     clearTimeout(this.#timer)
-    this.#controller.abort(this.#parent?.reason)
+    this.#end(this.#parent?.reason)
   }
 }
 

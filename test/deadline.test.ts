@@ -23,6 +23,12 @@ t.test('a deadline passes after its milliseconds, or aborts with its parent, and
   t.ok(bounded.aborted)
   t.match(bounded.signal.reason, { message: 'the caller went away' })
 
+  const unread = new Deadline(10)
+  await new Promise(resolve => setTimeout(resolve, 30))
+  t.ok(unread.passed, 'it passes with no signal made')
+  t.ok(unread.signal.aborted, 'a signal first read after the end is aborted already')
+  t.equal((unread.signal.reason as DOMException).name, 'TimeoutError')
+
   const cleared = new Deadline(20)
   cleared.clear()
   await new Promise(resolve => setTimeout(resolve, 40))
