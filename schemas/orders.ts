@@ -27,7 +27,10 @@ export const NewOrderRequest = Type.Object({
   billingCycle: StringEnum(BILLING_CYCLES)
 }, { additionalProperties: false })
 
-export const OrderParams = Type.Object({ id: Type.String({ format: 'uuid' }) }, { additionalProperties: false })
+// The plain form only: the uuid format also takes a `urn:uuid:` prefix, which PostgreSQL refuses.
+const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
+
+export const OrderParams = Type.Object({ id: Type.String({ format: 'uuid', pattern: UUID }) }, { additionalProperties: false })
 
 export const OrderQuery = Type.Object({
   page: Type.Integer({ minimum: 1, maximum: 10_000, default: 1 }),
