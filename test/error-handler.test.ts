@@ -1,4 +1,6 @@
 import t, { type Test } from 'tap'
+import { connect } from 'node:net'
+import { Writable } from 'node:stream'
 import Fastify from 'fastify'
 import pg from 'pg'
 import { Type } from '@sinclair/typebox'
@@ -54,6 +56,27 @@ t.test('bad input is a 4xx in the contract shape', async (t) => {
   const malformed = await app.inject({ method: 'POST', url: '/api/things', headers: { 'content-type': 'application/json' }, payload: '{"name":' })
   t.equal(malformed.statusCode, 400)
   t.match(malformed.json(), { statusCode: 400, code: /^FST_ERR_CTP/ })
+})
+
+t.test('a body the client cuts off is the client\'s error: no error line, not a database outage', async (t) => {
+  const lines: Array<{ level: number, msg: string }> = []
+  const stream = new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(JSON.parse(chunk.toString())); done() } })
+  const app = Fastify({ logger: { level: 'info', stream } })
+  await app.register(errorHandler)
+  app.post('/api/things', async () => ({ ok: true }))
+  const errors: Array<{ code?: string, statusCode?: number }> = []
+  app.addHook('onError', async (_request, _reply, error) => { errors.push(error) })
+  t.teardown(() => app.close())
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as { port: number }
+  const socket = connect(port, '127.0.0.1', () => {
+    socket.write('POST /api/things HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":')
+    setTimeout(() => socket.destroy(), 100)
+  })
+  for (let waited = 0; errors.length === 0 && waited < 3000; waited += 50) await new Promise(resolve => setTimeout(resolve, 50))
+  await new Promise(resolve => setTimeout(resolve, 50))
+  t.match(errors, [{ code: 'ECONNRESET', statusCode: 400 }], 'the request failed as the client cut it off')
+  t.same(lines.filter((line) => line.level >= 50), [], 'nothing logged at error')
 })
 
 t.test('unknown routes are 404 in the same shape, with the correlation id header', async (t) => {

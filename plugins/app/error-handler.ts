@@ -9,8 +9,13 @@ export function errorBody (request: FastifyRequest, statusCode: number, code: st
   return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code, correlationId: request.id }
 }
 
+/**
+ * A database that cannot be reached is `DATABASE_UNAVAILABLE`. An error that already carries a 4xx
+ * is the client's (a body cut off by the client is an ECONNRESET with 400), whatever its code says.
+ */
 function toServiceError (error: FastifyError): FastifyError {
-  return isDatabaseUnavailable(error) ? new DatabaseUnavailableError({ cause: error }) : error
+  const clientError = error.statusCode !== undefined && error.statusCode < 500
+  return !clientError && isDatabaseUnavailable(error) ? new DatabaseUnavailableError({ cause: error }) : error
 }
 
 async function errorHandler (fastify: FastifyInstance) {
