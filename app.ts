@@ -49,6 +49,9 @@ export interface BuildOptions {
   logToStdout?: boolean
 }
 
+/** The longest a client may take to send a whole request, headers and body (Node answers 408). */
+export const REQUEST_RECEIVE_TIMEOUT_MS = 30_000
+
 /** Builds the service, ready to inject requests into or to listen. */
 export async function build ({ config, logToStdout = true }: BuildOptions): Promise<FastifyInstance> {
   const logger = createLogger({ level: config.LOG_LEVEL, service: config.SERVICE_NAME, logDir: config.LOG_DIR, stdout: logToStdout })
@@ -61,6 +64,9 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     requestIdHeader: false,
     logController: new RequestLogController(),
     bodyLimit: BODY_LIMIT_BYTES,
+    // Fastify turns off Node's bound on receiving a request (0): a client that never finishes its
+    // body would hold its connection for good. Responses (the event stream) are not bounded by it.
+    requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS,
     // A URL Fastify cannot route (bad percent-encoding) is refused before any hook runs: answered
     // here in the service's error shape, with the correlation id, instead of Fastify's own body.
     frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
