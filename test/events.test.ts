@@ -43,6 +43,22 @@ t.test('a client sees its order go Pending Review → Provisioning → Active, r
   t.same(johns.events, [])
 })
 
+t.test('a Last-Event-ID from the future is ignored: live events still arrive; HEAD is not served', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const jane = await login(app)
+  const head = await app.inject({ method: 'HEAD', url: '/api/events', headers: bearer(jane) })
+  t.equal(head.statusCode, 404, 'HEAD answers at once instead of never sending its headers')
+
+  const streams = await Promise.all(['99999999999999-0', '99999999999999999999-99999999999999999999', `${Date.now() + 3_600_000}-0`]
+    .map((id) => SseClient.open(`${url}/api/events`, { ...bearer(jane), 'last-event-id': id })))
+  t.teardown(() => { for (const stream of streams) stream.close() })
+  const order = (await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(jane), payload: { productId: 1, billingCycle: 'monthly' } })).json()
+  await waitFor('the new order on every stream', async () => streams.every((stream) => statuses(stream).includes('Pending Review')))
+  for (const stream of streams) t.equal(JSON.parse(stream.events.at(-1)!.data!).orderId, order.id)
+})
+
 t.test('a heartbeat every 15 s, and the streams drop when Redis fails', async (t) => {
   const { redis, app } = await buildTestAppOnPrivateRedis(t, { AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
   const url = await app.listen({ port: 0, host: '127.0.0.1' })

@@ -3,7 +3,19 @@ import { streamIdAfter, type OrderStatusEvent } from '../../lib/order-events.js'
 import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 
 export const HEARTBEAT_MS = 15_000
-const VALID_EVENT_ID = /^\d{1,20}-\d{1,20}$/
+const VALID_EVENT_ID = /^(\d{1,20})-\d{1,20}$/
+// Event ids begin with the Redis server's clock in ms; allow for that clock running ahead of ours.
+const CLOCK_SKEW_MS = 60_000
+
+/**
+ * An id this service could have sent. One from the future would make the stream drop every live
+ * event as "already seen", so it is ignored, as garbage is: the stream starts with new events.
+ */
+function resumableEventId (header: unknown): string | undefined {
+  if (typeof header !== 'string') return undefined
+  const match = VALID_EVENT_ID.exec(header)
+  return match !== null && Number(match[1]) <= Date.now() + CLOCK_SKEW_MS ? header : undefined
+}
 
 function frame (event: OrderStatusEvent): string {
   const { id, ...data } = event
@@ -17,6 +29,8 @@ function frame (event: OrderStatusEvent): string {
  */
 const eventRoutes: FastifyPluginAsync = async (fastify) => {
   fastify.get('/api/events', {
+    // The stream never ends, so a HEAD of it would never send its headers: GET only.
+    exposeHeadRoute: false,
     schema: {
       tags: ['orders'],
       summary: 'Server-sent events: `order.status` whenever one of the caller\'s orders changes status',
@@ -35,8 +49,7 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     }
   }, async (request, reply) => {
     const clientId = Number(request.user.sub)
-    const lastEventId = request.headers['last-event-id']
-    const resumeFrom = typeof lastEventId === 'string' && VALID_EVENT_ID.test(lastEventId) ? lastEventId : undefined
+    const resumeFrom = resumableEventId(request.headers['last-event-id'])
     const { orderEvents } = fastify
 
     let lastSent = resumeFrom ?? '0-0'
