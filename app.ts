@@ -11,7 +11,7 @@ import redis from './plugins/external/redis.js'
 import jwt from './plugins/external/jwt.js'
 import rateLimit from './plugins/external/rate-limit.js'
 import securityHeaders from './plugins/external/security-headers.js'
-import errorHandler, { errorBody } from './plugins/app/error-handler.js'
+import errorHandler, { errorBody, handleClientError } from './plugins/app/error-handler.js'
 import correlation from './plugins/app/correlation.js'
 import health from './plugins/app/health.js'
 import db from './plugins/app/db.js'
@@ -72,6 +72,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
       reply.code(400).header(CORRELATION_HEADER, request.id).send(errorBody(request, 400, error.code, error.message))
     },
+    clientErrorHandler: handleClientError,
     // Unknown fields are an error, not silently dropped: the schemas say additionalProperties: false.
     ajv: { customOptions: { removeAdditional: false } }
   })

@@ -73,21 +73,39 @@ t.test('every kind of bad input gets a clear 4xx in the contract shape, never a 
   t.equal((await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode, 200, 'and nothing was lost: the service still serves')
 })
 
-t.test('oversized headers are refused by the HTTP server with 431', async (t) => {
-  const app = await buildTestApp(t)
-  const address = await app.listen({ port: 0, host: '127.0.0.1' })
-  const response = await request(`${address}/health/live`, { headers: { 'x-padding': 'p'.repeat(20 * 1024) } })
-  t.equal(response.statusCode, 431)
-  await response.body.dump()
-
-  const raw = await new Promise<string>((resolve) => {
+/** One raw HTTP/1.1 exchange: what the server wrote before closing. */
+function rawExchange (address: string, request: string): Promise<string> {
+  return new Promise<string>((resolve) => {
     const { port } = new URL(address)
-    const socket = connect(Number(port), '127.0.0.1', () => socket.end('GET /health/live HTTP/1.1\r\nHost: x\r\nBroken header line\r\n\r\n'))
+    const socket = connect(Number(port), '127.0.0.1', () => socket.end(request))
     let text = ''
     socket.on('data', (chunk) => { text += chunk })
     socket.on('close', () => resolve(text))
   })
-  t.match(raw, /^HTTP\/1\.1 400/, 'a malformed request line gets 400')
+}
+
+t.test('requests the HTTP parser refuses get the error shape and a correlation id too', async (t) => {
+  const app = await buildTestApp(t)
+  const address = await app.listen({ port: 0, host: '127.0.0.1' })
+  const response = await request(`${address}/health/live`, { headers: { 'x-padding': 'p'.repeat(20 * 1024) } })
+  t.equal(response.statusCode, 431, 'oversized headers: 431')
+  const body = await response.body.json() as Record<string, unknown>
+  t.match(body, { statusCode: 431, error: 'Request Header Fields Too Large', code: 'HEADERS_TOO_LARGE', message: String, correlationId: /^[0-9a-f-]{36}$/ })
+  t.equal(response.headers['x-correlation-id'], body.correlationId, 'the correlation id in the header too')
+
+  const cases = {
+    'a malformed header line': 'GET /health/live HTTP/1.1\r\nHost: x\r\nBroken header line\r\n\r\n',
+    'a control character in a header': 'GET /health/live HTTP/1.1\r\nHost: x\r\nLast-Event-ID: a\u0001b\r\n\r\n',
+    'an unknown method': 'FOO /api/orders HTTP/1.1\r\nHost: x\r\n\r\n'
+  }
+  for (const [name, raw] of Object.entries(cases)) {
+    const answer = await rawExchange(address, raw)
+    t.match(answer, /^HTTP\/1\.1 400 Bad Request\r\n/, `${name}: 400`)
+    const [head = '', text = ''] = answer.split('\r\n\r\n')
+    const correlationId = /x-correlation-id: ([0-9a-f-]{36})/.exec(head)?.[1]
+    t.ok(correlationId, `${name}: a correlation id header`)
+    t.same(JSON.parse(text), { statusCode: 400, error: 'Bad Request', message: 'The request is not valid HTTP', code: 'MALFORMED_REQUEST', correlationId }, `${name}: the error shape`)
+  }
 })
 
 t.test('a request never finished is bounded: the server gives a client 30 s to send it whole', async (t) => {

@@ -1,8 +1,11 @@
+import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { DatabaseUnavailableError, NotFoundError, isPublicError } from '../../lib/errors.js'
 import { isDatabaseUnavailable } from '../../lib/database-errors.js'
+import { CORRELATION_HEADER } from '../../lib/request-log.js'
 import { ErrorResponse } from '../../schemas/error.js'
 
 export function errorBody (request: FastifyRequest, statusCode: number, code: string, message: string): ErrorResponse {
@@ -13,6 +16,30 @@ export function errorBody (request: FastifyRequest, statusCode: number, code: st
  * A database that cannot be reached is `DATABASE_UNAVAILABLE`. An error that already carries a 4xx
  * is the client's (a body cut off by the client is an ECONNRESET with 400), whatever its code says.
  */
+const CLIENT_ERRORS: Record<string, { statusCode: number, code: string, message: string }> = {
+  ERR_HTTP_REQUEST_TIMEOUT: { statusCode: 408, code: 'REQUEST_TIMEOUT', message: 'The request did not arrive whole in time' },
+  HPE_HEADER_OVERFLOW: { statusCode: 431, code: 'HEADERS_TOO_LARGE', message: 'The request headers are too large' }
+}
+const MALFORMED = { statusCode: 400, code: 'MALFORMED_REQUEST', message: 'The request is not valid HTTP' }
+
+/**
+ * Fastify's `clientErrorHandler`: a request Node's HTTP parser refused (a bad header or method,
+ * headers too large, a request that never arrived whole) never reaches a route or hook. It gets the
+ * service's error shape and a correlation id too, then the connection closes, as Node's own does.
+ */
+export function handleClientError (error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  const { statusCode, code, message } = CLIENT_ERRORS[error.code ?? ''] ?? MALFORMED
+  const correlationId = randomUUID()
+  const status = STATUS_CODES[statusCode] ?? 'Error'
+  const body = JSON.stringify({ statusCode, error: status, message, code, correlationId } satisfies ErrorResponse)
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${statusCode} ${status}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n${CORRELATION_HEADER}: ${correlationId}\r\nConnection: close\r\n\r\n${body}`)
+  }
+  socket.destroy(error)
+}
+
 function toServiceError (error: FastifyError): FastifyError {
   const clientError = error.statusCode !== undefined && error.statusCode < 500
   return !clientError && isDatabaseUnavailable(error) ? new DatabaseUnavailableError({ cause: error }) : error
