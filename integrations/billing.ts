@@ -1,5 +1,5 @@
 import type { Cancellation } from '../lib/deadline.js'
-import { UpstreamFailure } from '../lib/failure.js'
+import { UpstreamFailure, UpstreamRefusal } from '../lib/failure.js'
 import { Upstream, asRecord, brief, type UpstreamOptions } from './upstream.js'
 
 export interface BillingClientOptions extends UpstreamOptions {
@@ -102,6 +102,14 @@ export class BillingRefusal extends UpstreamFailure {
   constructor (action: string, whmcsMessage: string) {
     super('upstream_error', 'billing', `${action}: ${brief(whmcsMessage) || 'error without a message'}`)
     this.name = 'BillingRefusal'
+  }
+}
+
+/** AddOrder answered `result: error`: WHMCS refused this order (an unknown product, a closed client). */
+export class OrderRefusedError extends UpstreamRefusal {
+  constructor (whmcsMessage: string) {
+    super('billing', `AddOrder: ${brief(whmcsMessage) || 'error without a message'}`)
+    this.name = 'OrderRefusedError'
   }
 }
 
@@ -286,6 +294,7 @@ export class BillingClient {
     }), message => message === 'Invoice ID Not Found' ? null : undefined)
   }
 
+  /** Rejects with OrderRefusedError when WHMCS refuses the order: an answer, not billing failing. */
   addOrder ({ clientId, productId, billingCycle, paymentMethod }: NewOrder, until?: Cancellation): Promise<PlacedOrder> {
     const params = { clientid: clientId, pid: [productId], billingcycle: [billingCycle], paymentmethod: paymentMethod ?? this.#defaultPaymentMethod }
     return this.#action('AddOrder', params, until, answer => {
@@ -295,7 +304,7 @@ export class BillingClient {
         invoiceId: invoiceId === 0 ? null : invoiceId,
         serviceIds: toText(answer.serviceids).split(',').filter(id => id !== '').map(id => toNumber(id, 'serviceids'))
       }
-    })
+    }, message => { throw new OrderRefusedError(message) })
   }
 
   /** Rejects with OrderNotPendingError when the order is not (or no longer) pending. */

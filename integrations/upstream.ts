@@ -1,7 +1,7 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Deadline, type Cancellation } from '../lib/deadline.js'
-import { classifyFailure, UpstreamFailure, type FailureClass } from '../lib/failure.js'
+import { classifyFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/failure.js'
 
 export type UpstreamName = 'billing' | 'crm' | 'telecom'
 
@@ -117,6 +117,11 @@ export class Upstream {
       return result
     } catch (error) {
       const failure = this.#classify(operation, error, deadline, until)
+      if (failure instanceof UpstreamRefusal) {
+        const durationMs = this.#report(operation, started, 'ok')
+        this.log.warn({ upstream: this.name, operation, durationMs, refused: true }, failure.message)
+        throw failure
+      }
       const durationMs = this.#report(operation, started, failure.failure)
       // Seed §7: upstream failures appear as errors in the error log.
       if (!this.#logged.has(failure)) {

@@ -12,6 +12,18 @@ export class UpstreamFailure extends Error {
   }
 }
 
+/**
+ * The upstream answered and refused this request for a reason of the request's own (AddOrder of a
+ * product that does not exist): an answer, not a failure of the upstream. It still rejects the
+ * call, but neither the upstream's error rate nor its request queue counts it as failed.
+ */
+export class UpstreamRefusal extends UpstreamFailure {
+  constructor (upstream: string, message: string) {
+    super('upstream_error', upstream, message)
+    this.name = 'UpstreamRefusal'
+  }
+}
+
 const NETWORK_CODES: Record<string, FailureClass> = {
   ECONNREFUSED: 'connection_refused',
   ECONNRESET: 'connection_refused',

@@ -1,7 +1,7 @@
 import PQueue from 'p-queue'
 import { abortable } from './abortable.js'
 import { Deadline } from './deadline.js'
-import { UpstreamFailure } from './failure.js'
+import { UpstreamFailure, UpstreamRefusal } from './failure.js'
 import { SlidingWindow } from './sliding-window.js'
 import { levelOf, threshold, worstLevel, type Level, type MeasureName } from './thresholds.js'
 
@@ -125,7 +125,9 @@ export class RequestQueue {
           }
         } catch (error) {
           if (state === 'running') {
-            this.#recordFailure()
+            // A refusal is the upstream's answer about this request: the request completed.
+            if (error instanceof UpstreamRefusal) this.#completed++
+            else this.#recordFailure()
             reject(error)
           }
         } finally {

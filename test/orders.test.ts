@@ -189,6 +189,12 @@ t.test('billing refusing the order (result=error): 422 ORDER_REJECTED, nothing s
   t.notMatch(response.body, /Closed/, 'not the billing system\'s words')
   t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).json().total, 0, 'no order stored')
   t.equal(sandbox.crm.orders.length, 0, 'nothing sent to the CRM')
+  // The caller's order refused is no billing outage: neither the queue nor the error rate counts it.
+  const { totalRequests, completedRequests, failedRequests } = app.billingQueue.metrics()
+  t.same({ completedRequests, failedRequests }, { completedRequests: totalRequests, failedRequests: 0 }, 'completed, not failed')
+  t.equal(app.billingQueue.recentFailures(), 0)
+  const alerts = (await app.inject('/health/alerts')).json() as { alerts: Array<{ measure: string, value: number | null }> }
+  t.equal(alerts.alerts.find((alert) => alert.measure === 'external_error_rate')?.value, 0, 'the billing call counts as answered')
 
   sandbox.billing.clearFaults()
   sandbox.billing.injectFault({ kind: 'http5xx', route: 'AddOrder', status: 502 })

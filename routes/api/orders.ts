@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { BillingRefusal } from '../../integrations/billing.js'
+import { OrderRefusedError } from '../../integrations/billing.js'
 import { BillingUnavailableError, CrmUnavailableError, OrderNotFoundError, OrderRejectedError } from '../../lib/errors.js'
 import { classifyFailure, UpstreamFailure } from '../../lib/failure.js'
 import { QueueFullError } from '../../lib/request-queue.js'
@@ -34,7 +34,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const placed = await billingQueue.run((deadline) => billing.addOrder({ clientId, productId, billingCycle }, deadline)).catch((error: unknown) => {
       // An error answer is the billing system refusing this order; anything else (an answer that cannot
       // be read included: the order may have been placed) is it being unavailable.
-      if (error instanceof BillingRefusal) throw new OrderRejectedError({ cause: error })
+      if (error instanceof OrderRefusedError) throw new OrderRejectedError({ cause: error })
       throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
     })
     const order = await orders.create({ billingClientId: clientId, productId: String(productId), billingCycle, billingOrderId: placed.orderId, crmOrderId: null })
