@@ -103,7 +103,11 @@ export class RequestQueue {
     return new Promise<T>((resolve, reject) => {
       let state: 'waiting' | 'running' | 'settled' = 'waiting'
       const deadline = new Deadline(this.#options.timeoutMs, undefined, () => {
-        if (state === 'waiting') this.#waiting--
+        if (state === 'waiting') {
+          // It waited its whole time: that wait is the queue's too, the longest kind of all.
+          this.#waiting--
+          this.#waits.record(performance.now() - enqueuedAt)
+        }
         if (state === 'settled') return
         state = 'settled'
         this.#recordFailure()

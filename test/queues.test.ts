@@ -1,5 +1,6 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { RequestQueue } from '../lib/request-queue.js'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
 import { waitFor } from './helpers/processes.js'
 import type { FastifyInstance } from 'fastify'
@@ -124,6 +125,23 @@ t.test('requests whose deadline passes while they wait leave the queue then, and
   await waitFor('the slot freed', async () => (await queues(app)).billing.metrics.pendingRequests === 0, 2000)
   t.equal(await billingCall(app).then(() => 'answered'), 'answered', 'the queue serves again')
   t.match((await queues(app)).billing.metrics, { failedRequests: 3, completedRequests: 1, totalRequests: 4 })
+})
+
+t.test('averageWaitTime counts the waits that ended at the deadline, the longest of all', async (t) => {
+  const queue = new RequestQueue({
+    name: 'billing',
+    concurrency: 1,
+    timeoutMs: 300,
+    maxSize: 10,
+    windowMs: 60_000,
+    thresholds: { queueSize: 'billing_queue_size', failedRequests: 'billing_failed_requests' }
+  })
+  // A task that ignores its deadline holds the one slot past the waiters' deadlines.
+  const calls = Array.from({ length: 3 }, () => queue.run(() => sleep(600)).catch(() => 'gave up'))
+  t.same(await Promise.all(calls), Array(3).fill('gave up'))
+  const { averageWaitTime } = queue.metrics()
+  t.ok(averageWaitTime >= 190 && averageWaitTime < 400, `one started at once, two waited 300 ms: average ${averageWaitTime} ms`)
+  await queue.drain()
 })
 
 t.test('CRM daily usage comes from the CRM and is one figure for all instances', async (t) => {
