@@ -167,7 +167,7 @@ t.test('the CRM refusing connections: the subscription fails loudly, backs off, 
   await sandbox.crm.down()
   await waitFor('the subscription failed', async () => (await events(app)).state === 'failed', 10_000)
   const check = (await app.inject('/auth/health-check')).json()
-  t.match(check.checks.events, { status: 'fail' }, 'the events check fails while nobody is subscribed')
+  t.match(check.checks.events, { status: 'fail', error: 'connection_refused' }, 'the events check fails while nobody is subscribed, with the stream\'s failure class')
   for (const id of rest) sandbox.crm.publishOrderProvisionRequested(id)
   await sandbox.crm.up()
   await waitFor('the rest provisioned', () => allActive(app, ids), 60_000)

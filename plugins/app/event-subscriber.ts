@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { PlatformEventMessage } from '../../integrations/bayeux.js'
 import { EventSubscription } from '../../lib/event-subscription.js'
+import { FAILURE_CLASSES, UpstreamFailure } from '../../lib/failure.js'
 import type { Order } from '../../lib/orders.js'
 
 declare module 'fastify' {
@@ -70,7 +71,10 @@ async function eventSubscriber (fastify: FastifyInstance) {
     // Fails while no instance holds a connected subscription: the seed's silent outage made loud.
     fastify.integrationHealth.register('events', async () => {
       const holder = await subscription.holder()
-      if (holder?.state !== 'connected') throw new Error(`platform-event subscription ${holder === null ? 'held by no instance' : holder.state}`)
+      if (holder?.state === 'connected') return
+      // The class of the stream's last failure (connection_refused, timeout...) when it has one.
+      const failure = FAILURE_CLASSES.find((known) => known === holder?.lastError) ?? 'upstream_error'
+      throw new UpstreamFailure(failure, 'crm', `platform-event subscription ${holder === null ? 'held by no instance' : holder.state}`)
     })
   }
   fastify.addHook('onReady', async () => subscription.start())
