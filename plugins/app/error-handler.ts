@@ -12,10 +12,6 @@ export function errorBody (request: FastifyRequest, statusCode: number, code: st
   return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code, correlationId: request.id }
 }
 
-/**
- * A database that cannot be reached is `DATABASE_UNAVAILABLE`. An error that already carries a 4xx
- * is the client's (a body cut off by the client is an ECONNRESET with 400), whatever its code says.
- */
 const CLIENT_ERRORS: Record<string, { statusCode: number, code: string, message: string }> = {
   ERR_HTTP_REQUEST_TIMEOUT: { statusCode: 408, code: 'REQUEST_TIMEOUT', message: 'The request did not arrive whole in time' },
   HPE_HEADER_OVERFLOW: { statusCode: 431, code: 'HEADERS_TOO_LARGE', message: 'The request headers are too large' }
@@ -40,6 +36,10 @@ export function handleClientError (error: Error & { code?: string }, socket: Soc
   socket.destroy(error)
 }
 
+/**
+ * A database that cannot be reached is `DATABASE_UNAVAILABLE`. An error that already carries a 4xx
+ * is the client's (a body cut off by the client is an ECONNRESET with 400), whatever its code says.
+ */
 function toServiceError (error: FastifyError): FastifyError {
   const clientError = error.statusCode !== undefined && error.statusCode < 500
   return !clientError && isDatabaseUnavailable(error) ? new DatabaseUnavailableError({ cause: error }) : error
