@@ -113,10 +113,13 @@ export class OrderRefusedError extends UpstreamRefusal {
   }
 }
 
-/** AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist. */
-export class OrderNotPendingError extends UpstreamFailure {
+/**
+ * AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist:
+ * an answer about that order (a retry after a lost answer meets it), not billing failing.
+ */
+export class OrderNotPendingError extends UpstreamRefusal {
   constructor (readonly orderId: number) {
-    super('upstream_error', 'billing', `AcceptOrder: order ${orderId} not found or not pending`)
+    super('billing', `AcceptOrder: order ${orderId} not found or not pending`)
     this.name = 'OrderNotPendingError'
   }
 }

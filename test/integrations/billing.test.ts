@@ -1,7 +1,7 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { BillingClient, OrderNotPendingError, type BillingClientOptions } from '../../integrations/billing.js'
+import { BillingClient, OrderNotPendingError, OrderRefusedError, type BillingClientOptions } from '../../integrations/billing.js'
 import { BillingSimulator } from '../../sandbox/billing.js'
 import { startSandbox } from '../../sandbox/index.js'
 import { leaks, readable, recorder, upstreamClients } from './helpers.js'
@@ -147,7 +147,17 @@ t.test('AddOrder then AcceptOrder; a second AcceptOrder is recognisably "not pen
   const again = await failure(whmcs.acceptOrder(order.orderId))
   t.type(again, OrderNotPendingError)
   t.match(again, { failure: 'upstream_error', upstream: 'billing', orderId: order.orderId })
+  t.match(recorded.calls.at(-1), { operation: 'AcceptOrder', outcome: 'ok' }, 'an answer about the order, not a billing failure')
+  t.match(recorded.lines.at(-1), { level: 'warn', details: { refused: true } })
   t.type(await failure(whmcs.acceptOrder(999_999)), OrderNotPendingError)
+})
+
+t.test('AddOrder refused (result=error): OrderRefusedError, an answer logged at warn, not a failure', async t => {
+  const refused = await failure(whmcs.addOrder({ clientId: 1, productId: 999_999, billingCycle: 'monthly' }))
+  t.type(refused, OrderRefusedError)
+  t.match(refused, { failure: 'upstream_error', upstream: 'billing', message: /^AddOrder: / })
+  t.match(recorded.calls.at(-1), { operation: 'AddOrder', outcome: 'ok' })
+  t.match(recorded.lines.at(-1), { level: 'warn', details: { upstream: 'billing', operation: 'AddOrder', refused: true } })
 })
 
 t.test('AddOrder uses the default payment method when given none', async t => {
