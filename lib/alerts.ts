@@ -61,8 +61,8 @@ const NO_JOB_QUEUE: Record<Absence, string> = {
   unavailable: 'no data: the job queue did not answer'
 }
 
-function jobReading (jobs: JobCounts | Absence, state: 'waiting' | 'failed'): Reading {
-  return typeof jobs === 'string' ? { value: null, note: NO_JOB_QUEUE[jobs] } : { value: jobs[state] }
+function jobReading (jobs: JobCounts | Absence, count: 'waiting' | 'recentFailed'): Reading {
+  return typeof jobs === 'string' ? { value: null, note: NO_JOB_QUEUE[jobs] } : { value: jobs[count] }
 }
 
 function windowed (value: number | null, what: string): Reading {
@@ -98,7 +98,7 @@ export function readingsOf (snapshot: MonitoringSnapshot): Readings {
       ? { value: null, note: 'no data: neither the CRM nor CRM_DAILY_API_LIMIT has given a limit' }
       : { value: (100 * crm.dailyUsage.used) / crm.dailyUsage.limit },
     job_queue_waiting: jobReading(jobs, 'waiting'),
-    job_queue_failed: jobReading(jobs, 'failed'),
+    job_queue_failed: jobReading(jobs, 'recentFailed'),
     api_response_time_p95: windowed(http.p95, 'requests'),
     http_5xx_rate: windowed(http.failureRate, 'requests'),
     crm_billing_response_time: windowed(slowest([upstreams.crm.p95, upstreams.billing.p95]), 'CRM or billing calls'),

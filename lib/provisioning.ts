@@ -7,13 +7,13 @@ import type { Order, OrderStatus, OrderStore } from './orders.js'
 import type { RequestQueue } from './request-queue.js'
 import { UpstreamFailure } from './failure.js'
 
-/** The provisioning job queue's counts, by job state. */
-export interface JobCounts {
-  waiting: number
-  active: number
-  delayed: number
-  failed: number
-  completed: number
+/** The BullMQ job states the provisioning job queue reports. */
+export const JOB_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'] as const
+
+/** The provisioning job queue's counts, by job state, and its recent failures. */
+export type JobCounts = Record<typeof JOB_STATES[number], number> & {
+  /** Jobs that failed for good within the recent window: what the queue's health is judged on. */
+  recentFailed: number
 }
 
 export interface ProvisioningDependencies {

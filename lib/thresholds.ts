@@ -122,13 +122,13 @@ export const THRESHOLDS = [
   },
   {
     measure: 'job_queue_failed',
-    description: 'provisioning job queue: failed jobs',
+    description: 'provisioning job queue: jobs failed in the recent window',
     unit: 'jobs',
     comparison: 'above',
     warning: 5,
     critical: 20,
     priority: 'P2',
-    prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_jobs', match: { queue: 'provisioning', state: 'failed' }, without: ['queue', 'state'] }
+    prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_recent_failed_jobs', match: { queue: 'provisioning' }, without: ['queue'] }
   },
   {
     measure: 'api_response_time_p95',

@@ -44,7 +44,8 @@ export const JobQueueReport = Type.Union([
     active: Count('jobs running'),
     delayed: Count('jobs waiting for a retry'),
     failed: Count('jobs that failed after their last attempt, kept 30 days'),
-    completed: Count('jobs completed, kept 7 days')
+    completed: Count('jobs completed, kept 7 days'),
+    recentFailed: Count('jobs that failed after their last attempt within the recent window (QUEUE_HEALTH_WINDOW_MS), which health is judged on')
   }, { additionalProperties: false }),
   Type.Null({ description: 'Redis could not be asked' })
 ], { $id: 'JobQueueReport', description: 'the provisioning job queue (BullMQ)' })

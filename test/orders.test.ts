@@ -104,9 +104,11 @@ t.test('the same, with GetOrders refused to the API role: the order not pending 
   }
 })
 
-t.test('telecom always failing: retries, then Failed with the reason; jobs health follows', async (t) => {
+t.test('telecom always failing: retries, then Failed with the reason; jobs health follows, then recovers', async (t) => {
   const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, { PROVISIONING_ATTEMPTS: '3', PROVISIONING_BACKOFF_MS: '20' }, sandbox)
+  // A short health window, so the failures age out of it within the test.
+  const windowMs = 15_000
+  const app = await buildTestApp(t, { PROVISIONING_ATTEMPTS: '3', PROVISIONING_BACKOFF_MS: '20', QUEUE_HEALTH_WINDOW_MS: String(windowMs) }, sandbox)
   const token = await login(app)
   sandbox.telecom.injectFault({ kind: 'http5xx', status: 500 })
   const placed: Array<{ crmOrderId: string }> = []
@@ -125,7 +127,9 @@ t.test('telecom always failing: retries, then Failed with the reason; jobs healt
   t.equal(sandbox.telecom.calls.filter((call) => call.path === '/v1/activations').length, 18, 'three attempts each')
   await waitFor('the jobs failed', async () => (await app.inject('/health/queues')).json().jobs.failed === 6)
   const jobs = (await app.inject('/health/queues')).json().jobs
-  t.match(jobs, { failed: 6, health: 'degraded' }, '6 failed jobs: degraded (> 5)')
+  t.match(jobs, { failed: 6, recentFailed: 6, health: 'degraded' }, '6 failed jobs: degraded (> 5)')
+  await waitFor('the failures out of the window', async () => (await app.inject('/health/queues')).json().jobs.recentFailed === 0, windowMs + 15_000)
+  t.match((await app.inject('/health/queues')).json().jobs, { failed: 6, recentFailed: 0, health: 'healthy' }, 'the failed jobs are kept, yet an old incident no longer degrades the queue')
 })
 
 t.test('telecom or the CRM refusing connections during provisioning: retried, then Failed with connection_refused', async (t) => {

@@ -4,7 +4,7 @@ import { Queue, Worker, type Job } from 'bullmq'
 import { Redis } from 'ioredis'
 import { abortable } from '../../lib/abortable.js'
 import { classifyFailure } from '../../lib/failure.js'
-import { failOrder, provisionOrder, type JobCounts, type ProvisioningDependencies } from '../../lib/provisioning.js'
+import { JOB_STATES, failOrder, provisionOrder, type JobCounts, type ProvisioningDependencies } from '../../lib/provisioning.js'
 import { levelOf, worstLevel, type Level } from '../../lib/thresholds.js'
 import type { QueueHealth } from '../../lib/request-queue.js'
 import { closeRedis } from '../external/redis.js'
@@ -25,6 +25,8 @@ export interface JobQueueBounds {
   enqueueTimeoutMs: number
   /** How long a report (`/health/queues`, `/health/alerts`) waits for the counts: one command's bound. */
   countsTimeoutMs: number
+  /** The recent window failed jobs are judged over (QUEUE_HEALTH_WINDOW_MS, as the request queues' failures). */
+  failureWindowMs: number
 }
 
 export class ProvisioningJobQueue {
@@ -38,12 +40,25 @@ export class ProvisioningJobQueue {
   }
 
   async counts (): Promise<JobCounts> {
-    const counts = await abortable(this.queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed'), AbortSignal.timeout(this.bounds.countsTimeoutMs))
-    return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, delayed: counts.delayed ?? 0, failed: counts.failed ?? 0, completed: counts.completed ?? 0 }
+    const [counts, recentFailed] = await abortable(Promise.all([
+      this.queue.getJobCounts(...JOB_STATES),
+      this.#recentlyFailed()
+    ]), AbortSignal.timeout(this.bounds.countsTimeoutMs))
+    return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, delayed: counts.delayed ?? 0, failed: counts.failed ?? 0, completed: counts.completed ?? 0, recentFailed }
+  }
+
+  /**
+   * Jobs that failed for good within the window, for every instance at once: BullMQ scores its
+   * failed set by the time each job failed. The set itself keeps failed jobs 30 days for
+   * inspection, so judging its size would keep the queue degraded for a month after one incident.
+   */
+  async #recentlyFailed (): Promise<number> {
+    const client = await this.queue.client
+    return await client.zcount(this.queue.toKey('failed'), Date.now() - this.bounds.failureWindowMs, '+inf')
   }
 
   static health (counts: JobCounts): QueueHealth {
-    return HEALTH_OF_LEVEL[worstLevel([levelOf('job_queue_waiting', counts.waiting), levelOf('job_queue_failed', counts.failed)])]
+    return HEALTH_OF_LEVEL[worstLevel([levelOf('job_queue_waiting', counts.waiting), levelOf('job_queue_failed', counts.recentFailed)])]
   }
 }
 
@@ -107,7 +122,8 @@ async function jobQueue (fastify: FastifyInstance) {
   await Promise.all([queue.waitUntilReady(), worker.waitUntilReady()])
   fastify.decorate('jobQueue', new ProvisioningJobQueue(queue, {
     enqueueTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS * 5,
-    countsTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS
+    countsTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
+    failureWindowMs: config.QUEUE_HEALTH_WINDOW_MS
   }))
   fastify.addHook('onClose', async () => {
     closing = true

@@ -6,6 +6,7 @@ import {
 } from '../../lib/alerts.js'
 import { poolUsage } from '../../lib/metrics-database.js'
 import type { Sample } from '../../lib/metrics.js'
+import { JOB_STATES } from '../../lib/provisioning.js'
 import type { RequestQueue } from '../../lib/request-queue.js'
 
 declare module 'fastify' {
@@ -164,7 +165,9 @@ function registerLiveMetrics (fastify: FastifyInstance, monitoring: Monitoring):
     crm.dailyUsage.limit === null ? [] : [{ value: crm.dailyUsage.limit }])
 
   live('portal_bff_job_queue_jobs', 'Jobs of the provisioning job queue by state; absent while the queue is not running or does not answer', 'gauge', ({ jobs }) =>
-    typeof jobs === 'string' ? [] : Object.entries(jobs).map(([state, value]) => ({ labels: { queue: 'provisioning', state }, value })))
+    typeof jobs === 'string' ? [] : JOB_STATES.map((state) => ({ labels: { queue: 'provisioning', state }, value: jobs[state] })))
+  live('portal_bff_job_queue_recent_failed_jobs', 'Jobs of the provisioning job queue that failed after their last attempt within QUEUE_HEALTH_WINDOW_MS, which its health is judged on', 'gauge', ({ jobs }) =>
+    typeof jobs === 'string' ? [] : [{ labels: { queue: 'provisioning' }, value: jobs.recentFailed }])
 
   live('portal_bff_event_subscriber_state', 'The platform-event subscription\'s state (1 for the current one)', 'gauge', ({ subscriber }) =>
     typeof subscriber === 'string' ? [] : [{ labels: { state: subscriber.state }, value: 1 }])
