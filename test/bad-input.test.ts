@@ -16,6 +16,8 @@ interface Case {
 
 const json = { 'content-type': 'application/json' }
 const loginWith = (body: string): Case => ({ name: `login ${body.slice(0, 40)}`, method: 'POST', url: '/auth/login', headers: json, body })
+// A body is taken as the client typed it: a value of another type is refused, never coerced.
+const orderWith = (body: string): Case => ({ name: `order ${body}`, method: 'POST', url: '/api/orders', headers: json, body, authenticated: true })
 
 const cases: Case[] = [
   loginWith('{"email":'),
@@ -29,6 +31,12 @@ const cases: Case[] = [
   loginWith(`{"email":"jane@example.com","password":"${'x'.repeat(300)}"}`),
   loginWith(JSON.stringify({ email: 'jane@example.com', password: 'x'.repeat(70 * 1024) })),
   loginWith('{"email":"jane@example.com","password":"x","__proto__":{"admin":true}}'),
+  loginWith('{"email":["jane@example.com"],"password":"correct-horse"}'),
+  orderWith('{"productId":true,"billingCycle":"monthly"}'),
+  orderWith('{"productId":"1","billingCycle":"monthly"}'),
+  orderWith('{"productId":[1],"billingCycle":"monthly"}'),
+  orderWith('{"productId":1,"billingCycle":["monthly"]}'),
+  orderWith('{"productId":null,"billingCycle":"monthly"}'),
   { name: 'login as text/plain', method: 'POST', url: '/auth/login', headers: { 'content-type': 'text/plain' }, body: 'email=jane' },
   { name: 'login with no body', method: 'POST', url: '/auth/login', headers: json },
   { name: 'logout without a token', method: 'POST', url: '/auth/logout' },
@@ -71,6 +79,7 @@ t.test('every kind of bad input gets a clear 4xx in the contract shape, never a 
     t.notMatch(response.body, LEAKS, `${item.name}: no stack or driver text`)
   }
   t.equal((await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode, 200, 'and nothing was lost: the service still serves')
+  t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).json().total, 0, 'no refused body placed an order')
 })
 
 /** One raw HTTP/1.1 exchange: what the server wrote before closing. */
