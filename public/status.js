@@ -75,7 +75,8 @@ function renderJobs (list, jobs, alerts) {
     ['waiting', jobs.waiting, alerts.job_queue_waiting.level],
     ['active', jobs.active],
     ['delayed', jobs.delayed],
-    ['failed', jobs.failed, alerts.job_queue_failed.level],
+    ['failed (recent)', jobs.recentFailed, alerts.job_queue_failed.level],
+    ['failed (total)', jobs.failed],
     ['completed', jobs.completed]
   ])
 }

@@ -66,8 +66,9 @@ export const StatusSummary = Type.Object({
     waiting: Count('waiting'),
     active: Count('running'),
     delayed: Count('waiting for a retry'),
-    failed: Count('failed'),
-    completed: Count('completed')
+    failed: Count('failed, kept 30 days'),
+    completed: Count('completed'),
+    recentFailed: Count('failed within the recent window, which health is judged on')
   }, { additionalProperties: false }), 'the provisioning job queue; null when there is no data'),
   subscriber: Nullable(Type.Object({
     state: Type.String(),
