@@ -200,10 +200,10 @@ function clientOf (answer: WhmcsAnswer): WhmcsAnswer {
   return answer.client === undefined ? answer : asRecord(answer.client)
 }
 
-/** The ids of the users a client lists (`users.user`, WHMCS 8 and later), or undefined when it lists none (WHMCS 7). */
-function userIdsOf (answer: WhmcsAnswer): number[] | undefined {
-  const { users } = clientOf(answer)
-  return users === undefined ? undefined : listOf(users, 'user').map(user => Number(user.id))
+/** The users a client lists (`users.user`, WHMCS 8 and later), or undefined when it lists none (WHMCS 7). */
+function usersOf (answer: WhmcsAnswer): Array<{ id: number, email: string }> | undefined {
+  const users = clientOf(answer).users ?? answer.users
+  return users === undefined ? undefined : listOf(users, 'user').map(user => ({ id: Number(user.id), email: toText(user.email) }))
 }
 
 function toClientDetails (answer: WhmcsAnswer): ClientDetails {
@@ -254,7 +254,7 @@ export class BillingClient {
   /**
    * Checks a sign-in and finds the client account it acts for. Since WHMCS 8 the users who sign in
    * are apart from the clients who are billed, and ValidateLogin answers a user id. A client acts
-   * for the user when it lists the user among its users (WHMCS 8); where clients list no users
+   * for the user when the user owns it (`owner_user_id`) or is among its users, by id or by email (WHMCS 8); where clients list no users
    * (WHMCS 7, where user and client are one), when it has the user's email. The client with the
    * user's id is tried first (the two are equal after an upgrade from WHMCS 7), then the client with
    * the user's email; a user that neither lists signs in as no client.
@@ -263,9 +263,13 @@ export class BillingClient {
     const user = await this.validateLogin(email, password, until)
     if (user === null) return { outcome: 'invalid_credentials' }
     if (user.twoFactorRequired) return { outcome: 'two_factor_required' }
+    // A listed user is this one by id, or by the email whose password was just checked.
     const actsFor = (answer: WhmcsAnswer): boolean => {
-      const userIds = userIdsOf(answer)
-      return userIds === undefined ? sameEmail(toText(clientOf(answer).email), email) : userIds.includes(user.userId)
+      const users = usersOf(answer)
+      if (Number(clientOf(answer).owner_user_id) === user.userId) return true
+      return users === undefined
+        ? sameEmail(toText(clientOf(answer).email), email)
+        : users.some(listed => listed.id === user.userId || sameEmail(listed.email, email))
     }
     for (const lookup of [{ clientid: user.userId }, { email }]) {
       const client = await this.#action('GetClientsDetails', lookup, until, answer => answer,

@@ -1,6 +1,6 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { BillingClient, OrderNotPendingError, OrderRefusedError, type BillingClientOptions } from '../../integrations/billing.js'
 import { BillingSimulator } from '../../sandbox/billing.js'
 import { startSandbox } from '../../sandbox/index.js'
@@ -69,6 +69,39 @@ t.test('signIn: the client account a WHMCS 8 user acts for, never a client that 
     'user 9: no client 9, and client 8, which has its email, does not list it')
   invited.injectFault({ kind: 'http5xx', route: 'GetClientsDetails', status: 502 })
   t.match(await failure(acme.signIn('ops@acme.example', 'ops-password')), { failure: 'http_5xx' }, 'a failed lookup is a failure, not a sign-in')
+})
+
+/** A WHMCS that answers each action with the given JSON (or an error answer when none is given). */
+async function whmcsAnswering (t: Test, answers: Record<string, (form: URLSearchParams) => object>) {
+  const server = createServer((request, response) => {
+    let body = ''
+    request.on('data', (chunk: Buffer) => { body += chunk.toString() })
+    request.on('end', () => {
+      const form = new URLSearchParams(body)
+      const answer = answers[form.get('action') ?? '']?.(form) ?? { result: 'error', message: 'Command Not Found' }
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer))
+    })
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise(resolve => server.close(resolve)))
+  return client({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/includes/api.php` })
+}
+
+t.test('signIn: a client the user owns (owner_user_id) or that lists her by the email just checked, whatever ids the lists use', async t => {
+  const signInWith = async (client: object) => {
+    const whmcs = await whmcsAnswering(t, {
+      ValidateLogin: () => ({ result: 'success', userid: '1', passwordhash: 'x', twoFactorEnabled: false }),
+      GetClientsDetails: (form) => form.get('clientid') === '1' ? { result: 'success', client } : { result: 'error', message: 'Client Not Found' }
+    })
+    const outcome = await whmcs.signIn('jane@example.com', 'correct-horse')
+    await whmcs.close()
+    return outcome
+  }
+  t.same(await signInWith({ id: '1', email: 'accounts@example.com', users: { user: [{ id: '55', email: 'Jane@Example.com' }] } }),
+    { outcome: 'signed_in', clientId: 1 }, 'listed by her email, under another user id')
+  t.same(await signInWith({ id: '1', email: 'accounts@example.com', owner_user_id: 1 }), { outcome: 'signed_in', clientId: 1 }, 'owned by her')
+  t.same(await signInWith({ id: '1', email: 'accounts@example.com', owner_user_id: 2, users: { user: [{ id: '2', email: 'boss@example.com' }] } }),
+    { outcome: 'no_client_account' }, 'neither owned by her nor listing her')
 })
 
 t.test('GetInvoices: money as numbers, the WHMCS "never" as null', async t => {
