@@ -332,7 +332,6 @@ export class BillingSimulator extends Simulator {
       language: '',
       lastlogin: 'No Login Logged',
       email_verified: false,
-      owner_user_id: client.userid ?? client.id,
       // WHMCS 8: the users who may act for the client; here its owner alone.
       users: { user: [{ id: client.userid ?? client.id, name: `${client.firstname} ${client.lastname}`, email: client.userEmail ?? client.email, is_owner: true }] }
     }
