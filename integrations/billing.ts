@@ -7,9 +7,16 @@ export interface BillingClientOptions extends UpstreamOptions {
   url: string
   identifier: string
   secret: string
-  /** WHMCS needs a payment gateway on every order; used when `addOrder` is not given one. */
+  /**
+   * WHMCS needs an active payment gateway on every order; used when `addOrder` is not given one.
+   * Without it: `mailin` (WHMCS's own example), and once WHMCS refuses that, the first gateway its
+   * refusal names as valid.
+   */
   defaultPaymentMethod?: string
 }
+
+/** WHMCS's own example gateway, tried when no payment method is configured. */
+const FALLBACK_PAYMENT_METHOD = 'mailin'
 
 type WhmcsValue = string | number
 export type WhmcsParams = Record<string, WhmcsValue | readonly WhmcsValue[] | undefined>
@@ -102,6 +109,22 @@ export class BillingRefusal extends UpstreamFailure {
   constructor (action: string, whmcsMessage: string) {
     super('upstream_error', 'billing', `${action}: ${brief(whmcsMessage) || 'error without a message'}`)
     this.name = 'BillingRefusal'
+  }
+}
+
+/**
+ * AddOrder refused the payment gateway (`Invalid Payment Method. Valid options include a,b`): the
+ * service's configuration is wrong for this WHMCS, which is a failure of billing for every order,
+ * not a refusal of this one.
+ */
+export class PaymentMethodRefusedError extends UpstreamFailure {
+  readonly validMethods: string[]
+
+  constructor (whmcsMessage: string) {
+    super('upstream_error', 'billing', `AddOrder: ${brief(whmcsMessage)}`)
+    this.name = 'PaymentMethodRefusedError'
+    const [, listed = ''] = /valid options include\s*:?\s*(.*)$/i.exec(whmcsMessage) ?? []
+    this.validMethods = listed.split(',').map(method => method.trim().replace(/\.$/, '')).filter(method => method !== '')
   }
 }
 
@@ -226,14 +249,15 @@ export class BillingClient {
   readonly #url: string
   readonly #identifier: string
   readonly #secret: string
-  readonly #defaultPaymentMethod: string
+  readonly #configuredPaymentMethod: string | undefined
+  #fallbackPaymentMethod = FALLBACK_PAYMENT_METHOD
 
   constructor (options: BillingClientOptions) {
     this.#upstream = new Upstream('billing', options)
     this.#url = options.url
     this.#identifier = options.identifier
     this.#secret = options.secret
-    this.#defaultPaymentMethod = options.defaultPaymentMethod ?? 'banktransfer'
+    this.#configuredPaymentMethod = options.defaultPaymentMethod
   }
 
   /** Any action; resolves with the answer of a `success`, rejects with an UpstreamFailure otherwise. */
@@ -301,9 +325,29 @@ export class BillingClient {
     }), message => message === 'Invoice ID Not Found' ? null : undefined)
   }
 
-  /** Rejects with OrderRefusedError when WHMCS refuses the order: an answer, not billing failing. */
-  addOrder ({ clientId, productId, billingCycle, paymentMethod }: NewOrder, until?: Cancellation): Promise<PlacedOrder> {
-    const params = { clientid: clientId, pid: [productId], billingcycle: [billingCycle], paymentmethod: paymentMethod ?? this.#defaultPaymentMethod }
+  /**
+   * Rejects with OrderRefusedError when WHMCS refuses the order: an answer, not billing failing; with
+   * PaymentMethodRefusedError when it refuses a payment method given or configured. Without either,
+   * a refused gateway is replaced, once, by the first one WHMCS names (a refused AddOrder placed nothing).
+   */
+  async addOrder (order: NewOrder, until?: Cancellation): Promise<PlacedOrder> {
+    const chosen = order.paymentMethod ?? this.#configuredPaymentMethod
+    if (chosen !== undefined) return await this.#addOrder(order, chosen, until)
+    const tried = this.#fallbackPaymentMethod
+    try {
+      return await this.#addOrder(order, tried, until)
+    } catch (error) {
+      const [valid] = error instanceof PaymentMethodRefusedError ? error.validMethods : []
+      if (valid === undefined || valid === tried) throw error
+      this.#fallbackPaymentMethod = valid
+      this.#upstream.log.warn({ upstream: 'billing', operation: 'AddOrder', refused: tried, paymentMethod: valid },
+        `BILLING_PAYMENT_METHOD is not set and WHMCS refuses ${tried}: orders go with ${valid}, the first gateway it names`)
+      return await this.#addOrder(order, valid, until)
+    }
+  }
+
+  #addOrder ({ clientId, productId, billingCycle }: NewOrder, paymentMethod: string, until?: Cancellation): Promise<PlacedOrder> {
+    const params = { clientid: clientId, pid: [productId], billingcycle: [billingCycle], paymentmethod: paymentMethod }
     return this.#action('AddOrder', params, until, answer => {
       const invoiceId = toNumber(answer.invoiceid ?? 0, 'invoiceid')
       return {
@@ -311,7 +355,9 @@ export class BillingClient {
         invoiceId: invoiceId === 0 ? null : invoiceId,
         serviceIds: toText(answer.serviceids).split(',').filter(id => id !== '').map(id => toNumber(id, 'serviceids'))
       }
-    }, message => { throw new OrderRefusedError(message) })
+    }, message => {
+      throw /^invalid payment method/i.test(message.trim()) ? new PaymentMethodRefusedError(message) : new OrderRefusedError(message)
+    })
   }
 
   /** Rejects with OrderNotPendingError when the order is not (or no longer) pending. */

@@ -41,7 +41,7 @@ export const SettingsSchema = Type.Object({
   BILLING_API_URL: Type.Optional(Url('WHMCS includes/api.php URL')),
   BILLING_API_IDENTIFIER: Type.Optional(Secret('WHMCS API identifier')),
   BILLING_API_SECRET: Type.Optional(Secret('WHMCS API secret')),
-  BILLING_PAYMENT_METHOD: Type.String({ pattern: '^[a-z0-9_]+$', default: 'banktransfer', description: 'WHMCS payment gateway module of new orders (an active one)' }),
+  BILLING_PAYMENT_METHOD: Type.Optional(Type.String({ pattern: '^[a-z0-9_]+$', description: 'WHMCS payment gateway module of new orders (an active one); unset: mailin, or the first gateway WHMCS names as valid' })),
   CRM_LOGIN_URL: Type.Optional(Url('Salesforce OAuth server')),
   CRM_CLIENT_ID: Type.Optional(Secret('connected app consumer key')),
   CRM_USERNAME: Type.Optional(Secret('integration user')),

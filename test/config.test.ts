@@ -72,7 +72,7 @@ t.test('defaults and conversions', async (t) => {
   t.equal(config.AUTH_BLACKLIST_FAIL_CLOSED, true)
   t.equal(config.HEALTH_CHECK_TIMEOUT_MS, 1000)
   t.equal(config.SERVICE_NAME, 'portal-bff')
-  t.equal(config.BILLING_PAYMENT_METHOD, 'banktransfer')
+  t.equal(config.BILLING_PAYMENT_METHOD, undefined, 'no payment method: the billing client chooses one WHMCS accepts')
   t.equal(config.DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/postgres')
   t.ok(config.JWT_SECRET.length >= 32, 'a random JWT secret outside production')
   t.match(warnings, [/JWT_SECRET/])

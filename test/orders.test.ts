@@ -32,11 +32,18 @@ t.test('an order goes to billing, to the CRM in Pending Review, and is stored', 
   t.equal((await app.inject({ url: '/api/orders', headers: bearer(other) })).json().total, 0)
 })
 
-t.test('orders are placed in billing with BILLING_PAYMENT_METHOD', async (t) => {
+t.test('orders are placed in billing with BILLING_PAYMENT_METHOD; one WHMCS refuses is 503 BILLING_UNAVAILABLE, nothing stored', async (t) => {
   const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, { BILLING_PAYMENT_METHOD: 'mailin' }, sandbox)
-  const order = await placeOrder(app, await login(app))
-  t.equal(sandbox.billing.orders.find((placed) => placed.id === order.billingOrderId)?.paymentmethod, 'mailin')
+  const app = await buildTestApp(t, { BILLING_PAYMENT_METHOD: 'paypal' }, sandbox)
+  const token = await login(app)
+  const order = await placeOrder(app, token)
+  t.equal(sandbox.billing.orders.find((placed) => placed.id === order.billingOrderId)?.paymentmethod, 'paypal')
+
+  const misconfigured = await buildTestApp(t, { BILLING_PAYMENT_METHOD: 'cheque' }, sandbox)
+  const refused = await misconfigured.inject({ method: 'POST', url: '/api/orders', headers: bearer(await login(misconfigured)), payload: { productId: 1, billingCycle: 'monthly' } })
+  t.equal(refused.statusCode, 503, 'the service\'s configuration, not the customer\'s order, is at fault')
+  t.match(refused.json(), { code: 'BILLING_UNAVAILABLE' })
+  t.equal((await misconfigured.inject({ url: '/api/orders', headers: bearer(await login(misconfigured)) })).json().total, 0, 'no order stored')
 })
 
 t.test('the order list pages newest first, with the total on every page and past the last', async (t) => {

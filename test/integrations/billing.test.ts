@@ -1,7 +1,7 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
-import { BillingClient, OrderNotPendingError, OrderRefusedError, type BillingClientOptions } from '../../integrations/billing.js'
+import { BillingClient, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError, type BillingClientOptions } from '../../integrations/billing.js'
 import { BillingSimulator } from '../../sandbox/billing.js'
 import { startSandbox } from '../../sandbox/index.js'
 import { leaks, readable, recorder, upstreamClients } from './helpers.js'
@@ -194,8 +194,38 @@ t.test('AddOrder refused (result=error): OrderRefusedError, an answer logged at 
 })
 
 t.test('AddOrder uses the default payment method when given none', async t => {
-  const order = await client({ defaultPaymentMethod: 'mailin' }).addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
-  t.equal(billing.orders.find(candidate => candidate.id === order.orderId)?.paymentmethod, 'mailin')
+  const order = await client({ defaultPaymentMethod: 'paypal' }).addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
+  t.equal(billing.orders.find(candidate => candidate.id === order.orderId)?.paymentmethod, 'paypal')
+  const unset = await client().addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
+  t.equal(billing.orders.find(candidate => candidate.id === unset.orderId)?.paymentmethod, 'mailin', 'none configured: mailin')
+})
+
+t.test('AddOrder with no payment method configured, mailin not active: the first gateway WHMCS names, from then on', async t => {
+  const paypalOnly = new BillingSimulator({ paymentMethods: ['paypal', 'stripe'] })
+  await paypalOnly.start()
+  t.teardown(() => paypalOnly.close())
+  const whmcs = client({ url: paypalOnly.apiUrl, identifier: paypalOnly.identifier, secret: paypalOnly.secret })
+  const first = await whmcs.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
+  t.same(paypalOnly.calls.filter(call => call.route === 'AddOrder').map(call => call.params?.paymentmethod), ['mailin', 'paypal'], 'mailin refused, then paypal')
+  t.equal(paypalOnly.orders.find(candidate => candidate.id === first.orderId)?.paymentmethod, 'paypal')
+  t.match(recorded.lines.filter(line => line.level === 'warn').at(-1), { details: { refused: 'mailin', paymentMethod: 'paypal' }, message: /BILLING_PAYMENT_METHOD is not set/ })
+  paypalOnly.resetCalls()
+  await whmcs.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
+  t.same(paypalOnly.calls.map(call => call.params?.paymentmethod), ['paypal'], 'the next order goes with paypal at once')
+})
+
+t.test('AddOrder with a configured payment method WHMCS refuses: PaymentMethodRefusedError, a billing failure, never another gateway', async t => {
+  const paypalOnly = new BillingSimulator({ paymentMethods: ['paypal'] })
+  await paypalOnly.start()
+  t.teardown(() => paypalOnly.close())
+  const whmcs = client({ url: paypalOnly.apiUrl, identifier: paypalOnly.identifier, secret: paypalOnly.secret, defaultPaymentMethod: 'banktransfer' })
+  const refused = await failure(whmcs.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' }))
+  t.type(refused, PaymentMethodRefusedError)
+  t.match(refused, { failure: 'upstream_error', validMethods: ['paypal'], message: 'AddOrder: Invalid Payment Method. Valid options include paypal' })
+  t.match(recorded.calls.at(-1), { operation: 'AddOrder', outcome: 'upstream_error' }, 'counted as billing failing')
+  t.match(recorded.lines.at(-1), { level: 'error', details: { operation: 'AddOrder' } })
+  t.equal(paypalOnly.orders.length, 0, 'no order placed')
+  t.same(paypalOnly.calls.filter(call => call.route === 'AddOrder').length, 1, 'not retried with another gateway')
 })
 
 t.test('health: WhmcsDetails', async t => {
