@@ -15,6 +15,12 @@ export interface BillingClientOptions extends UpstreamOptions {
   defaultPaymentMethod?: string
 }
 
+/**
+ * WHMCS's refusals of the API credentials or of this host, which it answers with HTTP 403 but
+ * which some setups pass on with 200: none is about the request.
+ */
+const CREDENTIALS_REFUSED = /^\s*(authentication failed|invalid or missing credentials|invalid ip\b|invalid access key|ip banned)/i
+
 /** WHMCS's own example gateway, tried when no payment method is configured. */
 const FALLBACK_PAYMENT_METHOD = 'mailin'
 
@@ -399,14 +405,14 @@ export class BillingClient {
         signal: deadline
       })
       if (response.status >= 500) throw this.#upstream.failure('http_5xx', `${action}: HTTP ${response.status}`)
-      if (response.status === 403) throw this.#upstream.failure('auth_failed', `${action}: refused the API credentials (HTTP 403)`)
+      if (response.status === 401 || response.status === 403) throw this.#upstream.failure('auth_failed', `${action}: refused the API credentials (HTTP ${response.status})`)
       const answer = asRecord(this.#upstream.json(response, action))
       const message = toText(answer.message)
       if (answer.result === 'success') return read(answer)
       // Some actions (GetInvoice of a missing invoice, for one) answer `status: error` without a result.
       const isError = answer.result === 'error' || (answer.result === undefined && answer.status === 'error')
       if (!isError) throw this.#upstream.failure('upstream_error', `${action}: HTTP ${response.status} answer without a result`)
-      if (message === 'Authentication Failed') throw this.#upstream.failure('auth_failed', `${action}: refused the API credentials`)
+      if (CREDENTIALS_REFUSED.test(message)) throw this.#upstream.failure('auth_failed', `${action}: refused the API credentials (${brief(message)})`)
       const result = refused?.(message)
       if (result !== undefined) return result
       throw new BillingRefusal(action, message)

@@ -255,9 +255,23 @@ t.test('wrong credentials: auth_failed', async t => {
   t.notMatch(error.message, /not-the-secret/)
 })
 
-t.test('an "Authentication Failed" answer with HTTP 200: auth_failed', async t => {
-  billing.injectFault({ kind: 'error', message: 'Authentication Failed', times: 1 })
-  t.match(await failure(whmcs.health(AbortSignal.timeout(1000))), { failure: 'auth_failed' })
+t.test('an "Authentication Failed" answer with HTTP 200, or another refusal of the credentials or the host: auth_failed', async t => {
+  for (const message of ['Authentication Failed', 'Invalid or missing credentials', 'Invalid IP 203.0.113.9', 'Invalid Access Key', 'IP Banned']) {
+    billing.injectFault({ kind: 'error', message, times: 1 })
+    t.match(await failure(whmcs.health(AbortSignal.timeout(1000))), { failure: 'auth_failed' }, message)
+  }
+})
+
+t.test('HTTP 401: auth_failed', async t => {
+  const server = createServer((request, response) => {
+    request.resume()
+    response.writeHead(401, { 'content-type': 'application/json' }).end('{"result":"error","message":"Invalid or missing credentials"}')
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise(resolve => server.close(resolve)))
+  const refusing = client({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/includes/api.php` })
+  t.match(await failure(refusing.health(AbortSignal.timeout(1000))), { failure: 'auth_failed', message: 'WhmcsDetails: refused the API credentials (HTTP 401)' })
+  await refusing.close()
 })
 
 t.test('HTTP 5xx: http_5xx', async t => {
