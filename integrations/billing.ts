@@ -172,6 +172,11 @@ function isTrue (value: unknown): boolean {
 }
 
 /** Email addresses as WHMCS compares them: without regard to case. */
+/** Whether a WHMCS message is this one, whatever its case, spacing or closing full stop. */
+function says (message: string, expected: string): boolean {
+  return message.trim().replace(/\.$/, '').toLowerCase() === expected.toLowerCase()
+}
+
 function sameEmail (a: string, b: string): boolean {
   return a.toLowerCase() === b.toLowerCase()
 }
@@ -278,7 +283,7 @@ export class BillingClient {
   validateLogin (email: string, password: string, until?: Cancellation): Promise<{ userId: number, twoFactorRequired: boolean } | null> {
     return this.#action('ValidateLogin', { email, password2: password }, until,
       answer => ({ userId: toNumber(answer.userid, 'userid'), twoFactorRequired: isTrue(answer.twoFactorEnabled) }),
-      message => message === 'Email or Password Invalid' ? null : undefined)
+      message => says(message, 'Email or Password Invalid') ? null : undefined)
   }
 
   /**
@@ -303,7 +308,7 @@ export class BillingClient {
     }
     for (const lookup of [{ clientid: user.userId }, { email }]) {
       const client = await this.#action('GetClientsDetails', lookup, until, answer => answer,
-        message => message === 'Client Not Found' ? null : undefined)
+        message => says(message, 'Client Not Found') ? null : undefined)
       if (client !== null && actsFor(client)) return { outcome: 'signed_in', clientId: toClientDetails(client).id }
     }
     return { outcome: 'no_client_account' }
@@ -311,7 +316,7 @@ export class BillingClient {
 
   getClientsDetails (clientId: number, until?: Cancellation): Promise<ClientDetails | null> {
     return this.#action('GetClientsDetails', { clientid: clientId }, until, toClientDetails,
-      message => message === 'Client Not Found' ? null : undefined)
+      message => says(message, 'Client Not Found') ? null : undefined)
   }
 
   getInvoices ({ clientId, status, limitStart, limitNum }: InvoiceQuery, until?: Cancellation): Promise<InvoicePage> {
@@ -328,7 +333,7 @@ export class BillingClient {
       ...toInvoice(answer),
       balance: toNumber(answer.balance, 'balance'),
       items: listOf(answer.items, 'item').map(toInvoiceItem)
-    }), message => message === 'Invoice ID Not Found' ? null : undefined)
+    }), message => says(message, 'Invoice ID Not Found') ? null : undefined)
   }
 
   /**
@@ -369,7 +374,7 @@ export class BillingClient {
   /** Rejects with OrderNotPendingError when the order is not (or no longer) pending. */
   acceptOrder (orderId: number, until?: Cancellation): Promise<void> {
     return this.#action('AcceptOrder', { orderid: orderId }, until, () => undefined, message => {
-      if (message === 'Order ID not found or Status not Pending') throw new OrderNotPendingError(orderId)
+      if (says(message, 'Order ID not found or Status not Pending')) throw new OrderNotPendingError(orderId)
       return undefined
     })
   }

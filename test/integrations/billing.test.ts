@@ -104,6 +104,20 @@ t.test('signIn: a client the user owns (owner_user_id) or that lists her by the 
     { outcome: 'no_client_account' }, 'neither owned by her nor listing her')
 })
 
+t.test('the messages that mean "no such thing" are read whatever their case or closing full stop', async t => {
+  const whmcs = await whmcsAnswering(t, {
+    ValidateLogin: () => ({ result: 'error', message: 'email or password invalid.' }),
+    GetClientsDetails: () => ({ result: 'error', message: 'Client not found' }),
+    GetInvoice: () => ({ status: 'error', message: ' INVOICE ID NOT FOUND ' }),
+    AcceptOrder: () => ({ result: 'error', message: 'Order ID Not Found or Status Not Pending.' })
+  })
+  t.equal(await whmcs.validateLogin('jane@example.com', 'x'), null)
+  t.equal(await whmcs.getClientsDetails(1), null)
+  t.equal(await whmcs.getInvoice(1), null)
+  t.type(await failure(whmcs.acceptOrder(1)), OrderNotPendingError)
+  await whmcs.close()
+})
+
 t.test('GetInvoices: money as numbers, the WHMCS "never" as null', async t => {
   const { total, invoices } = await whmcs.getInvoices({ clientId: 1 })
   t.equal(total, 5)
