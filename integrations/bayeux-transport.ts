@@ -113,16 +113,30 @@ export class BayeuxTransport {
   #replies (operation: string, status: number, text: string): BayeuxMessage[] {
     if (status === 401 || status === 403) throw new StreamInterruption('auth_failed', `${operation}: HTTP ${status}`)
     if (status >= 500) throw new StreamInterruption('http_5xx', `${operation}: HTTP ${status}`)
-    if (status !== 200) throw new StreamInterruption('upstream_error', `${operation}: HTTP ${status}`)
-    let replies: unknown
-    try {
-      replies = JSON.parse(text)
-    } catch {
-      throw new StreamInterruption('upstream_error', `${operation}: the answer is not JSON`)
+    if (status !== 200) {
+      // Some Bayeux servers send their unsuccessful replies with a 4xx status (`400::The replayId ...
+      // was invalid` as HTTP 400): the replies say what went wrong, and what to do, better than the status.
+      const replies = messagesIn(text)
+      if (replies?.some(reply => reply.successful === false) === true) return replies
+      throw new StreamInterruption('upstream_error', `${operation}: HTTP ${status}`)
     }
-    // Bayeux: a client must accept an array of messages and may accept a single one, as CometD's clients do.
-    if (isRecord(replies)) return [replies]
-    if (!Array.isArray(replies)) throw new StreamInterruption('upstream_error', `${operation}: the answer is not a message array`)
-    return replies.map(asRecord)
+    const replies = messagesIn(text)
+    if (replies === undefined) throw new StreamInterruption('upstream_error', `${operation}: the answer is not a message array`)
+    return replies
   }
+}
+
+/**
+ * The Bayeux messages of an answer, or undefined when it holds none. A client must accept an array
+ * of messages and may accept a single one, as CometD's clients do.
+ */
+function messagesIn (text: string): BayeuxMessage[] | undefined {
+  let replies: unknown
+  try {
+    replies = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  if (isRecord(replies)) return [replies]
+  return Array.isArray(replies) ? replies.map(asRecord) : undefined
 }

@@ -419,9 +419,13 @@ export class PlatformEventSubscriber {
       else events.push(event)
     }
     if (events.length > 0) await this.#deliver(events.sort((a, b) => a.data.event.replayId - b.data.event.replayId), signal)
+    // Salesforce has answered a refused request with a lone error message that names no channel
+    // (`[{"error":"401::Request requires authentication","successful":false}]`): it is the reply.
     const reply = replies.find(candidate => candidate.channel === message.channel && (candidate.id === undefined || String(candidate.id) === id))
-    if (reply === undefined) throw new StreamInterruption('upstream_error', `${text(message.channel)}: no reply in the answer`)
-    return reply
+    if (reply !== undefined) return reply
+    const lone = replies.find(candidate => candidate.channel === undefined && candidate.successful === false)
+    if (lone === undefined) throw new StreamInterruption('upstream_error', `${text(message.channel)}: no reply in the answer`)
+    return { ...lone, channel: message.channel }
   }
 
   /** Exponential backoff with full jitter, from the initial delay up to the longest. */

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
@@ -337,6 +339,35 @@ t.test('errors in the Bayeux form code:args:message: Unknown client with args, a
   const fallback = subscription(t, { from, fallbackReplay: -1, onInvalidReplay: replayId => { invalid.push(replayId) } })
   await fallback.connected()
   t.same(invalid, [from], 'the refused id is the one it sent')
+})
+
+t.test('an invalid replay id refused with HTTP 400 rather than in a 200 answer: the same fallback', async t => {
+  const from = publish()
+  const invalid: number[] = []
+  crm.injectFault({ kind: 'error', route: 'cometd/meta/subscribe', status: 400, message: `400::The replayId {${from}} you provided was invalid.  Please provide a valid ID, -2 to replay all events, or -1 to replay only new events.`, times: 1 })
+  const fallback = subscription(t, { from, fallbackReplay: -1, onInvalidReplay: replayId => { invalid.push(replayId) } })
+  await fallback.connected()
+  t.same(invalid, [from], 'the fallback, not a retry of the same id')
+})
+
+t.test('a refusal that names no channel, as Salesforce has answered one, is the reply: a 401 gets a new token', async t => {
+  const server = createServer((request, response) => {
+    request.resume()
+    response.writeHead(200, { 'content-type': 'application/json' }).end('[{"error":"401::Request requires authentication","successful":false}]')
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise(resolve => server.close(resolve)))
+  const refused: string[] = []
+  const stream = subscription(t, {
+    from: -1,
+    crm: {
+      session: async () => ({ accessToken: `token-${refused.length}`, instanceUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }),
+      invalidateSession: session => { refused.push(session.accessToken) }
+    }
+  })
+  await until(() => refused.length > 0, 'the token dropped')
+  t.equal(refused[0], 'token-0')
+  t.equal(stream.subscriber.stats().lastError, 'auth_failed')
 })
 
 t.test('an event without EventUuid, as API versions before 52.0 deliver it, is delivered with its payload', async t => {
