@@ -1,5 +1,5 @@
-import { createServer, type Server } from 'node:http'
 import t from 'tap'
+import { json, stubServer } from '../helpers/http-stub.js'
 import { BayeuxTransport, CookieJar } from '../../integrations/bayeux-transport.js'
 
 t.test('the cookie jar keeps what Set-Cookie sets and forgets what it expires, by Max-Age or by a past Expires', async t => {
@@ -28,17 +28,8 @@ t.test('a cookie stops being sent once its time is up; Max-Age wins over Expires
 
 t.test('an answer of a single message is taken as an array of one; anything else not', async t => {
   let answer = ''
-  const server: Server = createServer((request, response) => {
-    request.resume()
-    request.on('end', () => response.writeHead(200, { 'content-type': 'application/json' }).end(answer))
-  })
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  const address = server.address()
-  const transport = new BayeuxTransport(`http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`, '60.0')
-  t.teardown(async () => {
-    await transport.close()
-    await new Promise(resolve => server.close(resolve))
-  })
+  const transport = new BayeuxTransport(await stubServer(t, () => json(200, answer)), '60.0')
+  t.teardown(() => transport.close())
   const handshake = [{ channel: '/meta/handshake', version: '1.0', supportedConnectionTypes: ['long-polling'] }]
   answer = JSON.stringify({ channel: '/meta/handshake', successful: true, clientId: 'c1' })
   t.same(await transport.send(handshake, 'token', 1000), [{ channel: '/meta/handshake', successful: true, clientId: 'c1' }])

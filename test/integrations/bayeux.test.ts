@@ -1,5 +1,3 @@
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { Writable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
@@ -9,6 +7,7 @@ import {
   PlatformEventSubscriber, type CrmSessions, type PlatformEventMessage, type PlatformEventSubscriberOptions, type SubscriberState
 } from '../../integrations/bayeux.js'
 import { ORDER_PROVISION_CHANNEL, startSandbox } from '../../sandbox/index.js'
+import { json, stubServer } from '../helpers/http-stub.js'
 import { leaks, sandboxCrmClient } from './helpers.js'
 
 const CONNECT_TIMEOUT_MS = 500
@@ -351,17 +350,12 @@ t.test('an invalid replay id refused with HTTP 400 rather than in a 200 answer: 
 })
 
 t.test('a refusal that names no channel, as Salesforce has answered one, is the reply: a 401 gets a new token', async t => {
-  const server = createServer((request, response) => {
-    request.resume()
-    response.writeHead(200, { 'content-type': 'application/json' }).end('[{"error":"401::Request requires authentication","successful":false}]')
-  })
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise(resolve => server.close(resolve)))
+  const instanceUrl = await stubServer(t, () => json(200, '[{"error":"401::Request requires authentication","successful":false}]'))
   const refused: string[] = []
   const stream = subscription(t, {
     from: -1,
     crm: {
-      session: async () => ({ accessToken: `token-${refused.length}`, instanceUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }),
+      session: async () => ({ accessToken: `token-${refused.length}`, instanceUrl }),
       invalidateSession: session => { refused.push(session.accessToken) }
     }
   })

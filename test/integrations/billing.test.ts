@@ -1,9 +1,8 @@
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { BillingClient, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError, type BillingClientOptions } from '../../integrations/billing.js'
 import { BillingSimulator } from '../../sandbox/billing.js'
 import { startSandbox } from '../../sandbox/index.js'
+import { json, stubServer } from '../helpers/http-stub.js'
 import { leaks, readable, recorder, upstreamClients } from './helpers.js'
 
 const sandbox = await startSandbox()
@@ -73,18 +72,11 @@ t.test('signIn: the client account a WHMCS 8 user acts for, never a client that 
 
 /** A WHMCS that answers each action with the given JSON (or an error answer when none is given). */
 async function whmcsAnswering (t: Test, answers: Record<string, (form: URLSearchParams) => object>) {
-  const server = createServer((request, response) => {
-    let body = ''
-    request.on('data', (chunk: Buffer) => { body += chunk.toString() })
-    request.on('end', () => {
-      const form = new URLSearchParams(body)
-      const answer = answers[form.get('action') ?? '']?.(form) ?? { result: 'error', message: 'Command Not Found' }
-      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer))
-    })
+  const url = await stubServer(t, (_request, body) => {
+    const form = new URLSearchParams(body)
+    return json(200, answers[form.get('action') ?? '']?.(form) ?? { result: 'error', message: 'Command Not Found' })
   })
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise(resolve => server.close(resolve)))
-  return client({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/includes/api.php` })
+  return client({ url: `${url}/includes/api.php` })
 }
 
 t.test('signIn: a client the user owns (owner_user_id) or that lists her by the email just checked, whatever ids the lists use', async t => {
@@ -277,13 +269,8 @@ t.test('an "Authentication Failed" answer with HTTP 200, or another refusal of t
 })
 
 t.test('HTTP 401: auth_failed', async t => {
-  const server = createServer((request, response) => {
-    request.resume()
-    response.writeHead(401, { 'content-type': 'application/json' }).end('{"result":"error","message":"Invalid or missing credentials"}')
-  })
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise(resolve => server.close(resolve)))
-  const refusing = client({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/includes/api.php` })
+  const url = await stubServer(t, () => json(401, { result: 'error', message: 'Invalid or missing credentials' }))
+  const refusing = client({ url: `${url}/includes/api.php` })
   t.match(await failure(refusing.health(AbortSignal.timeout(1000))), { failure: 'auth_failed', message: 'WhmcsDetails: refused the API credentials (HTTP 401)' })
   await refusing.close()
 })
@@ -295,13 +282,8 @@ t.test('HTTP 5xx: http_5xx', async t => {
 })
 
 t.test('a body that is not JSON: upstream_error, the body left out', async t => {
-  const server = createServer((request, response) => {
-    request.resume()
-    response.writeHead(200, { 'content-type': 'text/html' }).end('<html>Maintenance: secret-page-content</html>')
-  })
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise(resolve => server.close(resolve)))
-  const html = client({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/includes/api.php` })
+  const url = await stubServer(t, () => ({ status: 200, headers: { 'content-type': 'text/html' }, body: '<html>Maintenance: secret-page-content</html>' }))
+  const html = client({ url: `${url}/includes/api.php` })
   const error = await failure(html.health(AbortSignal.timeout(1000)))
   t.match(error, { failure: 'upstream_error', message: 'WhmcsDetails: HTTP 200 answer is not JSON' })
   await html.close()

@@ -1,12 +1,11 @@
 import { generateKeyPairSync, randomUUID } from 'node:crypto'
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { CrmApiError, CrmClient, isCrmNotFound, usageFrom, type CrmClientOptions } from '../../integrations/crm.js'
 import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
 import { startSandbox } from '../../sandbox/index.js'
+import { json, stubServer } from '../helpers/http-stub.js'
 import { leaks, readable, upstreamClients } from './helpers.js'
 
 const sandbox = await startSandbox()
@@ -80,26 +79,20 @@ t.test('an order deleted, or an id that cannot be one: null, as for a missing or
 
 t.test('a CRM answering past the sandbox: an empty 200 to a PATCH succeeds; a token refusal that is not JSON is auth_failed', async t => {
   let tokenAnswer = { status: 200, body: '' }
-  const server = createServer((request, response) => {
-    request.resume()
-    request.on('end', () => {
-      const instanceUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-      if (request.url === '/services/oauth2/token') {
-        const { status, body } = tokenAnswer
-        response.writeHead(status, { 'content-type': status === 200 ? 'application/json' : 'text/html' })
-          .end(status === 200 ? JSON.stringify({ access_token: 'token-1', instance_url: instanceUrl, token_type: 'Bearer' }) : body)
-      } else {
-        // Salesforce documents 200 as the answer of some PATCH requests; this one has no body.
-        response.writeHead(200, { 'sforce-limit-info': 'api-usage=5/15000' }).end()
-      }
-    })
+  const loginUrl = await stubServer(t, (request, _body, instanceUrl) => {
+    if (request.url === '/services/oauth2/token') {
+      const { status, body } = tokenAnswer
+      return status === 200
+        ? json(200, { access_token: 'token-1', instance_url: instanceUrl, token_type: 'Bearer' })
+        : { status, headers: { 'content-type': 'text/html' }, body }
+    }
+    // Salesforce documents 200 as the answer of some PATCH requests; this one has no body.
+    return { status: 200, headers: { 'sforce-limit-info': 'api-usage=5/15000' } }
   })
-  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise(resolve => server.close(resolve)))
-  const org = client({ loginUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+  const org = client({ loginUrl })
   await org.updateOrder('801000000000001AAA', { Status: 'Activated' })
   tokenAnswer = { status: 400, body: '<html>Bad Request</html>' }
-  t.match(await failure(client({ loginUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }).session()),
+  t.match(await failure(client({ loginUrl }).session()),
     { failure: 'auth_failed', message: 'POST oauth2/token: HTTP 400' })
 })
 

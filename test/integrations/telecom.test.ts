@@ -1,9 +1,8 @@
-import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { TelecomApiError, TelecomClient, type TelecomClientOptions } from '../../integrations/telecom.js'
 import { TelecomSimulator, startSandbox } from '../../sandbox/index.js'
+import { json, stubServer } from '../helpers/http-stub.js'
 import { leaks, readable, upstreamClients } from './helpers.js'
 
 const sandbox = await startSandbox()
@@ -77,26 +76,16 @@ t.test('health: /v1/status', async t => {
 
 t.test('health: any 2xx is healthy, whatever its body', async t => {
   for (const [status, body] of [[204, ''], [200, 'OK']] as const) {
-    const server = createServer((_request, response) => { response.writeHead(status).end(body) })
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    const probe = client({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+    const probe = client({ url: await stubServer(t, () => ({ status, body })) })
     await probe.health(AbortSignal.timeout(1000))
     t.match(recorded.calls.at(-1), { operation: 'status', outcome: 'ok' }, `${status} ${JSON.stringify(body)}`)
     await probe.close()
-    server.closeAllConnections()
-    server.close()
   }
 })
 
 t.test('activate: numeric ids and numbers are taken as text, a number not yet assigned as null; no id is no activation', async t => {
   let answer: unknown = {}
-  const server = createServer((request, response) => {
-    request.resume()
-    request.on('end', () => response.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify(answer)))
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise((resolve) => server.close(resolve)))
-  const elsewhere = client({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+  const elsewhere = client({ url: await stubServer(t, () => json(201, answer)) })
   const request = { orderId: '801A', productId: '1', idempotencyKey: '801A' }
   answer = { id: 123, status: 'active', msisdn: 447700900123 }
   t.same(await elsewhere.activate(request), { id: '123', status: 'active', msisdn: '447700900123', replayed: false })
