@@ -1,5 +1,6 @@
 import { createPublicKey, generateKeyPairSync, randomBytes, verify } from 'node:crypto'
 import type { KeyObject } from 'node:crypto'
+import { caseSafeId } from '../lib/salesforce-id.js'
 import { StreamingApi, bayeuxMessages } from './crm-streaming.js'
 import type { PlatformEventMessage, StreamingOptions, StreamingStats } from './crm-streaming.js'
 import { SandboxControlError, Simulator, bearerToken, controlBody, emptyReply, jsonReply } from './simulator.js'
@@ -49,21 +50,6 @@ export interface ApiUsage {
 type OAuthFailure = { error: string, description: string }
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
-const CASE_SAFE_SUFFIX = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ012345'
-
-/** The 18-character, case-insensitive form of a 15-character Salesforce id. */
-export function caseSafeId (id: string): string {
-  let suffix = ''
-  for (let chunk = 0; chunk < 3; chunk++) {
-    let bits = 0
-    for (let position = 0; position < 5; position++) {
-      const character = id[chunk * 5 + position] ?? ''
-      if (character >= 'A' && character <= 'Z') bits |= 1 << position
-    }
-    suffix += CASE_SAFE_SUFFIX[bits]
-  }
-  return id + suffix
-}
 
 function salesforceId (keyPrefix: string, sequence: number): string {
   let digits = ''
@@ -158,7 +144,7 @@ export class CrmSimulator extends Simulator {
   }
 
   order (id: string): OrderRecord | undefined {
-    const order = this.#orders.get(id.length === 15 ? caseSafeId(id) : id)
+    const order = this.#orders.get(caseSafeId(id))
     return order === undefined ? undefined : { ...order }
   }
 
@@ -384,7 +370,7 @@ export class CrmSimulator extends Simulator {
       return this.#restReply(404, restError('NOT_FOUND', 'The requested resource does not exist'))
     }
     if (id === undefined) return call.method === 'POST' ? this.#createOrder(call) : this.#methodNotAllowed(call, 'GET,POST,HEAD')
-    const order = this.#orders.get(id.length === 15 ? caseSafeId(id) : id)
+    const order = this.#orders.get(caseSafeId(id))
     if (order === undefined) return this.#restReply(404, restError('NOT_FOUND', 'The requested resource does not exist'))
     if (call.method === 'GET') {
       return this.#restReply(200, { attributes: { type: 'Order', url: `/services/data/v${version}/sobjects/Order/${String(order.Id)}` }, ...order })

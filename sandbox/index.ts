@@ -7,7 +7,7 @@ import type { TelecomSimulatorOptions } from './telecom.js'
 
 export { BillingSimulator, defaultBillingClients, defaultBillingInvoices, defaultBillingProducts } from './billing.js'
 export type { BillingClient, BillingInvoice, BillingInvoiceItem, BillingOrder, BillingProduct, BillingSimulatorOptions } from './billing.js'
-export { CrmSimulator, ORDER_PROVISION_CHANNEL, caseSafeId } from './crm.js'
+export { CrmSimulator, ORDER_PROVISION_CHANNEL } from './crm.js'
 export type { ApiUsage, CrmSimulatorOptions, OrderFields, OrderRecord, PlatformEventMessage, StreamingOptions, StreamingStats } from './crm.js'
 export { TelecomSimulator } from './telecom.js'
 export type { Activation, IdempotencyKeyUse, TelecomSimulatorOptions } from './telecom.js'

@@ -4,6 +4,7 @@ import type { PlatformEventMessage } from '../../integrations/bayeux.js'
 import { EventSubscription } from '../../lib/event-subscription.js'
 import { FAILURE_CLASSES, UpstreamFailure } from '../../lib/failure.js'
 import type { Order } from '../../lib/orders.js'
+import { caseSafeId } from '../../lib/salesforce-id.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -19,14 +20,18 @@ function numberOrNull (value: unknown): number | null {
 async function eventSubscriber (fastify: FastifyInstance) {
   const { config, orders, crm, crmQueue, jobQueue, log } = fastify
 
-  /** The order an event names: stored already, or read from the CRM and stored now. */
+  /**
+   * The order an event names: stored already, or read from the CRM and stored now under the id the
+   * CRM gives it. An event may carry the 15-character form of an id the REST API gave in 18.
+   */
   async function orderOf (crmOrderId: string): Promise<Order | null> {
-    const stored = await orders.findByCrmId(crmOrderId)
+    const caseSafe = caseSafeId(crmOrderId)
+    const stored = await orders.findByCrmId(crmOrderId) ?? (caseSafe === crmOrderId ? null : await orders.findByCrmId(caseSafe))
     if (stored !== null) return stored
     const record = await crmQueue.run((deadline) => crm.getOrder(crmOrderId, deadline))
     if (record === null) return null
     return await orders.ensure({
-      crmOrderId,
+      crmOrderId: record.Id,
       billingClientId: numberOrNull(record.BillingClientId__c),
       billingOrderId: numberOrNull(record.BillingOrderId__c),
       productId: String(record.Product__c ?? ''),
@@ -47,8 +52,10 @@ async function eventSubscriber (fastify: FastifyInstance) {
       log.warn({ replayId, crmOrderId }, 'OrderProvisionRequested__e names an order the CRM does not have: skipped')
       return
     }
-    await jobQueue.enqueue(crmOrderId)
-    log.info({ replayId, crmOrderId, orderId: order.id }, 'provisioning requested')
+    // The stored id, not the event's form of it: one job per order, whichever form events carry.
+    const storedId = order.crmOrderId ?? crmOrderId
+    await jobQueue.enqueue(storedId)
+    log.info({ replayId, crmOrderId: storedId, orderId: order.id }, 'provisioning requested')
   }
 
   const subscription = new EventSubscription({
