@@ -171,12 +171,12 @@ function isTrue (value: unknown): boolean {
   return value === true || value === 1 || value === '1' || value === 'true'
 }
 
-/** Email addresses as WHMCS compares them: without regard to case. */
 /** Whether a WHMCS message is this one, whatever its case, spacing or closing full stop. */
 function says (message: string, expected: string): boolean {
   return message.trim().replace(/\.$/, '').toLowerCase() === expected.toLowerCase()
 }
 
+/** Email addresses as WHMCS compares them: without regard to case. */
 function sameEmail (a: string, b: string): boolean {
   return a.toLowerCase() === b.toLowerCase()
 }
@@ -289,19 +289,19 @@ export class BillingClient {
   /**
    * Checks a sign-in and finds the client account it acts for. Since WHMCS 8 the users who sign in
    * are apart from the clients who are billed, and ValidateLogin answers a user id. A client acts
-   * for the user when the user owns it (`owner_user_id`) or is among its users, by id or by email (WHMCS 8); where clients list no users
-   * (WHMCS 7, where user and client are one), when it has the user's email. The client with the
-   * user's id is tried first (the two are equal after an upgrade from WHMCS 7), then the client with
-   * the user's email; a user that neither lists signs in as no client.
+   * for the user when the user owns it (`owner_user_id`) or is among its users, by id or by the
+   * email whose password was just checked (WHMCS 8); where clients list no users (WHMCS 7, where
+   * user and client are one), when it has the user's email. The client with the user's id is tried
+   * first (the two are equal after an upgrade from WHMCS 7), then the client with the user's email;
+   * a user that neither lists signs in as no client.
    */
   async signIn (email: string, password: string, until?: Cancellation): Promise<SignIn> {
     const user = await this.validateLogin(email, password, until)
     if (user === null) return { outcome: 'invalid_credentials' }
     if (user.twoFactorRequired) return { outcome: 'two_factor_required' }
-    // A listed user is this one by id, or by the email whose password was just checked.
     const actsFor = (answer: WhmcsAnswer): boolean => {
-      const users = usersOf(answer)
       if (Number(clientOf(answer).owner_user_id) === user.userId) return true
+      const users = usersOf(answer)
       return users === undefined
         ? sameEmail(toText(clientOf(answer).email), email)
         : users.some(listed => listed.id === user.userId || sameEmail(listed.email, email))
@@ -350,9 +350,12 @@ export class BillingClient {
     } catch (error) {
       const [valid] = error instanceof PaymentMethodRefusedError ? error.validMethods : []
       if (valid === undefined || valid === tried) throw error
-      this.#fallbackPaymentMethod = valid
-      this.#upstream.log.warn({ upstream: 'billing', operation: 'AddOrder', refused: tried, paymentMethod: valid },
-        `BILLING_PAYMENT_METHOD is not set and WHMCS refuses ${tried}: orders go with ${valid}, the first gateway it names`)
+      // Orders placed at the same time meet the same refusal: the first to learn of it says so.
+      if (this.#fallbackPaymentMethod === tried) {
+        this.#fallbackPaymentMethod = valid
+        this.#upstream.log.warn({ upstream: 'billing', operation: 'AddOrder', refused: tried, paymentMethod: valid },
+          `BILLING_PAYMENT_METHOD is not set and WHMCS refuses ${tried}: orders go with ${valid}, the first gateway it names`)
+      }
       return await this.#addOrder(order, valid, until)
     }
   }

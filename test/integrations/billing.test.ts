@@ -218,6 +218,13 @@ t.test('AddOrder with no payment method configured, mailin not active: the first
   paypalOnly.resetCalls()
   await whmcs.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
   t.same(paypalOnly.calls.map(call => call.params?.paymentmethod), ['paypal'], 'the next order goes with paypal at once')
+
+  const warnings = () => recorded.lines.filter(line => /BILLING_PAYMENT_METHOD is not set/.test(line.message)).length
+  const before = warnings()
+  const another = client({ url: paypalOnly.apiUrl, identifier: paypalOnly.identifier, secret: paypalOnly.secret })
+  const placed = await Promise.all([1, 2, 3].map(() => another.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })))
+  t.equal(placed.length, 3, 'orders placed at the same time all go through')
+  t.equal(warnings(), before + 1, 'and the change of gateway is said once')
 })
 
 t.test('AddOrder with a configured payment method WHMCS refuses: PaymentMethodRefusedError, a billing failure, never another gateway', async t => {
