@@ -105,8 +105,10 @@ export interface LoadedConfig {
   warnings: string[]
 }
 
+/** A value fit for an error message: the credentials of a URL in it hidden, a long one cut. */
 function describeValue (value: unknown): string {
-  return typeof value === 'string' && value.length > 40 ? `'${value.slice(0, 40)}…'` : `'${String(value)}'`
+  const text = String(value).replace(/\/\/[^/?#@\s]*@/g, '//***@')
+  return text.length > 40 ? `'${text.slice(0, 40)}…'` : `'${text}'`
 }
 
 function firstProblem (schema: TSchema, settings: Record<string, unknown>): ConfigError | undefined {
