@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { Simulator, jsonReply, textReply } from './simulator.js'
+import { Simulator, firstIdOfRun, jsonReply, textReply } from './simulator.js'
 import type { Endpoint, Fault, IncomingCall, Reply, SimulatorOptions } from './simulator.js'
 
 export type InvoiceStatus = 'Draft' | 'Unpaid' | 'Paid' | 'Cancelled' | 'Refunded' | 'Collections' | 'Payment Pending'
@@ -199,6 +199,7 @@ export class BillingSimulator extends Simulator {
   #invoices: BillingInvoice[]
   #products: BillingProduct[]
   #orders: BillingOrder[] = []
+  readonly #firstOrderId = firstIdOfRun()
   #services: BillingService[] = []
 
   constructor (options: BillingSimulatorOptions = {}) {
@@ -471,7 +472,7 @@ export class BillingSimulator extends Simulator {
       return { result: 'error', message: 'No items added to cart so order cannot proceed' }
     }
     const cycles = listParam(params, 'billingcycle')
-    const orderid = Math.max(0, ...this.#orders.map(order => order.id)) + 1
+    const orderid = Math.max(this.#firstOrderId - 1, ...this.#orders.map(order => order.id)) + 1
     const firstServiceId = Math.max(0, ...this.#services.map(service => service.id)) + 1
     const invoiceid = Math.max(0, ...this.#invoices.map(invoice => invoice.id)) + 1
     const items: BillingInvoiceItem[] = products.map((product, index) => {

@@ -3,7 +3,7 @@ import type { KeyObject } from 'node:crypto'
 import { caseSafeId } from '../lib/salesforce-id.js'
 import { StreamingApi, bayeuxMessages } from './crm-streaming.js'
 import type { PlatformEventMessage, StreamingOptions, StreamingStats } from './crm-streaming.js'
-import { SandboxControlError, Simulator, bearerToken, controlBody, emptyReply, jsonReply } from './simulator.js'
+import { SandboxControlError, Simulator, bearerToken, controlBody, emptyReply, firstIdOfRun, jsonReply } from './simulator.js'
 import type { Endpoint, Fault, IncomingCall, Reply, SimulatorOptions } from './simulator.js'
 
 export { ORDER_PROVISION_CHANNEL } from './crm-streaming.js'
@@ -99,6 +99,7 @@ export class CrmSimulator extends Simulator {
   #usage: ApiUsage
   #orders = new Map<string, OrderRecord>()
   #orderSequence = 0
+  readonly #firstOrderId = firstIdOfRun()
   #streaming: StreamingApi
 
   constructor (options: CrmSimulatorOptions = {}) {
@@ -150,7 +151,7 @@ export class CrmSimulator extends Simulator {
 
   /** Stores an Order as if created in the org, without counting an API call; returns its id. */
   putOrder (fields: OrderFields): string {
-    const id = salesforceId('801', 1_000_000 + ++this.#orderSequence)
+    const id = salesforceId('801', this.#firstOrderId + ++this.#orderSequence)
     const now = salesforceDateTime()
     const record = Object.fromEntries([...WRITABLE_ORDER_FIELDS].map(field => [field, null])) as OrderRecord
     Object.assign(record, fields, {

@@ -81,6 +81,15 @@ const REDACTED_HEADERS = new Set(['authorization', 'proxy-authorization', 'cooki
 const FAULT_KINDS = new Set<string>(['latency', 'error', 'http5xx', 'blackhole'])
 const MAX_BODY_BYTES = 1024 * 1024
 
+/**
+ * Where a run's record ids start. The real systems never give an id twice, but a simulator that
+ * restarts forgets what it gave: counting on from the clock (seconds since 2025) keeps a new run's
+ * ids apart from an earlier run's, which a database kept between runs still holds.
+ */
+export function firstIdOfRun (): number {
+  return Math.floor((Date.now() - Date.UTC(2025, 0, 1)) / 1000)
+}
+
 export function jsonReply (status: number, body: unknown, headers: OutgoingHttpHeaders = {}): Reply {
   return { status, headers: { 'content-type': 'application/json;charset=UTF-8', ...headers }, body: JSON.stringify(body) }
 }

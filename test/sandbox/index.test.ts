@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { existsSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
+import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { startSandbox } from '../../sandbox/index.js'
 
@@ -95,4 +96,26 @@ t.test('the CLI prints the settings, writes the key to a file and stops on SIGTE
   const [code] = await once(cli, 'exit')
   t.equal(code, 0)
   t.notOk(existsSync(settings.CRM_PRIVATE_KEY_PATH), 'the key file is removed')
+})
+
+t.test('a restarted sandbox gives no order id an earlier run gave, so a database kept between runs meets none twice', async t => {
+  const placeOrders = async () => {
+    const run = await startSandbox()
+    try {
+      const form = new URLSearchParams({
+        identifier: run.billing.identifier, secret: run.billing.secret, action: 'AddOrder', responsetype: 'json',
+        clientid: '1', 'pid[0]': '1', 'billingcycle[0]': 'monthly', paymentmethod: 'mailin'
+      })
+      const added = await (await fetch(run.settings.BILLING_API_URL!, { method: 'POST', body: form })).json() as { orderid: number }
+      return { billing: added.orderid, crm: run.crm.putOrder({ Status: 'Pending Review' }) }
+    } finally {
+      await run.close()
+    }
+  }
+  const first = await placeOrders()
+  // Ids count on from the clock, by the second.
+  await sleep(1100)
+  const second = await placeOrders()
+  t.ok(second.billing > first.billing, `billing order ${second.billing} after ${first.billing}`)
+  t.not(second.crm, first.crm, 'another CRM order id')
 })
