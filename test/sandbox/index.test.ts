@@ -102,10 +102,10 @@ t.test('a restarted sandbox gives no order id an earlier run gave, so a database
   const placeOrders = async () => {
     const run = await startSandbox()
     try {
-      const form = new URLSearchParams({
-        identifier: run.billing.identifier, secret: run.billing.secret, action: 'AddOrder', responsetype: 'json',
-        clientid: '1', 'pid[0]': '1', 'billingcycle[0]': 'monthly', paymentmethod: 'mailin'
-      })
+      const { identifier, secret } = run.billing
+      const form = new URLSearchParams({ identifier, secret, action: 'AddOrder', responsetype: 'json', clientid: '1', paymentmethod: 'mailin' })
+      form.append('pid[0]', '1')
+      form.append('billingcycle[0]', 'monthly')
       const added = await (await fetch(run.settings.BILLING_API_URL!, { method: 'POST', body: form })).json() as { orderid: number }
       return { billing: added.orderid, crm: run.crm.putOrder({ Status: 'Pending Review' }) }
     } finally {
