@@ -30,6 +30,12 @@ t.test('an order goes to billing, to the CRM in Pending Review, and is stored', 
   const other = await login(app, 'john@example.com', 'battery-staple')
   t.equal((await app.inject({ url: `/api/orders/${order.id}`, headers: bearer(other) })).statusCode, 404, 'another client\'s order is 404')
   t.equal((await app.inject({ url: '/api/orders', headers: bearer(other) })).json().total, 0)
+
+  // The product id as the order gives it back, a string of digits, places an order too.
+  const again = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: '2', billingCycle: 'annually' } })
+  t.equal(again.statusCode, 201)
+  t.match(again.json(), { productId: '2', billingCycle: 'annually' })
+  t.equal(sandbox.billing.calls.filter((call) => call.route === 'AddOrder').at(-1)?.params?.['pid[0]'], '2', 'product 2 ordered in billing')
 })
 
 t.test('orders are placed in billing with BILLING_PAYMENT_METHOD; one WHMCS refuses is 503 BILLING_UNAVAILABLE, nothing stored', async (t) => {

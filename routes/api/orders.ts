@@ -30,7 +30,8 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const clientId = Number(request.user.sub)
-    const { productId, billingCycle } = request.body
+    const { billingCycle } = request.body
+    const productId = Number(request.body.productId)
     const placed = await billingQueue.run((deadline) => billing.addOrder({ clientId, productId, billingCycle }, deadline)).catch((error: unknown) => {
       // An error answer is the billing system refusing this order; anything else (an answer that cannot
       // be read included: the order may have been placed) is it being unavailable.
