@@ -105,9 +105,15 @@ export interface LoadedConfig {
   warnings: string[]
 }
 
-/** A value fit for an error message: the credentials of a URL in it hidden, a long one cut. */
+/**
+ * A value fit for an error message, a long one cut. A URL is often refused for a character its
+ * password should have escaped, so everything from `//` to the last `@` is hidden, and so are
+ * query parameters that may carry a password.
+ */
 function describeValue (value: unknown): string {
-  const text = String(value).replace(/\/\/[^/?#@\s]*@/g, '//***@')
+  const text = String(value)
+    .replace(/\/\/.*@/, '//***@')
+    .replace(/([?&](?:password|passwd|pass|pwd|secret|token|key)=)[^&]*/gi, '$1***')
   return text.length > 40 ? `'${text.slice(0, 40)}…'` : `'${text}'`
 }
 
