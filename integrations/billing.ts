@@ -119,16 +119,27 @@ export class BillingRefusal extends UpstreamFailure {
 }
 
 /**
- * AddOrder refused the payment gateway (`Invalid Payment Method. Valid options include a,b`): the
- * service's configuration is wrong for this WHMCS, which is a failure of billing for every order,
- * not a refusal of this one.
+ * AddOrder refused a payment gateway that was given or configured (`Invalid Payment Method. Valid
+ * options include a,b`): the service's configuration is wrong for this WHMCS, a failure of billing
+ * for every order, not a refusal of this one.
  */
 export class PaymentMethodRefusedError extends UpstreamFailure {
-  readonly validMethods: string[]
-
   constructor (whmcsMessage: string) {
     super('upstream_error', 'billing', `AddOrder: ${brief(whmcsMessage)}`)
     this.name = 'PaymentMethodRefusedError'
+  }
+}
+
+/**
+ * AddOrder refused the gateway the client chose by itself, with no BILLING_PAYMENT_METHOD set: an
+ * answer naming the valid gateways, with one of which the order is placed again.
+ */
+class GatewayRefusal extends UpstreamRefusal {
+  readonly validMethods: string[]
+
+  constructor (readonly whmcsMessage: string) {
+    super('billing', `AddOrder: ${brief(whmcsMessage)}`)
+    this.name = 'GatewayRefusal'
     const [, listed = ''] = /valid options include\s*:?\s*(.*)$/i.exec(whmcsMessage) ?? []
     this.validMethods = listed.split(',').map(method => method.trim().replace(/\.$/, '')).filter(method => method !== '')
   }
@@ -173,7 +184,7 @@ function isTrue (value: unknown): boolean {
 
 /** Whether a WHMCS message is this one, whatever its case, spacing or closing full stop. */
 function says (message: string, expected: string): boolean {
-  return message.trim().replace(/\.$/, '').toLowerCase() === expected.toLowerCase()
+  return message.replace(/\s+/g, ' ').trim().replace(/\.$/, '').toLowerCase() === expected.toLowerCase()
 }
 
 /** Email addresses as WHMCS compares them: without regard to case. */
@@ -338,29 +349,35 @@ export class BillingClient {
 
   /**
    * Rejects with OrderRefusedError when WHMCS refuses the order: an answer, not billing failing; with
-   * PaymentMethodRefusedError when it refuses a payment method given or configured. Without either,
-   * a refused gateway is replaced, once, by the first one WHMCS names (a refused AddOrder placed nothing).
+   * PaymentMethodRefusedError when it refuses the payment method given or configured. With neither,
+   * a refused gateway is replaced by the first one WHMCS names (a refused AddOrder placed nothing).
    */
   async addOrder (order: NewOrder, until?: Cancellation): Promise<PlacedOrder> {
     const chosen = order.paymentMethod ?? this.#configuredPaymentMethod
-    if (chosen !== undefined) return await this.#addOrder(order, chosen, until)
+    if (chosen !== undefined) return await this.#addOrder(order, chosen, false, until)
     const tried = this.#fallbackPaymentMethod
     try {
-      return await this.#addOrder(order, tried, until)
+      return await this.#addOrder(order, tried, true, until)
     } catch (error) {
-      const [valid] = error instanceof PaymentMethodRefusedError ? error.validMethods : []
-      if (valid === undefined || valid === tried) throw error
+      if (!(error instanceof GatewayRefusal)) throw error
+      const [valid] = error.validMethods
+      if (valid === undefined || valid === tried) {
+        const failure = new PaymentMethodRefusedError(error.whmcsMessage)
+        this.#upstream.log.error({ upstream: 'billing', operation: 'AddOrder', failure: failure.failure }, failure.message)
+        throw failure
+      }
       // Orders placed at the same time meet the same refusal: the first to learn of it says so.
       if (this.#fallbackPaymentMethod === tried) {
         this.#fallbackPaymentMethod = valid
         this.#upstream.log.warn({ upstream: 'billing', operation: 'AddOrder', refused: tried, paymentMethod: valid },
           `BILLING_PAYMENT_METHOD is not set and WHMCS refuses ${tried}: orders go with ${valid}, the first gateway it names`)
       }
-      return await this.#addOrder(order, valid, until)
+      return await this.#addOrder(order, valid, false, until)
     }
   }
 
-  #addOrder ({ clientId, productId, billingCycle }: NewOrder, paymentMethod: string, until?: Cancellation): Promise<PlacedOrder> {
+  /** `chosenHere`: the gateway is the client's own choice, which WHMCS may refuse without fault. */
+  #addOrder ({ clientId, productId, billingCycle }: NewOrder, paymentMethod: string, chosenHere: boolean, until?: Cancellation): Promise<PlacedOrder> {
     const params = { clientid: clientId, pid: [productId], billingcycle: [billingCycle], paymentmethod: paymentMethod }
     return this.#action('AddOrder', params, until, answer => {
       const invoiceId = toNumber(answer.invoiceid ?? 0, 'invoiceid')
@@ -370,7 +387,8 @@ export class BillingClient {
         serviceIds: toText(answer.serviceids).split(',').filter(id => id !== '').map(id => toNumber(id, 'serviceids'))
       }
     }, message => {
-      throw /^invalid payment method/i.test(message.trim()) ? new PaymentMethodRefusedError(message) : new OrderRefusedError(message)
+      if (!/^invalid payment method/i.test(message.trim())) throw new OrderRefusedError(message)
+      throw chosenHere ? new GatewayRefusal(message) : new PaymentMethodRefusedError(message)
     })
   }
 

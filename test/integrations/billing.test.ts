@@ -100,7 +100,7 @@ t.test('the messages that mean "no such thing" are read whatever their case or c
   const whmcs = await whmcsAnswering(t, {
     ValidateLogin: () => ({ result: 'error', message: 'email or password invalid.' }),
     GetClientsDetails: () => ({ result: 'error', message: 'Client not found' }),
-    GetInvoice: () => ({ status: 'error', message: ' INVOICE ID NOT FOUND ' }),
+    GetInvoice: () => ({ status: 'error', message: ' INVOICE  ID NOT FOUND ' }),
     AcceptOrder: () => ({ result: 'error', message: 'Order ID Not Found or Status Not Pending.' })
   })
   t.equal(await whmcs.validateLogin('jane@example.com', 'x'), null)
@@ -215,6 +215,8 @@ t.test('AddOrder with no payment method configured, mailin not active: the first
   t.same(paypalOnly.calls.filter(call => call.route === 'AddOrder').map(call => call.params?.paymentmethod), ['mailin', 'paypal'], 'mailin refused, then paypal')
   t.equal(paypalOnly.orders.find(candidate => candidate.id === first.orderId)?.paymentmethod, 'paypal')
   t.match(recorded.lines.filter(line => line.level === 'warn').at(-1), { details: { refused: 'mailin', paymentMethod: 'paypal' }, message: /BILLING_PAYMENT_METHOD is not set/ })
+  t.same(recorded.calls.slice(-2).map(call => call.outcome), ['ok', 'ok'], 'the refused gateway is an answer, not a billing failure')
+  t.notOk(recorded.lines.some(line => line.level === 'error' && /Invalid Payment Method/.test(line.message)), 'nothing logged at error')
   paypalOnly.resetCalls()
   await whmcs.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' })
   t.same(paypalOnly.calls.map(call => call.params?.paymentmethod), ['paypal'], 'the next order goes with paypal at once')
@@ -234,7 +236,7 @@ t.test('AddOrder with a configured payment method WHMCS refuses: PaymentMethodRe
   const whmcs = client({ url: paypalOnly.apiUrl, identifier: paypalOnly.identifier, secret: paypalOnly.secret, defaultPaymentMethod: 'banktransfer' })
   const refused = await failure(whmcs.addOrder({ clientId: 1, productId: 1, billingCycle: 'monthly' }))
   t.type(refused, PaymentMethodRefusedError)
-  t.match(refused, { failure: 'upstream_error', validMethods: ['paypal'], message: 'AddOrder: Invalid Payment Method. Valid options include paypal' })
+  t.match(refused, { failure: 'upstream_error', message: 'AddOrder: Invalid Payment Method. Valid options include paypal' })
   t.match(recorded.calls.at(-1), { operation: 'AddOrder', outcome: 'upstream_error' }, 'counted as billing failing')
   t.match(recorded.lines.at(-1), { level: 'error', details: { operation: 'AddOrder' } })
   t.equal(paypalOnly.orders.length, 0, 'no order placed')
