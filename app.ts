@@ -2,7 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstanc
 import type { Config } from './lib/config.js'
 import { LazyChildLogger, createLogger } from './lib/logger.js'
 import { CORRELATION_HEADER, RequestLogController, correlationIdOf } from './lib/request-log.js'
-import { buildValidator } from './lib/validator.js'
+import { exactBodyValidator } from './lib/validator.js'
 import { BODY_LIMIT_BYTES } from './schemas/error.js'
 import sensible from './plugins/external/sensible.js'
 import metrics from './plugins/external/metrics.js'
@@ -76,7 +76,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     clientErrorHandler: handleClientError,
     // Unknown fields are an error, not silently dropped: the schemas say additionalProperties: false.
     ajv: { customOptions: { removeAdditional: false } },
-    schemaController: { compilersFactory: { buildValidator } }
+    schemaController: { compilersFactory: { buildValidator: exactBodyValidator() } }
   })
 
   app.decorate('config', config)
