@@ -156,6 +156,8 @@ t.test('events carrying the 15-character form of an order id reach the same orde
   const { rows } = await app.pg.query<{ crm_order_id: string }>('SELECT crm_order_id FROM orders ORDER BY crm_order_id')
   t.same(rows.map((row) => row.crm_order_id), [storedFirst, announcedShort].sort(), 'one row each, under the CRM\'s 18-character id')
   t.same(provisioningOutcome(sandbox, [storedFirst, announcedShort]), { activations: 2, distinctKeys: 2, keysUsedOnce: 2, billingAccepted: 2, crmActivated: 2 })
+  const reads = (id: string) => sandbox.crm.calls.filter((call) => call.method === 'GET' && call.path.endsWith(`/sobjects/Order/${id}`)).length
+  t.equal(reads(short(storedFirst)), 0, 'the short form of a stored order is found without asking the CRM')
 })
 
 /** A connected subscription and `count` orders, the first half of them provisioned already. */

@@ -55,7 +55,7 @@ async function eventSubscriber (fastify: FastifyInstance) {
     // The stored id, not the event's form of it: one job per order, whichever form events carry.
     const storedId = order.crmOrderId ?? crmOrderId
     await jobQueue.enqueue(storedId)
-    log.info({ replayId, crmOrderId: storedId, orderId: order.id }, 'provisioning requested')
+    log.info({ replayId, crmOrderId: storedId, ...(storedId === crmOrderId ? {} : { eventOrderId: crmOrderId }), orderId: order.id }, 'provisioning requested')
   }
 
   const subscription = new EventSubscription({
