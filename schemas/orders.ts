@@ -24,7 +24,7 @@ export const Order = Type.Object({
 
 export const NewOrderRequest = Type.Object({
   // A string of digits too: WHMCS, and this API's orders, give product ids as strings.
-  productId: Type.Union([Type.Integer({ minimum: 1, maximum: 2_147_483_647 }), Type.String({ pattern: '^[1-9][0-9]{0,8}$' })], {
+  productId: Type.Union([Type.Integer({ minimum: 1, maximum: 999_999_999 }), Type.String({ pattern: '^[1-9][0-9]{0,8}$' })], {
     description: 'the billing product id (WHMCS `pid`): a number, or a string of digits as an order gives it back'
   }),
   billingCycle: StringEnum(BILLING_CYCLES)

@@ -18,8 +18,14 @@ export async function stubServer (t: Test, answer: (request: IncomingMessage, bo
     let body = ''
     request.on('data', (chunk: Buffer) => { body += chunk.toString() })
     request.on('end', () => {
-      const { status, headers = {}, body: text } = answer(request, body, baseUrl)
-      response.writeHead(status, headers).end(text)
+      try {
+        const { status, headers = {}, body: text } = answer(request, body, baseUrl)
+        response.writeHead(status, headers).end(text)
+      } catch (error) {
+        // The test sees a failed call rather than its whole process ending.
+        t.fail(`the stub's answer threw: ${String(error)}`)
+        response.writeHead(500).end()
+      }
     })
   })
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))

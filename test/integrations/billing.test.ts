@@ -80,10 +80,10 @@ async function whmcsAnswering (t: Test, answers: Record<string, (form: URLSearch
 }
 
 t.test('signIn: a client the user owns (owner_user_id) or that lists her by the email just checked, whatever ids the lists use', async t => {
-  const signInWith = async (client: object) => {
+  const signInWith = async (client: object, topLevel: object = {}) => {
     const whmcs = await whmcsAnswering(t, {
       ValidateLogin: () => ({ result: 'success', userid: '1', passwordhash: 'x', twoFactorEnabled: false }),
-      GetClientsDetails: (form) => form.get('clientid') === '1' ? { result: 'success', client } : { result: 'error', message: 'Client Not Found' }
+      GetClientsDetails: (form) => form.get('clientid') === '1' ? { result: 'success', client, ...topLevel } : { result: 'error', message: 'Client Not Found' }
     })
     const outcome = await whmcs.signIn('jane@example.com', 'correct-horse')
     await whmcs.close()
@@ -91,6 +91,8 @@ t.test('signIn: a client the user owns (owner_user_id) or that lists her by the 
   }
   t.same(await signInWith({ id: '1', email: 'accounts@example.com', users: { user: [{ id: '55', email: 'Jane@Example.com' }] } }),
     { outcome: 'signed_in', clientId: 1 }, 'listed by her email, under another user id')
+  t.same(await signInWith({ id: '1', email: 'accounts@example.com' }, { users: { user: [{ id: '55', email: 'jane@example.com' }] } }),
+    { outcome: 'signed_in', clientId: 1 }, 'listed by her email beside the client rather than in it')
   t.same(await signInWith({ id: '1', email: 'accounts@example.com', owner_user_id: 1 }), { outcome: 'signed_in', clientId: 1 }, 'owned by her')
   t.same(await signInWith({ id: '1', email: 'accounts@example.com', owner_user_id: 2, users: { user: [{ id: '2', email: 'boss@example.com' }] } }),
     { outcome: 'no_client_account' }, 'neither owned by her nor listing her')
