@@ -55,4 +55,12 @@ closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger: app.log, skip: ['SIG
   app.log.info('shutdown complete')
 })
 
-await app.listen({ port: config.PORT, host: config.HOST })
+await app.listen({ port: config.PORT, host: config.HOST }).catch(async (error: unknown) => {
+  // A port in use (EADDRINUSE) or a host not of this machine (EADDRNOTAVAIL, ENOTFOUND): one line
+  // naming the settings, as for any other setting that stops the start.
+  const { code } = error as { code?: unknown }
+  process.stderr.write(`Startup failed: cannot listen on ${config.HOST}:${config.PORT}${typeof code === 'string' ? ` (${code})` : ''}; check HOST and PORT\n`)
+  await app.close()
+  await closeSandbox?.()
+  process.exit(1)
+})

@@ -1,4 +1,6 @@
 import t from 'tap'
+import { createServer } from 'node:net'
+import type { AddressInfo } from 'node:net'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { ensureTestDatabase, tempDir, testEnv } from './helpers/app.js'
@@ -46,4 +48,17 @@ t.test('a log file that cannot be opened at start: the start fails with one line
   t.equal(await server.exit, 1)
   t.match(server.stderr(), /^Startup failed: EISDIR: .*combined\.log/)
   t.equal(server.stderr().trim().split('\n').length, 1, 'one line')
+})
+
+t.test('a port already in use: the start fails with one line naming HOST and PORT, exit 1', async (t) => {
+  await ensureTestDatabase()
+  const taken = createServer()
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise((resolve) => taken.close(resolve)))
+  const { port } = taken.address() as AddressInfo
+  const server = runServer(testEnv({ HOST: '127.0.0.1', PORT: String(port) }))
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  t.equal(await server.exit, 1)
+  t.match(server.stderr(), new RegExp(`^Startup failed: cannot listen on 127\\.0\\.0\\.1:${port} \\(EADDRINUSE\\); check HOST and PORT$`, 'm'))
+  t.notMatch(server.stderr(), /at .*\.ts:\d+/, 'no stack trace')
 })
