@@ -1,5 +1,6 @@
 import { once } from 'node:events'
 import type { Redis } from 'ioredis'
+import { abortable } from './abortable.js'
 import type { Order, OrderStatus } from './orders.js'
 
 /** What an SSE client sees when one of its orders changes status. */
@@ -14,6 +15,12 @@ export interface OrderStatusEvent {
 }
 
 type Listener = (event: OrderStatusEvent) => void
+
+/**
+ * How often, while streams are open, the subscriber connection is asked whether Redis answers. A
+ * hung Redis keeps its socket open, so no connection event says that it has failed.
+ */
+export const LIVENESS_INTERVAL_MS = 5000
 
 interface Log {
   warn (object: object, message: string): void
@@ -36,6 +43,9 @@ export class OrderEvents {
   readonly #listeners = new Map<number, Set<Listener>>()
   readonly #onDrop = new Set<() => void>()
   readonly #channel: string
+  #liveness: NodeJS.Timeout | undefined
+  /** A PING not answered yet: while there is one, Redis has not answered since it was sent. */
+  #unanswered: Promise<unknown> | undefined
 
   constructor (
     private readonly redis: Redis,
@@ -43,6 +53,8 @@ export class OrderEvents {
     private readonly prefix: string,
     private readonly backlogLength: number,
     private readonly backlogRetentionSeconds: number,
+    /** How long Redis has to answer the liveness PING (REDIS_COMMAND_TIMEOUT_MS). */
+    private readonly commandTimeoutMs: number,
     private readonly log: Log
   ) {
     this.#channel = `${prefix}orders:status`
@@ -55,12 +67,17 @@ export class OrderEvents {
       subscriber.subscribe(this.#channel).catch((error: unknown) => this.log.warn({ err: error }, 'order events: resubscription failed; retried on the next reconnection'))
     })
     // Seed §6: when the cache fails, the streams drop, and clients reconnect.
-    subscriber.on('close', () => this.#dropAll())
+    subscriber.on('close', () => this.#dropAll('Redis connection lost'))
   }
 
   async start (): Promise<void> {
     if (this.subscriber.status !== 'ready') await once(this.subscriber, 'ready')
     await this.subscriber.subscribe(this.#channel)
+    this.#liveness = setInterval(() => { this.#checkLiveness().catch(() => {}) }, LIVENESS_INTERVAL_MS).unref()
+  }
+
+  stop (): void {
+    clearInterval(this.#liveness)
   }
 
   /** Announces a status change; a Redis failure is logged, not thrown: the status is in PostgreSQL. */
@@ -116,9 +133,21 @@ export class OrderEvents {
     for (const listener of this.#listeners.get(parsed.clientId) ?? []) listener(parsed.event)
   }
 
-  #dropAll (): void {
+  /** Drops the streams when Redis does not answer a PING in time, or has not answered the last one yet. */
+  async #checkLiveness (): Promise<void> {
     if (this.#onDrop.size === 0) return
-    this.log.info(`order event streams dropped: Redis connection lost (${this.#onDrop.size} streams)`)
+    if (this.#unanswered === undefined) {
+      const ping = this.subscriber.ping().finally(() => { this.#unanswered = undefined })
+      ping.catch(() => {})
+      this.#unanswered = ping
+    }
+    const answered = await abortable(this.#unanswered, AbortSignal.timeout(this.commandTimeoutMs)).then(() => true, () => false)
+    if (!answered) this.#dropAll('Redis not answering')
+  }
+
+  #dropAll (reason: string): void {
+    if (this.#onDrop.size === 0) return
+    this.log.info(`order event streams dropped: ${reason} (${this.#onDrop.size} streams)`)
     for (const drop of [...this.#onDrop]) drop()
   }
 

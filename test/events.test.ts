@@ -3,6 +3,7 @@ import { buildTestApp, startTestSandbox } from './helpers/app.js'
 import { waitFor } from './helpers/processes.js'
 import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { SseClient } from './helpers/sse.js'
+import { LIVENESS_INTERVAL_MS } from '../lib/order-events.js'
 import { bearer, login } from './helpers/tokens.js'
 
 function statuses (client: SseClient): string[] {
@@ -71,7 +72,7 @@ t.test('a heartbeat every 15 s, and the streams drop when Redis fails', async (t
   t.pass('the stream dropped; the client reconnects')
 })
 
-t.test('Redis hung: open streams stay open and silent, a change is stored but not announced; once it answers, changes arrive again', async (t) => {
+t.test('Redis hung: open streams drop once a liveness PING goes unanswered; once Redis answers, a new stream gets the changes', async (t) => {
   const { redis, app } = await buildTestAppOnPrivateRedis(t, { REDIS_COMMAND_TIMEOUT_MS: '500', AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
   const token = await login(app)
@@ -79,14 +80,20 @@ t.test('Redis hung: open streams stay open and silent, a change is stored but no
   t.teardown(() => stream.close())
 
   redis.hang()
+  const hungAt = performance.now()
   const placed = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
   t.equal(placed.statusCode, 201, 'the order is placed and stored')
-  await new Promise((resolve) => setTimeout(resolve, 1000))
-  t.equal(stream.ended, false, 'the stream stays open (the socket to Redis is still there)')
+  await waitFor('the stream to drop', async () => stream.ended, LIVENESS_INTERVAL_MS + 5000)
+  const tookMs = performance.now() - hungAt
+  t.ok(tookMs < LIVENESS_INTERVAL_MS + 2000, `dropped ${Math.round(tookMs)} ms after Redis hung (seed §6: streams drop when the cache fails)`)
   t.same(statuses(stream), [], 'its Pending Review was not announced')
 
   redis.resume()
+  const again = await SseClient.open(`${url}/api/events`, bearer(token))
+  t.teardown(() => again.close())
   await app.jobQueue.enqueue(placed.json().crmOrderId)
-  await waitFor('Active on the stream', async () => statuses(stream).includes('Active'), 15_000)
-  t.same(statuses(stream), ['Provisioning', 'Active'], 'the changes after Redis answers again')
+  await waitFor('Active on the new stream', async () => statuses(again).includes('Active'), 15_000)
+  t.same(statuses(again), ['Provisioning', 'Active'], 'the changes after Redis answers again')
+  await new Promise((resolve) => setTimeout(resolve, LIVENESS_INTERVAL_MS + 1000))
+  t.equal(again.ended, false, 'a stream stays open while Redis answers')
 })

@@ -17,15 +17,18 @@ const BACKLOG_LENGTH = 100
 const BACKLOG_RETENTION_SECONDS = 86_400
 
 async function orders (fastify: FastifyInstance) {
-  const { REDIS_KEY_PREFIX } = fastify.config
+  const { REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT_MS } = fastify.config
   // A connection in subscriber mode can do nothing else, so it is a connection of its own.
   const subscriber = fastify.redis.duplicate({ enableOfflineQueue: true, autoResubscribe: false })
   subscriber.on('error', () => {})
-  const orderEvents = new OrderEvents(fastify.redis, subscriber, REDIS_KEY_PREFIX, BACKLOG_LENGTH, BACKLOG_RETENTION_SECONDS, fastify.log)
+  const orderEvents = new OrderEvents(fastify.redis, subscriber, REDIS_KEY_PREFIX, BACKLOG_LENGTH, BACKLOG_RETENTION_SECONDS, REDIS_COMMAND_TIMEOUT_MS, fastify.log)
   await orderEvents.start()
   fastify.decorate('orders', new OrderStore(fastify.pg.pool))
   fastify.decorate('orderEvents', orderEvents)
-  fastify.addHook('onClose', () => closeRedis(subscriber))
+  fastify.addHook('onClose', async () => {
+    orderEvents.stop()
+    await closeRedis(subscriber)
+  })
 }
 
 export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['db', 'redis'], decorators: { fastify: ['config'] } })
