@@ -86,3 +86,10 @@ t.test('unknown routes are 404 in the same shape, with the correlation id header
   t.equal(response.headers['x-correlation-id'], 'lost-1')
   t.same(response.json(), { statusCode: 404, error: 'Not Found', message: 'Route GET /api/nothing-here not found', code: 'NOT_FOUND', correlationId: 'lost-1' })
 })
+
+t.test('a path that exists, asked with a method it does not take, is the same 404 naming method and path', async (t) => {
+  const app = await buildTestApp(t)
+  const response = await app.inject({ method: 'DELETE', url: '/health?x=1' })
+  t.equal(response.statusCode, 404)
+  t.match(response.json(), { statusCode: 404, code: 'NOT_FOUND', message: 'Route DELETE /health not found' })
+})
