@@ -1,8 +1,7 @@
 import t from 'tap'
-import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import { request } from 'undici'
-import { ensureTestDatabase, startTestSandbox, testEnv, testSchemaUrl } from './helpers/app.js'
+import { ensureTestDatabase, startTestSandbox, testEnv, testKeyPrefix, testSchemaUrl } from './helpers/app.js'
 import { waitFor } from './helpers/processes.js'
 import { provisioningOutcome, seedCrmOrders } from './helpers/provisioning.js'
 import { startService, type ServiceProcess } from './helpers/service-process.js'
@@ -47,7 +46,7 @@ t.test('SIGKILL mid-stream, start again: every order Active exactly once', async
   await ensureTestDatabase()
   const sandbox = await startTestSandbox(t, STREAMING)
   const databaseUrl = await testSchemaUrl(t)
-  const env = await serviceEnv(sandbox, `test:${randomUUID()}:`, databaseUrl)
+  const env = await serviceEnv(sandbox, testKeyPrefix(), databaseUrl)
   const first = await startService(env)
   t.teardown(() => kill(first))
   await waitFor('the subscription', async () => (await subscriptionState(first)) === 'connected', 15_000)
@@ -86,7 +85,7 @@ t.test('two instances: one subscriber at a time; the holder killed, the other ta
   await ensureTestDatabase()
   const sandbox = await startTestSandbox(t, STREAMING)
   const databaseUrl = await testSchemaUrl(t)
-  const env = await serviceEnv(sandbox, `test:${randomUUID()}:`, databaseUrl)
+  const env = await serviceEnv(sandbox, testKeyPrefix(), databaseUrl)
   const services = [await startService(env), await startService(env)]
   t.teardown(() => services.forEach(kill))
   await waitFor('one subscription', async () => (await Promise.all(services.map(subscriptionState))).includes('connected'), 15_000)

@@ -1,11 +1,11 @@
 import t from 'tap'
-import { buildTestApp, startTestSandbox } from './helpers/app.js'
+import { buildTestApp, startTestSandbox, testKeyPrefix } from './helpers/app.js'
 import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { bearer, login } from './helpers/tokens.js'
 
 t.test('past the limit: 429 with Retry-After, shared by two instances on one Redis', async (t) => {
   const sandbox = await startTestSandbox(t)
-  const env = { RATE_LIMIT_MAX: '5', REDIS_KEY_PREFIX: `test:${Date.now()}:limits:` }
+  const env = { RATE_LIMIT_MAX: '5', REDIS_KEY_PREFIX: testKeyPrefix() }
   const first = await buildTestApp(t, env, sandbox)
   const second = await buildTestApp(t, env, sandbox)
   const token = await login(first)

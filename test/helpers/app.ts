@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import pg from 'pg'
 import type { FastifyInstance } from 'fastify'
 import { build } from '../../app.js'
 import { loadConfig, type Config } from '../../lib/config.js'
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../sandbox/index.js'
+import { SHARED_REDIS, tempDir, testKeyPrefix } from './made.js'
+
+export { tempDir, testKeyPrefix }
 
 export const TEST_DATABASE = 'portal_bff_test'
 export const SHARED_POSTGRES = 'postgres://postgres@127.0.0.1:5432'
@@ -35,19 +35,15 @@ export function ensureTestDatabase (): Promise<void> {
   return databaseReady
 }
 
-export function tempDir (prefix: string): string {
-  return mkdtempSync(join(tmpdir(), `portal-bff-${prefix}-`))
-}
-
 /** The environment of a test service: the tests' database, the shared Redis, logs in a temp dir. */
 export function testEnv (overrides: Record<string, string> = {}): Record<string, string> {
   return {
     NODE_ENV: 'test',
     DATABASE_URL: TEST_DATABASE_URL,
-    REDIS_URL: 'redis://127.0.0.1:6379',
+    REDIS_URL: SHARED_REDIS,
     LOG_DIR: tempDir('logs'),
     LOG_LEVEL: 'info',
-    REDIS_KEY_PREFIX: `test:${randomUUID()}:`,
+    REDIS_KEY_PREFIX: testKeyPrefix(),
     JWT_SECRET: 'test-secret-that-is-at-least-32-characters-long',
     ...overrides
   }
@@ -78,17 +74,6 @@ export async function testSchemaUrl (t: Teardown): Promise<string> {
   return `${TEST_DATABASE_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`
 }
 
-/** The test's keys on the shared Redis, so runs leave nothing behind. */
-async function removeKeys (app: FastifyInstance, prefix: string): Promise<void> {
-  if (prefix === '') return
-  let cursor = '0'
-  do {
-    const [next, keys] = await app.redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500)
-    if (keys.length > 0) await app.redis.del(...keys)
-    cursor = next
-  } while (cursor !== '0')
-}
-
 /** Upstream simulators for one test, closed when the test ends. */
 export async function startTestSandbox (t: Teardown, options?: SandboxOptions): Promise<Sandbox> {
   const sandbox = await startSandbox(options)
@@ -106,9 +91,6 @@ export async function buildTestApp (t: Teardown, overrides: Record<string, strin
   const databaseUrl = overrides.DATABASE_URL ?? await testSchemaUrl(t)
   const config = testConfig({ ...upstreams.settings, DATABASE_URL: databaseUrl, ...overrides })
   const app = await build({ config, logToStdout: false })
-  t.teardown(async () => {
-    await removeKeys(app, config.REDIS_KEY_PREFIX).catch(() => {})
-    await app.close()
-  })
+  t.teardown(() => app.close())
   return app
 }

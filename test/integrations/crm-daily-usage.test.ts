@@ -1,12 +1,12 @@
-import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
+import { testKeyPrefix } from '../helpers/made.js'
 import { PrivateRedis } from '../helpers/private-redis.js'
 import { recorder } from './helpers.js'
 
 const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
-const prefix = `test:${randomUUID()}:`
+const prefix = testKeyPrefix()
 const keys: string[] = []
 t.teardown(async () => {
   if (keys.length > 0) await redis.del(...keys)

@@ -1,9 +1,10 @@
-import { generateKeyPairSync, randomUUID } from 'node:crypto'
+import { generateKeyPairSync } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import t from 'tap'
 import { CrmApiError, CrmClient, isCrmNotFound, usageFrom, type CrmClientOptions } from '../../integrations/crm.js'
 import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
+import { testKeyPrefix } from '../helpers/made.js'
 import { startSandbox } from '../../sandbox/index.js'
 import { json, stubServer } from '../helpers/http-stub.js'
 import { leaks, readable, upstreamClients } from './helpers.js'
@@ -11,7 +12,7 @@ import { leaks, readable, upstreamClients } from './helpers.js'
 const sandbox = await startSandbox()
 const { crm } = sandbox
 const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
-const prefix = `test:${randomUUID()}:`
+const prefix = testKeyPrefix()
 const accessTokens: string[] = []
 const keys = new Set<string>()
 const { recorded, errors, client, failure, closeClients } = upstreamClients((options: Partial<CrmClientOptions>, { log, onCall }) => new CrmClient({
