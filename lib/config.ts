@@ -49,6 +49,8 @@ export const SettingsSchema = Type.Object({
   CRM_PRIVATE_KEY_PATH: Type.Optional(Type.String({ minLength: 1 })),
   CRM_API_VERSION: Type.String({ pattern: '^[0-9]{2,3}\\.0$', default: '60.0' }),
   CRM_DAILY_API_LIMIT: Type.Optional(Type.Integer({ minimum: 1 })),
+  // An Account id: key prefix 001, 15 or 18 characters.
+  CRM_ORDER_ACCOUNT_ID: Type.Optional(Type.String({ pattern: '^001[A-Za-z0-9]{12}([A-Za-z0-9]{3})?$', description: 'the Account of the CRM orders the portal places' })),
   CRM_EVENTS_ENABLED: Type.Boolean({ default: false }),
   CRM_EVENTS_REPLAY: Type.Optional(Type.Union([Type.Literal('ALL'), Type.Literal('LATEST')])),
   TELECOM_API_URL: Type.Optional(Url('telecom provider base URL')),

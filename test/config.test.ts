@@ -49,6 +49,8 @@ const invalid: Array<[string, string]> = [
   ['CRM_PRIVATE_KEY', 'not a key'],
   ['CRM_PRIVATE_KEY_PATH', '/nonexistent/key.pem'],
   ['BILLING_PAYMENT_METHOD', 'Bank Transfer'],
+  // An Order's id, where an Account's is wanted.
+  ['CRM_ORDER_ACCOUNT_ID', '8015g00000435Ai'],
   // A lease this long would let a takeover come later than the contract's 30 s.
   ['CRM_EVENTS_LEASE_TTL_MS', '30000']
 ]

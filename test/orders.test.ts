@@ -38,6 +38,18 @@ t.test('an order goes to billing, to the CRM in Pending Review, and is stored', 
   t.equal(sandbox.billing.calls.filter((call) => call.route === 'AddOrder').at(-1)?.params?.['pid[0]'], '2', 'product 2 ordered in billing')
 })
 
+t.test('the CRM order carries CRM_ORDER_ACCOUNT_ID as its AccountId; unset, none', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const accountId = '001000000000001AAA'
+  const withAccount = await buildTestApp(t, { CRM_ORDER_ACCOUNT_ID: accountId }, sandbox)
+  const placed = await placeOrder(withAccount, await login(withAccount))
+  t.equal(sandbox.crm.order(placed.crmOrderId)?.AccountId, accountId)
+
+  const withoutAccount = await buildTestApp(t, {}, sandbox)
+  const unassigned = await placeOrder(withoutAccount, await login(withoutAccount))
+  t.equal(sandbox.crm.order(unassigned.crmOrderId)?.AccountId ?? null, null)
+})
+
 t.test('orders are placed in billing with BILLING_PAYMENT_METHOD; one WHMCS refuses is 503 BILLING_UNAVAILABLE, nothing stored', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { BILLING_PAYMENT_METHOD: 'paypal' }, sandbox)

@@ -12,6 +12,7 @@ const errors = { ...authenticatedErrorResponses, ...invalidRequestResponse, 503:
 const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [OrderStatus, Order, OrderList]) fastify.addSchema(schema)
   const { billing, billingQueue, crm, crmQueue, orders, orderEvents } = fastify
+  const { CRM_ORDER_ACCOUNT_ID } = fastify.config
 
   fastify.post('/api/orders', {
     schema: {
@@ -47,7 +48,8 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         EffectiveDate: new Date().toISOString().slice(0, 10),
         BillingOrderId__c: String(placed.orderId),
         BillingClientId__c: String(clientId),
-        Product__c: String(productId)
+        Product__c: String(productId),
+        ...(CRM_ORDER_ACCOUNT_ID === undefined ? {} : { AccountId: CRM_ORDER_ACCOUNT_ID })
       }, deadline))
     } catch (error) {
       // A full queue is this instance's overload, not an answer of the CRM: the reason says which.
