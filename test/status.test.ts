@@ -52,8 +52,9 @@ t.test('in headless Chromium: the ok state, then a stopped Redis as a failing ca
   const problems: string[] = []
   page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
   page.on('pageerror', (error) => problems.push(error.message))
-  const docs = join(projectRoot, 'docs')
-  mkdirSync(docs, { recursive: true })
+  // The README's screenshots are taken anew only when asked: every run would otherwise change them.
+  const screenshots = process.env.UPDATE_SCREENSHOTS === '1' ? join(projectRoot, 'docs') : profile
+  mkdirSync(screenshots, { recursive: true })
 
   await page.goto(url)
   await page.waitForSelector('body[data-loaded="true"]', { timeout: 10_000 })
@@ -66,7 +67,7 @@ t.test('in headless Chromium: the ok state, then a stopped Redis as a failing ca
   t.match(await page.textContent('#crm [data-field=usage]'), /of 15000/, 'CRM usage against its limit')
   t.ok(await page.textContent('#jobs'), 'the job queue')
   t.match(await page.textContent('#subscriber'), /no data|state/, 'the subscriber, or no data')
-  await page.screenshot({ path: join(docs, 'status-ok.png'), fullPage: true })
+  await page.screenshot({ path: join(screenshots, 'status-ok.png'), fullPage: true })
 
   await redis.kill()
   await sleep(1100)
@@ -78,7 +79,7 @@ t.test('in headless Chromium: the ok state, then a stopped Redis as a failing ca
   t.equal(await cache.getAttribute('data-level'), 'critical', 'in red')
   t.equal(await page.getAttribute('#alerts tr[data-measure="core_status"]', 'data-level'), 'critical', 'a critical alert')
   t.match(await page.textContent('#alerts tr[data-measure="core_status"]'), /P1/, 'with its priority')
-  await page.screenshot({ path: join(docs, 'status-cache-down.png'), fullPage: true })
+  await page.screenshot({ path: join(screenshots, 'status-cache-down.png'), fullPage: true })
 
   t.same(problems, [], 'no script error and no content security policy violation')
   // Before the service: an open page keeps connections to it.
