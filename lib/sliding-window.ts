@@ -55,10 +55,11 @@ export class SlidingWindow {
     this.#scratch = new Float64Array(maxSamples)
   }
 
-  record (value: number, failed = false): void {
+  /** `at` is the sample's time, when the caller has just read the clock. */
+  record (value: number, failed = false, at = performance.now()): void {
     if (this.#count === this.maxSamples) this.#dropOldest()
     const index = (this.#oldest + this.#count) % this.maxSamples
-    this.#at[index] = performance.now()
+    this.#at[index] = at
     this.#values[index] = value
     this.#failed[index] = failed ? 1 : 0
     this.#count++

@@ -175,3 +175,83 @@ t.test('CRM_DAILY_API_LIMIT stands in only until the CRM has answered', async (t
   t.match(after.dailyUsage, { limit: sandbox.crm.apiUsage.max, limitSource: 'crm' })
   t.not(after.dailyUsage.limit, 5000)
 })
+
+function unitQueue (options: { concurrency: number, timeoutMs?: number, maxSize?: number }) {
+  return new RequestQueue({
+    name: 'billing',
+    timeoutMs: 5000,
+    maxSize: 10,
+    windowMs: 60_000,
+    thresholds: { queueSize: 'billing_queue_size', failedRequests: 'billing_failed_requests' },
+    ...options
+  })
+}
+
+/** A task the test ends: it records its start and resolves with its index when told. */
+function heldTasks (count: number) {
+  const started: number[] = []
+  const finish: Array<() => void> = []
+  const tasks = Array.from({ length: count }, (_, index) => () => new Promise<number>((resolve) => {
+    started.push(index)
+    finish[index] = () => resolve(index)
+  }))
+  return { started, finish, tasks }
+}
+
+t.test('waiting requests start oldest first, never more than the concurrency at once', async (t) => {
+  const queue = unitQueue({ concurrency: 2 })
+  const { started, finish, tasks } = heldTasks(5)
+  const results = tasks.map((task) => queue.run(task))
+  t.same(started, [0, 1], 'two slots: the first two start at once')
+  t.match(queue.metrics(), { pendingRequests: 2, queueSize: 3 })
+
+  finish[1]!()
+  await waitFor('a slot passed on', async () => started.length === 3, 1000)
+  t.same(started, [0, 1, 2], 'the freed slot goes to the oldest waiting')
+  finish[0]!()
+  finish[2]!()
+  await waitFor('both slots passed on', async () => started.length === 5, 1000)
+  t.same(started, [0, 1, 2, 3, 4], 'then the next in the order they came')
+  t.match(queue.metrics(), { pendingRequests: 2, queueSize: 0 })
+
+  finish[3]!()
+  finish[4]!()
+  t.same(await Promise.all(results), [0, 1, 2, 3, 4], 'each caller gets its own task\'s result')
+  t.match(queue.metrics(), { totalRequests: 5, completedRequests: 5, failedRequests: 0, pendingRequests: 0, queueSize: 0 })
+})
+
+t.test('a task that throws at once is a failed request and frees its slot', async (t) => {
+  const queue = unitQueue({ concurrency: 1 })
+  const thrown = queue.run(() => { throw new Error('broken before its first await') })
+  const next = queue.run(async () => 'ran')
+  await t.rejects(thrown, { message: 'broken before its first await' })
+  t.equal(await next, 'ran')
+  t.match(queue.metrics(), { totalRequests: 2, completedRequests: 1, failedRequests: 1, pendingRequests: 0 })
+})
+
+t.test('drain waits for what runs and waits, and no longer than a request may take', async (t) => {
+  const idle = unitQueue({ concurrency: 1 })
+  const startedIdle = performance.now()
+  await idle.drain()
+  t.ok(performance.now() - startedIdle < 50, 'an idle queue drains at once')
+
+  const queue = unitQueue({ concurrency: 1 })
+  const { finish, tasks } = heldTasks(2)
+  const results = tasks.map((task) => queue.run(task))
+  let drained = false
+  const draining = queue.drain().then(() => { drained = true })
+  finish[0]!()
+  await waitFor('the waiting one started', async () => queue.metrics().pendingRequests === 1 && queue.metrics().queueSize === 0, 1000)
+  await sleep(20)
+  t.notOk(drained, 'not drained while the second still runs')
+  finish[1]!()
+  await draining
+  t.same(await Promise.all(results), [0, 1])
+
+  const stuck = unitQueue({ concurrency: 1, timeoutMs: 200 })
+  stuck.run(() => new Promise(() => {})).catch(() => {})
+  const startedStuck = performance.now()
+  await stuck.drain()
+  const waited = performance.now() - startedStuck
+  t.ok(waited >= 150 && waited < 600, `a task that never ends holds drain for the queue timeout only: ${Math.round(waited)} ms`)
+})
