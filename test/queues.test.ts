@@ -13,6 +13,18 @@ function billingCall (app: FastifyInstance) {
   return app.billingQueue.run((deadline) => app.billing.health(deadline))
 }
 
+/** A queue without an app, for what the queue itself guarantees. */
+function unitQueue (options: { concurrency: number, timeoutMs?: number }) {
+  return new RequestQueue({
+    name: 'billing',
+    timeoutMs: 5000,
+    maxSize: 10,
+    windowMs: 60_000,
+    thresholds: { queueSize: 'billing_queue_size', failedRequests: 'billing_failed_requests' },
+    ...options
+  })
+}
+
 t.test('queue metrics follow a slow upstream at concurrency 1', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { BILLING_QUEUE_CONCURRENCY: '1' }, sandbox)
@@ -128,14 +140,7 @@ t.test('requests whose deadline passes while they wait leave the queue then, and
 })
 
 t.test('averageWaitTime counts the waits that ended at the deadline, the longest of all', async (t) => {
-  const queue = new RequestQueue({
-    name: 'billing',
-    concurrency: 1,
-    timeoutMs: 300,
-    maxSize: 10,
-    windowMs: 60_000,
-    thresholds: { queueSize: 'billing_queue_size', failedRequests: 'billing_failed_requests' }
-  })
+  const queue = unitQueue({ concurrency: 1, timeoutMs: 300 })
   // A task that ignores its deadline holds the one slot past the waiters' deadlines.
   const calls = Array.from({ length: 3 }, () => queue.run(() => sleep(600)).catch(() => 'gave up'))
   t.same(await Promise.all(calls), Array(3).fill('gave up'))
@@ -175,17 +180,6 @@ t.test('CRM_DAILY_API_LIMIT stands in only until the CRM has answered', async (t
   t.match(after.dailyUsage, { limit: sandbox.crm.apiUsage.max, limitSource: 'crm' })
   t.not(after.dailyUsage.limit, 5000)
 })
-
-function unitQueue (options: { concurrency: number, timeoutMs?: number, maxSize?: number }) {
-  return new RequestQueue({
-    name: 'billing',
-    timeoutMs: 5000,
-    maxSize: 10,
-    windowMs: 60_000,
-    thresholds: { queueSize: 'billing_queue_size', failedRequests: 'billing_failed_requests' },
-    ...options
-  })
-}
 
 /** A task the test ends: it records its start and resolves with its index when told. */
 function heldTasks (count: number) {
