@@ -58,7 +58,7 @@ export class RequestQueue {
   /** Starts of the requests waiting for a slot, oldest first; one leaves when its deadline passes. */
   readonly #waiting: Array<() => Promise<void>> = []
   /** Told when nothing waits or runs any more (drain). */
-  #idleListeners: Array<() => void> = []
+  readonly #idleListeners: Array<() => void> = []
   readonly #waits: SlidingWindow
   readonly #executions: SlidingWindow
   readonly #failures: SlidingWindow
@@ -187,9 +187,7 @@ export class RequestQueue {
     if (next !== undefined) {
       next()
     } else if (this.#running === 0 && this.#idleListeners.length > 0) {
-      const listeners = this.#idleListeners
-      this.#idleListeners = []
-      for (const listener of listeners) listener()
+      for (const listener of this.#idleListeners.splice(0)) listener()
     }
   }
 
