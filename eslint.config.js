@@ -1,7 +1,7 @@
 import neostandard from 'neostandard'
 
 export default [
-  ...neostandard({ ts: true, ignores: ['dist/**', 'coverage/**', '.tap/**', 'logs/**'] }),
+  ...neostandard({ ts: true, ignores: ['dist/**', 'dist-dev/**', 'coverage/**', '.tap/**', 'logs/**'] }),
   {
     rules: {
       // TypeBox's idiom gives a schema and its Static type the same name.

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, TEST_DATABASE, ensureTestDatabase } from './helpers/app.js'
 import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { PrivatePostgres } from './helpers/private-postgres.js'
-import { PgCountingProxy } from '../tools/pg-counting-proxy.js'
+import { PgCountingProxy } from '../dev/tools/pg-counting-proxy.js'
 import { waitFor } from './helpers/processes.js'
 import type { FastifyInstance } from 'fastify'
 

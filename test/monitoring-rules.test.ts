@@ -4,8 +4,8 @@ import { join } from 'node:path'
 import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, alertName, valueExpr } from '../lib/alert-rules.js'
 import { projectRoot } from '../lib/project-root.js'
 import { THRESHOLDS } from '../lib/thresholds.js'
-import { generatedFiles, outOfDate } from '../scripts/generate-alert-rules.js'
-import { findPromtool, promtool } from '../scripts/promtool.js'
+import { generatedFiles, outOfDate } from '../dev/scripts/generate-alert-rules.js'
+import { findPromtool, promtool } from '../dev/scripts/promtool.js'
 
 t.test('the checked-in rules, rule tests and dashboard are what lib/thresholds.ts generates', async (t) => {
   for (const { path, content } of generatedFiles()) {

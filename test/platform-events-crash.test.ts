@@ -5,7 +5,7 @@ import { ensureTestDatabase, startTestSandbox, testEnv, testKeyPrefix, testSchem
 import { waitFor } from './helpers/processes.js'
 import { provisioningOutcome, seedCrmOrders } from './helpers/provisioning.js'
 import { startService, type ServiceProcess } from './helpers/service-process.js'
-import type { Sandbox } from '../sandbox/index.js'
+import type { Sandbox } from '../dev/sandbox/index.js'
 
 const STREAMING = { crm: { streaming: { connectTimeoutMs: 1000 } } }
 

@@ -7,7 +7,7 @@ import { PrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
 import { provisioningOutcome, seedCrmOrders } from './helpers/provisioning.js'
 import type { FastifyInstance } from 'fastify'
-import type { Sandbox } from '../sandbox/index.js'
+import type { Sandbox } from '../dev/sandbox/index.js'
 
 const STREAMING = { crm: { streaming: { connectTimeoutMs: 1000 } } }
 const EVENTS_ON = { CRM_EVENTS_ENABLED: 'true', CRM_EVENTS_CONNECT_MARGIN_MS: '500', CRM_EVENTS_LEASE_TTL_MS: '3000' }

@@ -20,7 +20,7 @@ declare module 'fastify' {
 }
 
 function required (value: string | undefined, name: string): string {
-  if (value === undefined) throw new Error(`${name} is not set and no sandbox filled it in`)
+  if (value === undefined) throw new Error(`${name} is not set (outside production, \`npm start\` fills unset upstreams with the development sandbox)`)
   return value
 }
 

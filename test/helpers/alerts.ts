@@ -1,6 +1,6 @@
 import type { Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { checkLevel } from '../../scripts/promtool.js'
+import { checkLevel } from '../../dev/scripts/promtool.js'
 import type { Level, MeasureName } from '../../lib/thresholds.js'
 
 /**

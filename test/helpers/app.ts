@@ -3,7 +3,7 @@ import pg from 'pg'
 import type { FastifyInstance } from 'fastify'
 import { build } from '../../app.js'
 import { loadConfig, type Config } from '../../lib/config.js'
-import { startSandbox, type Sandbox, type SandboxOptions } from '../../sandbox/index.js'
+import { startSandbox, type Sandbox, type SandboxOptions } from '../../dev/sandbox/index.js'
 import { SHARED_REDIS, tempDir, testKeyPrefix } from './made.js'
 
 export { tempDir, testKeyPrefix }

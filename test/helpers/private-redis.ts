@@ -5,7 +5,7 @@ import { freePort } from './ports.js'
 import { exited, waitFor } from './processes.js'
 import type { Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import type { Sandbox } from '../../sandbox/index.js'
+import type { Sandbox } from '../../dev/sandbox/index.js'
 import { buildTestApp, tempDir } from './app.js'
 
 /**

@@ -9,4 +9,4 @@ export async function waitFor (what: string, probe: () => Promise<boolean>, time
   }
 }
 
-export { exited } from '../../tools/service-process.js'
+export { exited } from '../../dev/tools/service-process.js'

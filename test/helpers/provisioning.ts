@@ -1,5 +1,5 @@
 import { BillingClient } from '../../integrations/billing.js'
-import type { Sandbox } from '../../sandbox/index.js'
+import type { Sandbox } from '../../dev/sandbox/index.js'
 
 /** Orders pending in billing and in Pending Review in the CRM, as the portal would have left them. */
 export async function seedCrmOrders (sandbox: Sandbox, count: number): Promise<string[]> {

@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { PlatformEventSubscriber } from '../../integrations/bayeux.js'
-import { ORDER_PROVISION_CHANNEL, startSandbox, type CrmSimulator, type StreamingOptions } from '../../sandbox/index.js'
+import { ORDER_PROVISION_CHANNEL, startSandbox, type CrmSimulator, type StreamingOptions } from '../../dev/sandbox/index.js'
 import { sandboxCrmClient } from './helpers.js'
 
 // Bayeux: a client subscribes once connected. These tests watch the order of the messages the

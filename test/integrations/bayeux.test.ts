@@ -6,7 +6,7 @@ import t, { type Test } from 'tap'
 import {
   PlatformEventSubscriber, type CrmSessions, type PlatformEventMessage, type PlatformEventSubscriberOptions, type SubscriberState
 } from '../../integrations/bayeux.js'
-import { ORDER_PROVISION_CHANNEL, startSandbox } from '../../sandbox/index.js'
+import { ORDER_PROVISION_CHANNEL, startSandbox } from '../../dev/sandbox/index.js'
 import { json, stubServer } from '../helpers/http-stub.js'
 import { leaks, sandboxCrmClient } from './helpers.js'
 

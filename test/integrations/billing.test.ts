@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { BillingClient, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError, type BillingClientOptions } from '../../integrations/billing.js'
-import { BillingSimulator } from '../../sandbox/billing.js'
-import { startSandbox } from '../../sandbox/index.js'
+import { BillingSimulator } from '../../dev/sandbox/billing.js'
+import { startSandbox } from '../../dev/sandbox/index.js'
 import { json, stubServer } from '../helpers/http-stub.js'
 import { leaks, readable, recorder, upstreamClients } from './helpers.js'
 

@@ -5,7 +5,7 @@ import t from 'tap'
 import { CrmApiError, CrmClient, isCrmNotFound, usageFrom, type CrmClientOptions } from '../../integrations/crm.js'
 import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
 import { testKeyPrefix } from '../helpers/made.js'
-import { startSandbox } from '../../sandbox/index.js'
+import { startSandbox } from '../../dev/sandbox/index.js'
 import { json, stubServer } from '../helpers/http-stub.js'
 import { leaks, readable, upstreamClients } from './helpers.js'
 

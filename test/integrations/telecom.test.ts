@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { TelecomApiError, TelecomClient, type TelecomClientOptions } from '../../integrations/telecom.js'
-import { TelecomSimulator, startSandbox } from '../../sandbox/index.js'
+import { TelecomSimulator, startSandbox } from '../../dev/sandbox/index.js'
 import { json, stubServer } from '../helpers/http-stub.js'
 import { leaks, readable, upstreamClients } from './helpers.js'
 

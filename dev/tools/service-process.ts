@@ -1,5 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { join } from 'node:path'
 import { createInterface } from 'node:readline'
+import { projectRoot } from '../../lib/project-root.js'
+
+/** Where `npm run build:dev` compiles the harness (and the product it runs) to. */
+export const DEV_BUILD = join(projectRoot, 'dist-dev')
 
 export interface ServiceProcess {
   child: ChildProcess
@@ -11,7 +16,7 @@ export interface ServiceProcess {
 }
 
 export interface RunOptions {
-  /** The script to run: server.ts under a TypeScript loader, or dist/server.js. */
+  /** The script to run: dev/server.ts under a TypeScript loader, or its build in dist-dev/. */
   entry: string
   execArgv?: string[]
   env: Record<string, string>

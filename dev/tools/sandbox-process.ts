@@ -1,6 +1,5 @@
 import { join } from 'node:path'
-import { projectRoot } from '../lib/project-root.js'
-import { exited, runServer } from './service-process.js'
+import { DEV_BUILD, exited, runServer } from './service-process.js'
 
 export interface SandboxProcess {
   /** The service settings it printed (URLs and credentials), as `npm run sandbox` shows them. */
@@ -9,12 +8,12 @@ export interface SandboxProcess {
 }
 
 /**
- * The upstream sandbox as its own process (`dist/sandbox/cli.js`, what `npm run sandbox` runs) on
+ * The upstream sandbox as its own process (`dist-dev/dev/sandbox/cli.js`, what `npm run sandbox` runs) on
  * ephemeral ports: a client measured against it does not share its event loop with the simulators.
  */
 export async function startSandboxProcess (timeoutMs = 30_000): Promise<SandboxProcess> {
   const { child, exit, stderr } = runServer({
-    entry: join(projectRoot, 'dist', 'sandbox', 'cli.js'),
+    entry: join(DEV_BUILD, 'dev', 'sandbox', 'cli.js'),
     env: { SANDBOX_BILLING_PORT: '0', SANDBOX_CRM_PORT: '0', SANDBOX_TELECOM_PORT: '0' }
   })
   const stop = async () => {

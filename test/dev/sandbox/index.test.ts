@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { startSandbox } from '../../sandbox/index.js'
+import { startSandbox } from '../../../dev/sandbox/index.js'
 
 const sandbox = await startSandbox({ crm: { streaming: { connectTimeoutMs: 200 } } })
 t.teardown(() => sandbox.close())
@@ -77,7 +77,7 @@ t.test('CRM controls: orders, limits, events, sessions', async t => {
 })
 
 t.test('the CLI prints the settings, writes the key to a file and stops on SIGTERM', async t => {
-  const cli = spawn(process.execPath, [...process.execArgv, fileURLToPath(new URL('../../sandbox/cli.ts', import.meta.url))], {
+  const cli = spawn(process.execPath, [...process.execArgv, fileURLToPath(new URL('../../../dev/sandbox/cli.ts', import.meta.url))], {
     env: { ...process.env, SANDBOX_BILLING_PORT: '0', SANDBOX_CRM_PORT: '0', SANDBOX_TELECOM_PORT: '0' },
     stdio: ['ignore', 'pipe', 'inherit']
   })

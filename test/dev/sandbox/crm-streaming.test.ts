@@ -1,6 +1,6 @@
 import { sign } from 'node:crypto'
 import t from 'tap'
-import { CrmSimulator, ORDER_PROVISION_CHANNEL } from '../../sandbox/crm.js'
+import { CrmSimulator, ORDER_PROVISION_CHANNEL } from '../../../dev/sandbox/crm.js'
 
 // Bayeux messages are probed field by field; t.match and t.same check their shapes.
 type Json = any

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { BillingSimulator } from '../../sandbox/billing.js'
-import { TelecomSimulator } from '../../sandbox/telecom.js'
-import { waitFor } from '../helpers/processes.js'
+import { BillingSimulator } from '../../../dev/sandbox/billing.js'
+import { TelecomSimulator } from '../../../dev/sandbox/telecom.js'
+import { waitFor } from '../../helpers/processes.js'
 
 const billing = await new BillingSimulator().start()
 const telecom = await new TelecomSimulator().start()

@@ -1,9 +1,9 @@
 import pg from 'pg'
 import { randomUUID } from 'node:crypto'
-import { build } from '../app.js'
-import { BillingClient } from '../integrations/billing.js'
-import type { UpstreamName } from '../integrations/upstream.js'
-import { loadConfig } from '../lib/config.js'
+import { build } from '../../app.js'
+import { BillingClient } from '../../integrations/billing.js'
+import type { UpstreamName } from '../../integrations/upstream.js'
+import { loadConfig } from '../../lib/config.js'
 import { startSandbox, type Sandbox } from '../sandbox/index.js'
 import { deleteKeys, ownPeakRssMb } from './common.js'
 

@@ -1,6 +1,6 @@
 import { generateKeyPairSync, sign } from 'node:crypto'
 import t from 'tap'
-import { CrmSimulator } from '../../sandbox/crm.js'
+import { CrmSimulator } from '../../../dev/sandbox/crm.js'
 
 const crm = await new CrmSimulator().start()
 t.teardown(() => crm.close())

@@ -1,8 +1,7 @@
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { projectRoot } from '../lib/project-root.js'
 import { defaultBillingClients, defaultBillingInvoices } from '../sandbox/index.js'
-import type { ServiceProcess } from '../tools/service-process.js'
+import { DEV_BUILD, type ServiceProcess } from '../tools/service-process.js'
 import {
   CONNECTIONS, DATABASE_URL, ROUNDS, SECONDS,
   deleteKeys, ensureDatabase, failures, load, peakRssMb, rate, runKeyPrefix, serviceEnv, withServers, type Measure
@@ -84,7 +83,7 @@ export async function benchInvoices (): Promise<void> {
   try {
     await withServers(async (start) => {
       const service = await start({
-        entry: join(projectRoot, 'dist', 'server.js'),
+        entry: join(DEV_BUILD, 'dev', 'server.js'),
         env: serviceEnv({ DATABASE_URL, REDIS_KEY_PREFIX: keyPrefix, RATE_LIMIT_MAX: String(RATE_LIMIT_MAX) })
       })
       const authorization = `Bearer ${await login(service, client.email, client.password)}`

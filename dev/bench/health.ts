@@ -2,9 +2,8 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { Redis } from 'ioredis'
 import pg from 'pg'
-import { projectRoot } from '../lib/project-root.js'
 import { PgCountingProxy } from '../tools/pg-counting-proxy.js'
-import { runServer, type RunOptions } from '../tools/service-process.js'
+import { DEV_BUILD, runServer, type RunOptions } from '../tools/service-process.js'
 import {
   CONNECTIONS, DATABASE, DATABASE_URL, POSTGRES, REDIS_URL, ROUNDS, SECONDS,
   deleteKeys, ensureDatabase, failures, load, median, peakRssMb, rate, runKeyPrefix, serviceEnv, stop, withServers, type Measure
@@ -51,7 +50,7 @@ interface DelayRelay {
 
 async function startDelayRelay (delayMs: number, targetPorts: number[]): Promise<DelayRelay> {
   const { child, exit, stderr } = runServer({
-    entry: join(projectRoot, 'dist', 'bench', 'delay-relay.js'),
+    entry: join(DEV_BUILD, 'dev', 'bench', 'delay-relay.js'),
     env: { DELAY_MS: String(delayMs), TARGET_PORTS: targetPorts.join(',') }
   })
   const stop = async () => {
@@ -100,7 +99,7 @@ export async function benchHealth (): Promise<void> {
   await ensureDatabase()
   const keyPrefix = runKeyPrefix('health')
   const proxy = await PgCountingProxy.start(POSTGRES.port)
-  const dist = join(projectRoot, 'dist')
+  const dist = join(DEV_BUILD, 'dev')
   let relay: DelayRelay | undefined
   let away: DependenciesAway | undefined
   try {

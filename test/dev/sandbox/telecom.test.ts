@@ -1,5 +1,5 @@
 import t from 'tap'
-import { TelecomSimulator } from '../../sandbox/telecom.js'
+import { TelecomSimulator } from '../../../dev/sandbox/telecom.js'
 
 const telecom = await new TelecomSimulator({ activationDelayMs: 100 }).start()
 t.teardown(() => telecom.close())

@@ -1,6 +1,6 @@
 import PQueue from 'p-queue'
-import { BillingClient } from '../integrations/billing.js'
-import { RequestQueue } from '../lib/request-queue.js'
+import { BillingClient } from '../../integrations/billing.js'
+import { RequestQueue } from '../../lib/request-queue.js'
 import { startSandboxProcess } from '../tools/sandbox-process.js'
 import { ROUNDS, SECONDS, median, ownPeakRssMb } from './common.js'
 

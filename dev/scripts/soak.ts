@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { parseArgs } from 'node:util'
-import { projectRoot } from '../lib/project-root.js'
+import { projectRoot } from '../../lib/project-root.js'
 
 /**
  * `npm run soak -- --minutes 10`: runs test/soak.test.ts for that long (CI runs it for 60 s within

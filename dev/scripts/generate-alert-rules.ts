@@ -1,8 +1,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, renderAlertRuleTests, renderAlertRules, renderDashboard } from '../lib/alert-rules.js'
-import { projectRoot } from '../lib/project-root.js'
+import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, renderAlertRuleTests, renderAlertRules, renderDashboard } from '../../lib/alert-rules.js'
+import { projectRoot } from '../../lib/project-root.js'
 
 /**
  * Writes the Prometheus rules, their promtool tests and the Grafana dashboard from lib/thresholds.ts.

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { Redis } from 'ioredis'
 import pg from 'pg'
-import { projectRoot } from '../lib/project-root.js'
+import { projectRoot } from '../../lib/project-root.js'
 import { startService, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
 
 export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100)

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { BillingSimulator } from '../../sandbox/billing.js'
+import { BillingSimulator } from '../../../dev/sandbox/billing.js'
 
 // The answers are probed field by field; t.match and t.same check their shapes.
 type Json = any

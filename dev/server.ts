@@ -1,0 +1,28 @@
+import { readConfig, serve } from '../server.js'
+import { startSandbox } from './sandbox/index.js'
+
+/**
+ * The development entry (`npm start`): the service's own entry, with the upstream sandbox started
+ * in this process for every upstream left unconfigured. Outside production only; in production
+ * this is the service's entry as it is, and a missing setting stops the start.
+ */
+const loaded = readConfig()
+const { config, warnings } = loaded
+const missing = config.missingUpstreamSettings
+if (config.isProduction || missing.length === 0) {
+  await serve(loaded)
+} else {
+  const sandbox = await startSandbox()
+  const filled: Record<string, string | undefined> = {}
+  for (const name of missing) filled[name] = sandbox.settings[name]
+  // The quick start provisions for real: the sandbox CRM raises the platform events, unless told otherwise.
+  const eventsEnabled = process.env.CRM_EVENTS_ENABLED === undefined || process.env.CRM_EVENTS_ENABLED === '' ? true : config.CRM_EVENTS_ENABLED
+  const app = await serve({
+    config: { ...config, ...filled, CRM_EVENTS_ENABLED: eventsEnabled, missingUpstreamSettings: [] },
+    warnings: [
+      ...warnings,
+      `UPSTREAM SANDBOX IN USE: ${missing.join(', ')} not set, so billing, CRM and telecom calls go to the built-in simulators in this process. Set them to reach the real systems.`
+    ]
+  }, { onClosed: sandbox.close })
+  app.log.info({ billing: sandbox.billing.url, crm: sandbox.crm.url, telecom: sandbox.telecom.url, crmEvents: eventsEnabled }, 'upstream sandbox listening (sign-in users and products: dev/sandbox/README.md)')
+}
