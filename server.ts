@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import { build } from './app.js'
-import { ConfigError, loadConfig, type LoadedConfig } from './lib/config.js'
+import { ConfigError, loadConfig, type LoadedConfig } from './schemas/config.js'
 
 /** Reads the settings; a bad one ends the process with one line naming it. */
 export function readConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig {

@@ -2,7 +2,7 @@ import { abortable } from './abortable.js'
 import { Deadline } from './deadline.js'
 import { UpstreamFailure, UpstreamRefusal } from './failure.js'
 import { SlidingWindow } from './sliding-window.js'
-import { levelOf, threshold, worstLevel, type Level, type MeasureName } from './thresholds.js'
+import { levelOf, threshold, worstLevel, type Level, type MeasureName } from '../plugins/app/monitoring/thresholds.js'
 
 export type QueueHealth = 'healthy' | 'degraded' | 'unhealthy'
 const HEALTH_OF_LEVEL: Record<Level, QueueHealth> = { ok: 'healthy', warning: 'degraded', critical: 'unhealthy' }

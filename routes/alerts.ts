@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { PRIORITIES } from '../lib/alerts.js'
+import { PRIORITIES } from '../plugins/app/monitoring/alerts.js'
 import { AlertsReport, alertSchemas } from '../schemas/alerts.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { RequestQueue } from '../lib/request-queue.js'
-import { ProvisioningJobQueue } from '../plugins/app/job-queue.js'
-import { levelOf } from '../lib/thresholds.js'
+import { ProvisioningJobQueue } from '../plugins/app/orders/job-queue.js'
+import { levelOf } from '../plugins/app/monitoring/thresholds.js'
 import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { CACHE_TTL_SECONDS } from '../lib/services-cache.js'
+import { CACHE_TTL_SECONDS } from '../plugins/app/services-cache.js'
 import { ServicesCacheReport } from '../schemas/integrations.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 

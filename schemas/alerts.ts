@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { MEASURES } from '../lib/thresholds.js'
+import { MEASURES } from '../plugins/app/monitoring/thresholds.js'
 import { AlertLevel, QueueHealth, QueueMetrics } from './queues.js'
 import { StringEnum } from './string-enum.js'
 

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { ORDER_STATUSES } from '../lib/orders.js'
+import { ORDER_STATUSES } from '../plugins/app/orders/store.js'
 import { StringEnum } from './string-enum.js'
 
 export const BILLING_CYCLES = ['monthly', 'quarterly', 'semiannually', 'annually', 'biennially', 'triennially'] as const

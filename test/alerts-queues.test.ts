@@ -3,8 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
 import { expectLevel } from './helpers/alerts.js'
-import type { JobCounts } from '../lib/provisioning.js'
-import type { Level, MeasureName } from '../lib/thresholds.js'
+import type { JobCounts } from '../plugins/app/orders/provisioning.js'
+import type { Level, MeasureName } from '../plugins/app/monitoring/thresholds.js'
 
 // Each row driven past its thresholds: /health/alerts, the queue's own `health`, and the shipped
 // Prometheus rules fed the service's /metrics at that moment all say the same level.

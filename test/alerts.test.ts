@@ -6,8 +6,8 @@ import SwaggerParser from '@apidevtools/swagger-parser'
 import { buildTestApp, tempDir } from './helpers/app.js'
 import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
-import { ChangeLog, judge, readingsOf, type MonitoringSnapshot } from '../lib/alerts.js'
-import { THRESHOLDS } from '../lib/thresholds.js'
+import { ChangeLog, judge, readingsOf, type MonitoringSnapshot } from '../plugins/app/monitoring/alerts.js'
+import { THRESHOLDS } from '../plugins/app/monitoring/thresholds.js'
 
 t.test('GET /health/alerts: every row of the thresholds table, in order, with value, unit, level and thresholds', async (t) => {
   const app = await buildTestApp(t)

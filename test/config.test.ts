@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ConfigError, loadConfig } from '../lib/config.js'
+import { ConfigError, loadConfig } from '../schemas/config.js'
 import { runServer } from './helpers/service-process.js'
 
 const base = { NODE_ENV: 'test' }

@@ -2,7 +2,7 @@ import t from 'tap'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
 import { PrivateRedis } from './helpers/private-redis.js'
 import { findPromtool, parseExposition, promtool, typeOf } from '../dev/scripts/promtool.js'
-import { THRESHOLDS, type PrometheusSource } from '../lib/thresholds.js'
+import { THRESHOLDS, type PrometheusSource } from '../plugins/app/monitoring/thresholds.js'
 
 /** The series a row's rule reads. */
 function seriesOf (source: PrometheusSource): string[] {

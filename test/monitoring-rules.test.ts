@@ -1,13 +1,13 @@
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, alertName, valueExpr } from '../lib/alert-rules.js'
+import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, alertName, valueExpr } from '../dev/scripts/alert-rules.js'
 import { projectRoot } from '../lib/project-root.js'
-import { THRESHOLDS } from '../lib/thresholds.js'
+import { THRESHOLDS } from '../plugins/app/monitoring/thresholds.js'
 import { generatedFiles, outOfDate } from '../dev/scripts/generate-alert-rules.js'
 import { findPromtool, promtool } from '../dev/scripts/promtool.js'
 
-t.test('the checked-in rules, rule tests and dashboard are what lib/thresholds.ts generates', async (t) => {
+t.test('the checked-in rules, rule tests and dashboard are what plugins/app/monitoring/thresholds.ts generates', async (t) => {
   for (const { path, content } of generatedFiles()) {
     t.equal(readFileSync(join(projectRoot, path), 'utf8'), content, `${path} is up to date (npm run monitoring:generate)`)
   }

@@ -1,5 +1,5 @@
 import PQueue from 'p-queue'
-import { BillingClient } from '../../integrations/billing.js'
+import { BillingClient } from '../../integrations/billing/client.js'
 import { RequestQueue } from '../../lib/request-queue.js'
 import { startSandboxProcess } from '../tools/sandbox-process.js'
 import { ROUNDS, SECONDS, median, ownPeakRssMb } from './common.js'

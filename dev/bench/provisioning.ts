@@ -1,9 +1,9 @@
 import pg from 'pg'
 import { randomUUID } from 'node:crypto'
 import { build } from '../../app.js'
-import { BillingClient } from '../../integrations/billing.js'
+import { BillingClient } from '../../integrations/billing/client.js'
 import type { UpstreamName } from '../../integrations/upstream.js'
-import { loadConfig } from '../../lib/config.js'
+import { loadConfig } from '../../schemas/config.js'
 import { startSandbox, type Sandbox } from '../sandbox/index.js'
 import { deleteKeys, ownPeakRssMb } from './common.js'
 

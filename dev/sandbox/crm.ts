@@ -1,6 +1,6 @@
 import { createPublicKey, generateKeyPairSync, randomBytes, verify } from 'node:crypto'
 import type { KeyObject } from 'node:crypto'
-import { caseSafeId } from '../../lib/salesforce-id.js'
+import { caseSafeId } from '../../integrations/crm/salesforce-id.js'
 import { StreamingApi, bayeuxMessages } from './crm-streaming.js'
 import type { PlatformEventMessage, StreamingOptions, StreamingStats } from './crm-streaming.js'
 import { SandboxControlError, Simulator, bearerToken, controlBody, emptyReply, firstIdOfRun, jsonReply } from './simulator.js'

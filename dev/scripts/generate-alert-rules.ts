@@ -1,11 +1,11 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, renderAlertRuleTests, renderAlertRules, renderDashboard } from '../../lib/alert-rules.js'
+import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, renderAlertRuleTests, renderAlertRules, renderDashboard } from './alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
 
 /**
- * Writes the Prometheus rules, their promtool tests and the Grafana dashboard from lib/thresholds.ts.
+ * Writes the Prometheus rules, their promtool tests and the Grafana dashboard from plugins/app/monitoring/thresholds.ts.
  * With --check it writes nothing and exits 1 when a checked-in file differs from what it would write.
  */
 export function generatedFiles (): Array<{ path: string, content: string }> {

@@ -2,9 +2,9 @@ import { spawnSync } from 'node:child_process'
 import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
-import { RULES_FILE, alertName, renderRuleTests, type InputSeries } from '../../lib/alert-rules.js'
+import { RULES_FILE, alertName, renderRuleTests, type InputSeries } from './alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
-import { threshold, type Level, type MeasureName } from '../../lib/thresholds.js'
+import { threshold, type Level, type MeasureName } from '../../plugins/app/monitoring/thresholds.js'
 
 /** Prometheus's promtool (Debian package `prometheus`), or undefined when it is not on the PATH. */
 export function findPromtool (): string | undefined {

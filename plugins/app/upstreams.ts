@@ -1,9 +1,9 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { BillingClient } from '../../integrations/billing.js'
-import { CrmClient } from '../../integrations/crm.js'
-import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
-import { TelecomClient } from '../../integrations/telecom.js'
+import { BillingClient } from '../../integrations/billing/client.js'
+import { CrmClient } from '../../integrations/crm/client.js'
+import { DailyUsageStore } from '../../integrations/crm/daily-usage.js'
+import { TelecomClient } from '../../integrations/telecom/client.js'
 import type { UpstreamCall, UpstreamName } from '../../integrations/upstream.js'
 import { SlidingWindow } from '../../lib/sliding-window.js'
 

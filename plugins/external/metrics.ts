@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { ServiceMetrics } from '../../lib/metrics.js'
+import { ServiceMetrics } from '../app/monitoring/metrics.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import fastifyPostgres from '@fastify/postgres'
 import type { FastifyInstance } from 'fastify'
-import { instrumentPool } from '../../lib/metrics-database.js'
+import { instrumentPool } from '../../lib/pg-pool.js'
 
 /**
  * Two pools: `pg` for business traffic, and `pg.probe`, one connection kept for health checks

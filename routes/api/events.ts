@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify'
-import { streamIdAfter, type OrderStatusEvent } from '../../lib/order-events.js'
+import { streamIdAfter, type OrderStatusEvent } from '../../plugins/app/orders/status-events.js'
 import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 
 export const HEARTBEAT_MS = 15_000

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { OrderRefusedError } from '../../integrations/billing.js'
+import { OrderRefusedError } from '../../integrations/billing/client.js'
 import { BillingUnavailableError, CrmUnavailableError, OrderNotFoundError, OrderRejectedError } from '../../lib/errors.js'
 import { classifyFailure, UpstreamFailure } from '../../lib/failure.js'
 import { QueueFullError } from '../../lib/request-queue.js'

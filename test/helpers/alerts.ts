@@ -1,7 +1,7 @@
 import type { Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { checkLevel } from '../../dev/scripts/promtool.js'
-import type { Level, MeasureName } from '../../lib/thresholds.js'
+import type { Level, MeasureName } from '../../plugins/app/monitoring/thresholds.js'
 
 /**
  * A measure's level, read from /health/alerts and from the shipped Prometheus rules fed the

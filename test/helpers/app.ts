@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { FastifyInstance } from 'fastify'
 import { build } from '../../app.js'
-import { loadConfig, type Config } from '../../lib/config.js'
+import { loadConfig, type Config } from '../../schemas/config.js'
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../dev/sandbox/index.js'
 import { SHARED_REDIS, tempDir, testKeyPrefix } from './made.js'
 

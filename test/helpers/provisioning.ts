@@ -1,4 +1,4 @@
-import { BillingClient } from '../../integrations/billing.js'
+import { BillingClient } from '../../integrations/billing/client.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
 
 /** Orders pending in billing and in Pending Review in the CRM, as the portal would have left them. */

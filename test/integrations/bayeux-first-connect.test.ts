@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
-import { PlatformEventSubscriber } from '../../integrations/bayeux.js'
+import { PlatformEventSubscriber } from '../../integrations/crm/bayeux.js'
 import { ORDER_PROVISION_CHANNEL, startSandbox, type CrmSimulator, type StreamingOptions } from '../../dev/sandbox/index.js'
 import { sandboxCrmClient } from './helpers.js'
 

@@ -5,7 +5,7 @@ import { pino } from 'pino'
 import t, { type Test } from 'tap'
 import {
   PlatformEventSubscriber, type CrmSessions, type PlatformEventMessage, type PlatformEventSubscriberOptions, type SubscriberState
-} from '../../integrations/bayeux.js'
+} from '../../integrations/crm/bayeux.js'
 import { ORDER_PROVISION_CHANNEL, startSandbox } from '../../dev/sandbox/index.js'
 import { json, stubServer } from '../helpers/http-stub.js'
 import { leaks, sandboxCrmClient } from './helpers.js'

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { BillingClient, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError, type BillingClientOptions } from '../../integrations/billing.js'
+import { BillingClient, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError, type BillingClientOptions } from '../../integrations/billing/client.js'
 import { BillingSimulator } from '../../dev/sandbox/billing.js'
 import { startSandbox } from '../../dev/sandbox/index.js'
 import { json, stubServer } from '../helpers/http-stub.js'

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
+import { DailyUsageStore } from '../../integrations/crm/daily-usage.js'
 import { testKeyPrefix } from '../helpers/made.js'
 import { PrivateRedis } from '../helpers/private-redis.js'
 import { recorder } from './helpers.js'

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis'
-import { CrmClient } from '../../integrations/crm.js'
-import { DailyUsageStore } from '../../integrations/crm-daily-usage.js'
+import { CrmClient } from '../../integrations/crm/client.js'
+import { DailyUsageStore } from '../../integrations/crm/daily-usage.js'
 import { UpstreamFailure } from '../../lib/failure.js'
 import type { UpstreamCall, UpstreamLogger } from '../../integrations/upstream.js'
 

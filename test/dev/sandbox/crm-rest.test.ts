@@ -1,6 +1,6 @@
 import { sign } from 'node:crypto'
 import t from 'tap'
-import { caseSafeId } from '../../../lib/salesforce-id.js'
+import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import { CrmSimulator } from '../../../dev/sandbox/crm.js'
 
 // The answers are probed field by field; t.match and t.same check their shapes.

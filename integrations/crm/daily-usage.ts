@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis'
-import type { UpstreamLogger } from './upstream.js'
+import type { UpstreamLogger } from '../upstream.js'
 
 /** The org's API request count over Salesforce's rolling 24 hours, and its limit. */
 export interface ApiUsage {

@@ -2,11 +2,11 @@
 // jsforce's replay extension mishandles channels; the service needs full control of advice, replay and
 // the watchdog.
 import { setTimeout as sleep } from 'node:timers/promises'
-import { abortable } from '../lib/abortable.js'
-import { UpstreamFailure } from '../lib/failure.js'
+import { abortable } from '../../lib/abortable.js'
+import { UpstreamFailure } from '../../lib/failure.js'
 import { BayeuxTransport, StreamInterruption, type BayeuxMessage, type StreamFailure } from './bayeux-transport.js'
-import type { CrmSession } from './crm.js'
-import { asRecord, brief, isRecord, type UpstreamLogger } from './upstream.js'
+import type { CrmSession } from './client.js'
+import { asRecord, brief, isRecord, type UpstreamLogger } from '../upstream.js'
 
 export type { StreamFailure } from './bayeux-transport.js'
 

@@ -1,10 +1,10 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import type { PlatformEventMessage } from '../../integrations/bayeux.js'
-import { EventSubscription } from '../../lib/event-subscription.js'
-import { FAILURE_CLASSES, UpstreamFailure } from '../../lib/failure.js'
-import type { Order } from '../../lib/orders.js'
-import { caseSafeId } from '../../lib/salesforce-id.js'
+import type { PlatformEventMessage } from '../../../integrations/crm/bayeux.js'
+import { EventSubscription } from './subscription.js'
+import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/failure.js'
+import type { Order } from '../orders/store.js'
+import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,8 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { OrderEvents } from '../../lib/order-events.js'
-import { OrderStore } from '../../lib/orders.js'
-import { closeRedis } from '../external/redis.js'
+import { OrderEvents } from './status-events.js'
+import { OrderStore } from './store.js'
+import { closeRedis } from '../../external/redis.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,6 +1,6 @@
 import { Headers, Pool, getSetCookies } from 'undici'
-import { classifyFailure, type FailureClass } from '../lib/failure.js'
-import { asRecord, isRecord } from './upstream.js'
+import { classifyFailure, type FailureClass } from '../../lib/failure.js'
+import { asRecord, isRecord } from '../upstream.js'
 
 export type BayeuxMessage = Record<string, unknown>
 

@@ -1,6 +1,6 @@
-import type { Cancellation } from '../lib/deadline.js'
-import { UpstreamFailure, UpstreamRefusal } from '../lib/failure.js'
-import { Upstream, asRecord, brief, type UpstreamOptions } from './upstream.js'
+import type { Cancellation } from '../../lib/deadline.js'
+import { UpstreamFailure, UpstreamRefusal } from '../../lib/failure.js'
+import { Upstream, asRecord, brief, type UpstreamOptions } from '../upstream.js'
 
 export interface BillingClientOptions extends UpstreamOptions {
   /** The WHMCS API endpoint, `.../includes/api.php`. */

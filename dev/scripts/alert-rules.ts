@@ -1,13 +1,13 @@
-import { HISTOGRAMS } from './metrics.js'
+import { HISTOGRAMS } from '../../plugins/app/monitoring/metrics.js'
 import {
   INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, THRESHOLDS,
   type Level, type Matchers, type PrometheusSource, type Threshold, type Unit
-} from './thresholds.js'
+} from '../../plugins/app/monitoring/thresholds.js'
 
 /**
  * The Prometheus side of the thresholds table: each row's PromQL, the alerting rules, their promtool
- * unit tests and the Grafana dashboard, all rendered from lib/thresholds.ts by
- * scripts/generate-alert-rules.ts.
+ * unit tests and the Grafana dashboard, all rendered from plugins/app/monitoring/thresholds.ts by
+ * dev/scripts/generate-alert-rules.ts.
  */
 
 export const RATE_WINDOW = '5m'
@@ -19,7 +19,7 @@ export const RULE_TESTS_FILE = 'monitoring/prometheus/alerts.test.yml'
 export const DASHBOARD_FILE = 'monitoring/grafana/portal-bff.json'
 
 const HEADER = [
-  '# Generated from lib/thresholds.ts by scripts/generate-alert-rules.ts: do not edit by hand.',
+  '# Generated from plugins/app/monitoring/thresholds.ts by dev/scripts/generate-alert-rules.ts: do not edit by hand.',
   '# Regenerate with `npm run monitoring:generate`; CI fails while this file is out of date.'
 ]
 
@@ -147,7 +147,7 @@ function firstValues (match: Matchers = {}): Record<string, string> {
 
 export function bucketsOf (histogram: string): readonly number[] {
   const definition = Object.values(HISTOGRAMS).find((candidate) => candidate.name === histogram)
-  if (definition === undefined) throw new Error(`No histogram ${histogram} in lib/metrics.ts`)
+  if (definition === undefined) throw new Error(`No histogram ${histogram} in plugins/app/monitoring/metrics.ts`)
   return definition.buckets
 }
 
@@ -327,7 +327,7 @@ export function renderDashboard (): string {
     timeseries(++id, 'Process resident memory', 'Resident set size', `process_resident_memory_bytes{${INSTANCE}}`, 'bytes', { x: 16, y, w: 8, h: 8 })
   )
   const dashboard = {
-    __comment: 'Generated from lib/thresholds.ts by scripts/generate-alert-rules.ts: do not edit by hand.',
+    __comment: 'Generated from plugins/app/monitoring/thresholds.ts by dev/scripts/generate-alert-rules.ts: do not edit by hand.',
     uid: 'portal-bff',
     title: 'Portal BFF',
     description: 'The measures of the monitoring thresholds (seed §8), with their warning and critical levels',

@@ -1,11 +1,11 @@
 import { createPrivateKey, sign } from 'node:crypto'
 import type { KeyObject } from 'node:crypto'
 import type { Dispatcher } from 'undici'
-import type { Cancellation } from '../lib/deadline.js'
-import { UpstreamFailure, type FailureClass } from '../lib/failure.js'
-import type { ApiUsage, DailyUsageStore } from './crm-daily-usage.js'
-import { abortable } from '../lib/abortable.js'
-import { Upstream, asRecord, brief, errorBody, type UpstreamOptions, type UpstreamResponse } from './upstream.js'
+import type { Cancellation } from '../../lib/deadline.js'
+import { UpstreamFailure, type FailureClass } from '../../lib/failure.js'
+import type { ApiUsage, DailyUsageStore } from './daily-usage.js'
+import { abortable } from '../../lib/abortable.js'
+import { Upstream, asRecord, brief, errorBody, type UpstreamOptions, type UpstreamResponse } from '../upstream.js'
 
 export interface CrmClientOptions extends UpstreamOptions {
   /** The OAuth server, e.g. `https://login.salesforce.com`. */

@@ -1,11 +1,11 @@
-import type { BillingClient } from '../integrations/billing.js'
-import { BillingRefusal, OrderNotPendingError } from '../integrations/billing.js'
-import type { CrmClient } from '../integrations/crm.js'
-import type { TelecomClient } from '../integrations/telecom.js'
-import type { OrderEvents } from './order-events.js'
-import type { Order, OrderStatus, OrderStore } from './orders.js'
-import type { RequestQueue } from './request-queue.js'
-import { UpstreamFailure } from './failure.js'
+import type { BillingClient } from '../../../integrations/billing/client.js'
+import { BillingRefusal, OrderNotPendingError } from '../../../integrations/billing/client.js'
+import type { CrmClient } from '../../../integrations/crm/client.js'
+import type { TelecomClient } from '../../../integrations/telecom/client.js'
+import type { OrderEvents } from './status-events.js'
+import type { Order, OrderStatus, OrderStore } from './store.js'
+import type { RequestQueue } from '../../../lib/request-queue.js'
+import { UpstreamFailure } from '../../../lib/failure.js'
 
 /** The BullMQ job states the provisioning job queue reports. */
 export const JOB_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'] as const

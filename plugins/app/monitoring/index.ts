@@ -3,11 +3,11 @@ import type { FastifyInstance } from 'fastify'
 import {
   ChangeLog, judge, readingsOf,
   type Absence, type CoreHealth, type JobCounts, type Judgement, type MonitoringSnapshot, type QueueSnapshot, type SubscriberStats
-} from '../../lib/alerts.js'
-import { poolUsage } from '../../lib/metrics-database.js'
-import type { Sample } from '../../lib/metrics.js'
-import { JOB_STATES } from '../../lib/provisioning.js'
-import type { RequestQueue } from '../../lib/request-queue.js'
+} from './alerts.js'
+import { poolUsage } from '../../../lib/pg-pool.js'
+import type { Sample } from './metrics.js'
+import { JOB_STATES } from '../orders/provisioning.js'
+import type { RequestQueue } from '../../../lib/request-queue.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,8 +1,8 @@
 import { hostname } from 'node:os'
 import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import { PlatformEventSubscriber, type PlatformEventMessage, type SubscriberState } from '../integrations/bayeux.js'
-import type { CrmClient } from '../integrations/crm.js'
+import { PlatformEventSubscriber, type PlatformEventMessage, type SubscriberState } from '../../../integrations/crm/bayeux.js'
+import type { CrmClient } from '../../../integrations/crm/client.js'
 
 export const ORDER_PROVISION_CHANNEL = '/event/OrderProvisionRequested__e'
 

@@ -1,7 +1,7 @@
 import { once } from 'node:events'
 import type { Redis } from 'ioredis'
-import { abortable } from './abortable.js'
-import type { Order, OrderStatus } from './orders.js'
+import { abortable } from '../../../lib/abortable.js'
+import type { Order, OrderStatus } from './store.js'
 
 /** What an SSE client sees when one of its orders changes status. */
 export interface OrderStatusEvent {

@@ -1,10 +1,10 @@
 import { Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client'
-import type { UpstreamCall } from '../integrations/upstream.js'
-import { SlidingWindow } from './sliding-window.js'
+import type { UpstreamCall } from '../../../integrations/upstream.js'
+import { SlidingWindow } from '../../../lib/sliding-window.js'
 
 /**
  * The histograms of /metrics. Their buckets include every threshold of seed §8 that is judged on
- * them (lib/thresholds.ts), so a percentile past a threshold is past it in Prometheus too.
+ * them (plugins/app/monitoring/thresholds.ts), so a percentile past a threshold is past it in Prometheus too.
  */
 export const HISTOGRAMS = {
   http: {

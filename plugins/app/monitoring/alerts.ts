@@ -1,9 +1,9 @@
-import type { QueueHealth, QueueMetrics } from './request-queue.js'
-import type { WindowSummary } from './sliding-window.js'
-import type { RedisMemory } from './services-cache.js'
-import type { PoolUsage } from './metrics-database.js'
-import type { CheckStatus } from './health-checks.js'
-import type { JobCounts } from './provisioning.js'
+import type { QueueHealth, QueueMetrics } from '../../../lib/request-queue.js'
+import type { WindowSummary } from '../../../lib/sliding-window.js'
+import type { RedisMemory } from '../services-cache.js'
+import type { PoolUsage } from '../../../lib/pg-pool.js'
+import type { CheckStatus } from '../../../lib/health-checks.js'
+import type { JobCounts } from '../orders/provisioning.js'
 import {
   INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, THRESHOLDS, levelOf, priorityOf, worstLevel,
   type Comparison, type Level, type MeasureName, type Unit

@@ -1,6 +1,6 @@
-import type { Cancellation } from '../lib/deadline.js'
-import { UpstreamFailure, type FailureClass } from '../lib/failure.js'
-import { Upstream, asRecord, brief, errorBody, type UpstreamOptions, type UpstreamResponse } from './upstream.js'
+import type { Cancellation } from '../../lib/deadline.js'
+import { UpstreamFailure, type FailureClass } from '../../lib/failure.js'
+import { Upstream, asRecord, brief, errorBody, type UpstreamOptions, type UpstreamResponse } from '../upstream.js'
 
 export interface TelecomClientOptions extends UpstreamOptions {
   /** Base URL; the API lives under `/v1/`. */
