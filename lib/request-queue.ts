@@ -2,10 +2,6 @@ import { abortable } from './abortable.js'
 import { Deadline } from './deadline.js'
 import { UpstreamFailure, UpstreamRefusal } from './failure.js'
 import { SlidingWindow } from './sliding-window.js'
-import { levelOf, threshold, worstLevel, type Level, type MeasureName } from '../plugins/app/monitoring/thresholds.js'
-
-export type QueueHealth = 'healthy' | 'degraded' | 'unhealthy'
-const HEALTH_OF_LEVEL: Record<Level, QueueHealth> = { ok: 'healthy', warning: 'degraded', critical: 'unhealthy' }
 
 /** Seed 2.2: counters are cumulative; the two averages are in milliseconds over the recent window. */
 export interface QueueMetrics {
@@ -27,7 +23,6 @@ export interface RequestQueueOptions {
   maxSize: number
   /** The recent window over which averages and failures are judged. */
   windowMs: number
-  thresholds: { queueSize: MeasureName, failedRequests: MeasureName }
 }
 
 export class QueueFullError extends UpstreamFailure {
@@ -77,15 +72,6 @@ export class RequestQueue {
   get settings (): Pick<RequestQueueOptions, 'concurrency' | 'timeoutMs' | 'maxSize' | 'windowMs'> {
     const { concurrency, timeoutMs, maxSize, windowMs } = this.#options
     return { concurrency, timeoutMs, maxSize, windowMs }
-  }
-
-  /** The warning and critical thresholds this queue's health is judged by. */
-  get thresholds (): Record<'queueSize' | 'failedRequests', { warning: number, critical: number }> {
-    const limits = (measure: MeasureName) => {
-      const { warning, critical } = threshold(measure)
-      return { warning, critical }
-    }
-    return { queueSize: limits(this.#options.thresholds.queueSize), failedRequests: limits(this.#options.thresholds.failedRequests) }
   }
 
   /**
@@ -164,15 +150,6 @@ export class RequestQueue {
   /** Failed requests within the recent window: what health is judged on. */
   recentFailures (): number {
     return this.#failures.count()
-  }
-
-  level (): Level {
-    const { queueSize, failedRequests } = this.#options.thresholds
-    return worstLevel([levelOf(queueSize, this.#waiting.length), levelOf(failedRequests, this.recentFailures())])
-  }
-
-  health (): QueueHealth {
-    return HEALTH_OF_LEVEL[this.level()]
   }
 
   /** Resolves when nothing waits or runs, or after the longest a request may take. */

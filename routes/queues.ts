@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { RequestQueue } from '../lib/request-queue.js'
+import type { UpstreamQueue } from '../plugins/app/request-queues.js'
 import { ProvisioningJobQueue } from '../plugins/app/orders/job-queue.js'
 import { levelOf } from '../plugins/app/monitoring/thresholds.js'
 import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
@@ -26,7 +26,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     return counts === null ? null : { health: ProvisioningJobQueue.health(counts), ...counts }
   }
 
-  function detail (queue: RequestQueue) {
+  function detail (queue: UpstreamQueue) {
     return {
       name: queue.name,
       timestamp: new Date().toISOString(),

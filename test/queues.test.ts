@@ -20,7 +20,6 @@ function unitQueue (options: { concurrency: number, timeoutMs?: number }) {
     timeoutMs: 5000,
     maxSize: 10,
     windowMs: 60_000,
-    thresholds: { queueSize: 'billing_queue_size', failedRequests: 'billing_failed_requests' },
     ...options
   })
 }

@@ -59,8 +59,7 @@ async function measure (settings: Record<string, string>): Promise<Ways> {
     concurrency: CONCURRENCY,
     timeoutMs: 8000,
     maxSize: 100,
-    windowMs: 300_000,
-    thresholds: { queueSize: 'billing_queue_size', failedRequests: 'billing_failed_requests' }
+    windowMs: 300_000
   })
   const bare = new PQueue({ concurrency: CONCURRENCY })
   const calls: Record<Way, () => Promise<unknown>> = {

@@ -1,4 +1,4 @@
-import type { QueueHealth, QueueMetrics } from '../../../lib/request-queue.js'
+import type { QueueMetrics } from '../../../lib/request-queue.js'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
 import type { RedisMemory } from '../services-cache.js'
 import type { PoolUsage } from '../../../lib/pg-pool.js'
@@ -6,7 +6,7 @@ import type { CheckStatus } from '../../../lib/health-checks.js'
 import type { JobCounts } from '../orders/provisioning.js'
 import {
   INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, THRESHOLDS, levelOf, priorityOf, worstLevel,
-  type Comparison, type Level, type MeasureName, type Unit
+  type Comparison, type Level, type MeasureName, type QueueHealth, type Unit
 } from './thresholds.js'
 
 export type { CheckStatus, JobCounts }

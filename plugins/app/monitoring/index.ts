@@ -7,7 +7,7 @@ import {
 import { poolUsage } from '../../../lib/pg-pool.js'
 import type { Sample } from './metrics.js'
 import { JOB_STATES } from '../orders/provisioning.js'
-import type { RequestQueue } from '../../../lib/request-queue.js'
+import type { UpstreamQueue } from '../request-queues.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -37,7 +37,7 @@ async function bounded<T> (work: () => Promise<T>, ms: number): Promise<T | unde
   }
 }
 
-function queueSnapshot (queue: RequestQueue): QueueSnapshot {
+function queueSnapshot (queue: UpstreamQueue): QueueSnapshot {
   return { health: queue.health(), metrics: queue.metrics(), recentFailedRequests: queue.recentFailures() }
 }
 

@@ -270,6 +270,14 @@ export function severityOf (level: Level): number {
   return SEVERITY[level]
 }
 
+/** A queue's `health` (specification 2.2: `healthy` is a working queue's) at a level. */
+export type QueueHealth = 'healthy' | 'degraded' | 'unhealthy'
+const HEALTH_OF_LEVEL: Record<Level, QueueHealth> = { ok: 'healthy', warning: 'degraded', critical: 'unhealthy' }
+
+export function healthOf (level: Level): QueueHealth {
+  return HEALTH_OF_LEVEL[level]
+}
+
 export function worstLevel (levels: Iterable<Level>): Level {
   let worst: Level = 'ok'
   for (const level of levels) if (SEVERITY[level] > SEVERITY[worst]) worst = level

@@ -5,15 +5,12 @@ import { Redis } from 'ioredis'
 import { abortable } from '../../../lib/abortable.js'
 import { classifyFailure } from '../../../lib/failure.js'
 import { JOB_STATES, failOrder, provisionOrder, type JobCounts, type ProvisioningDependencies } from './provisioning.js'
-import { levelOf, worstLevel, type Level } from '../monitoring/thresholds.js'
-import type { QueueHealth } from '../../../lib/request-queue.js'
+import { healthOf, levelOf, worstLevel, type QueueHealth } from '../monitoring/thresholds.js'
 import { closeRedis } from '../../external/redis.js'
 
 export const PROVISIONING_QUEUE = 'provisioning'
 
 interface ProvisioningJob { crmOrderId: string }
-
-const HEALTH_OF_LEVEL: Record<Level, QueueHealth> = { ok: 'healthy', warning: 'degraded', critical: 'unhealthy' }
 
 /** The job id derives from the CRM order id, so a replayed or duplicated event never makes a second job. */
 export function jobIdOf (crmOrderId: string): string {
@@ -58,7 +55,7 @@ export class ProvisioningJobQueue {
   }
 
   static health (counts: JobCounts): QueueHealth {
-    return HEALTH_OF_LEVEL[worstLevel([levelOf('job_queue_waiting', counts.waiting), levelOf('job_queue_failed', counts.recentFailed)])]
+    return healthOf(worstLevel([levelOf('job_queue_waiting', counts.waiting), levelOf('job_queue_failed', counts.recentFailed)]))
   }
 }
 
