@@ -5,7 +5,7 @@ import { CORRELATION_HEADER, RequestLogController, correlationIdOf } from './lib
 import { exactBodyValidator } from './lib/validator.js'
 import { BODY_LIMIT_BYTES } from './schemas/error.js'
 import sensible from './plugins/external/sensible.js'
-import metrics from './plugins/external/metrics.js'
+import monitoring from './plugins/app/monitoring/index.js'
 import swagger from './plugins/external/swagger.js'
 import postgres from './plugins/external/postgres.js'
 import redis from './plugins/external/redis.js'
@@ -22,7 +22,6 @@ import servicesCache from './plugins/app/services-cache.js'
 import upstreams from './plugins/app/upstreams.js'
 import blacklist from './plugins/app/blacklist.js'
 import authentication from './plugins/app/authentication.js'
-import monitoring from './plugins/app/monitoring/index.js'
 import orders from './plugins/app/orders/index.js'
 import jobQueue from './plugins/app/orders/job-queue.js'
 import eventSubscriber from './plugins/app/events/index.js'
@@ -86,7 +85,8 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
   // A plugin that fails to start must not leave the others' pools and sockets open.
   try {
     await app.register(sensible)
-    await app.register(metrics)
+    // First of the service's own: every other plugin registers its measures with it.
+    await app.register(monitoring)
     await app.register(swagger)
     await app.register(postgres)
     await app.register(redis)
@@ -106,7 +106,6 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     await app.register(orders)
     await app.register(jobQueue)
     await app.register(eventSubscriber)
-    await app.register(monitoring)
 
     await app.register(healthRoutes)
     await app.register(queueRoutes)

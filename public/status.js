@@ -123,9 +123,11 @@ function render (summary) {
 
   badge($('#core [data-field=status]'), summary.core.status, summary.core.status === 'ok' ? 'ok' : 'critical')
   describe($('#core [data-list=checks]'), Object.entries(summary.core.checks).map(([name, status]) => [name, status, LEVEL_OF[status]]))
-  renderQueue($('#billing'), summary.billing)
-  renderQueue($('#crm'), summary.crm)
-  renderUsage($('#crm'), summary.crm.dailyUsage, alerts.crm_daily_usage)
+  if (summary.billing !== null) renderQueue($('#billing'), summary.billing)
+  if (summary.crm !== null) {
+    renderQueue($('#crm'), summary.crm)
+    renderUsage($('#crm'), summary.crm.dailyUsage, alerts.crm_daily_usage)
+  }
   renderJobs($('#jobs [data-list=counts]'), summary.jobs, alerts)
   renderSubscriber($('#subscriber [data-list=stats]'), summary.subscriber)
   renderAlerts($('#alerts tbody'), summary.alerts)

@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import type { CheckResult } from '../lib/health-checks.js'
+import { coreHealthOf } from '../plugins/app/health.js'
 import { CheckStatus, CoreHealthReport, LivenessReport, ReadinessReport } from '../schemas/health.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 
@@ -16,11 +17,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   function reportOf (results: Record<string, CheckResult>): CoreHealthReport {
     if (results !== reportedResults || report === undefined) {
-      const checks = {
-        database: results.database?.status ?? 'fail',
-        cache: results.cache?.status ?? 'fail'
-      }
-      report = { status: checks.database === 'ok' && checks.cache === 'ok' ? 'ok' : 'degraded', checks }
+      report = coreHealthOf(results)
       reportedResults = results
     }
     return report

@@ -1,30 +1,18 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { UpstreamQueue } from '../plugins/app/request-queues.js'
-import { ProvisioningJobQueue } from '../plugins/app/orders/job-queue.js'
+import { usageReport } from '../plugins/app/upstreams.js'
 import { levelOf } from '../plugins/app/monitoring/thresholds.js'
 import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 
 const probe = { probe: true }
 
-function percentOf (used: number, limit: number | null): number | null {
-  return limit === null || limit === 0 ? null : Number(((100 * used) / limit).toFixed(2))
-}
-
 const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of queueSchemas) fastify.addSchema(schema)
 
-  async function dailyUsage () {
-    const usage = await fastify.crmUsage.read()
-    const used = usage.used ?? 0
-    return { used, limit: usage.limit, limitSource: usage.limitSource, percent: percentOf(used, usage.limit) }
-  }
-
-  async function jobReport () {
-    const counts = await fastify.jobQueue.counts().catch(() => null)
-    return counts === null ? null : { health: ProvisioningJobQueue.health(counts), ...counts }
-  }
+  const dailyUsage = async () => usageReport(await fastify.crmUsage.read())
+  const jobReport = () => fastify.jobQueue.report().catch(() => null)
 
   function detail (queue: UpstreamQueue) {
     return {

@@ -3,8 +3,12 @@ import { join } from 'node:path'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { projectRoot } from '../lib/project-root.js'
-import { StatusSummary, alertSchemas } from '../schemas/alerts.js'
+import { coreHealthOf } from '../plugins/app/health.js'
+import { StatusSummary, alertSchemas } from '../plugins/app/monitoring/schemas.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
+
+/** The daily usage while the store that keeps it does not answer. */
+const NO_USAGE = { used: 0, limit: null, percent: null, limitSource: 'unknown' } as const
 
 const ASSETS = {
   '/status': { file: 'status.html', type: 'text/html; charset=utf-8' },
@@ -41,15 +45,15 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()
-    const { core, billing, crm, jobs, subscriber } = snapshot
+    const { core = coreHealthOf({}), queues, crmUsage = NO_USAGE, jobs = null, subscriber = null } = snapshot.parts
     return {
       timestamp: snapshot.timestamp,
       level: judgement.level,
       core,
-      billing,
-      crm,
-      jobs: typeof jobs === 'string' ? null : jobs,
-      subscriber: typeof subscriber === 'string' ? null : subscriber,
+      billing: queues?.billing ?? null,
+      crm: queues === undefined ? null : { ...queues.crm, dailyUsage: crmUsage },
+      jobs,
+      subscriber,
       alerts: judgement.alerts
     }
   })

@@ -6,7 +6,10 @@ import SwaggerParser from '@apidevtools/swagger-parser'
 import { buildTestApp, tempDir } from './helpers/app.js'
 import { buildTestAppOnPrivateRedis } from './helpers/private-redis.js'
 import { waitFor } from './helpers/processes.js'
-import { ChangeLog, judge, readingsOf, type MonitoringSnapshot } from '../plugins/app/monitoring/alerts.js'
+import { pino } from 'pino'
+import { windowed } from '../plugins/app/monitoring/alerts.js'
+import { Monitoring } from '../plugins/app/monitoring/index.js'
+import { ServiceMetrics } from '../plugins/app/monitoring/metrics.js'
 import { THRESHOLDS } from '../plugins/app/monitoring/thresholds.js'
 
 t.test('GET /health/alerts: every row of the thresholds table, in order, with value, unit, level and thresholds', async (t) => {
@@ -74,45 +77,67 @@ t.test('a change of core health or alert level is logged once, not on every prob
 
 const quiet = { count: 0, failures: 0, failureRate: null, average: null, p95: null }
 
-function snapshot (overrides: Partial<MonitoringSnapshot> = {}): MonitoringSnapshot {
-  const queue = { health: 'healthy' as const, metrics: { totalRequests: 0, completedRequests: 0, failedRequests: 0, queueSize: 0, pendingRequests: 0, averageWaitTime: 0, averageExecutionTime: 0 }, recentFailedRequests: 0 }
-  return {
-    timestamp: new Date().toISOString(),
-    core: { status: 'ok', checks: { database: 'ok', cache: 'ok' } },
-    billing: queue,
-    crm: { ...queue, dailyUsage: { used: 0, limit: null, percent: null, limitSource: 'unknown' } },
-    jobs: 'absent',
-    subscriber: 'absent',
-    http: quiet,
-    upstreams: { billing: quiet, crm: quiet, telecom: quiet },
-    cache: { hitRate: null, latencyP95Ms: null, memory: null },
-    database: { inUse: 0, idle: 0, waiting: 0, max: 10, queries: quiet },
-    ...overrides
-  }
+function monitoringWithLog () {
+  const lines: Array<Record<string, unknown>> = []
+  const log = pino({ messageKey: 'message' }, { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>) } })
+  return { lines, monitoring: new Monitoring({ metrics: new ServiceMetrics(), log, readTimeoutMs: 100 }) }
 }
 
 t.test('a measure without data has no value, level ok and says why', async (t) => {
-  const { level, alerts } = judge(readingsOf(snapshot()))
-  t.equal(level, 'ok')
-  const row = (measure: string) => alerts.find((alert) => alert.measure === measure)
-  t.match(row('job_queue_waiting'), { value: null, level: 'ok', note: /no data: the provisioning job queue is not part/ })
-  t.match(row('crm_daily_usage'), { value: null, note: /no data/ })
-  t.match(row('cache_memory'), { value: null, note: /Redis did not answer/ })
-  t.match(row('api_response_time_p95'), { value: null, note: /no requests in the last 5 minutes/ })
-  const unavailable = judge(readingsOf(snapshot({ jobs: 'unavailable' })))
-  t.match(unavailable.alerts.find((alert) => alert.measure === 'job_queue_failed'), { value: null, note: /did not answer/ })
+  const { monitoring } = monitoringWithLog()
+  monitoring.register('http', { description: 'the request log', read: () => quiet, measures: { api_response_time_p95: (http) => windowed(http.p95, 'requests') } })
+  monitoring.register('jobs', {
+    description: 'the provisioning job queue',
+    read: () => new Promise(() => {}),
+    measures: { job_queue_failed: (jobs) => ({ value: jobs.recentFailed }) }
+  })
+  monitoring.register('cacheMemory', {
+    description: 'Redis',
+    read: () => Promise.reject(new Error('connection refused')),
+    measures: { cache_memory: (memory) => ({ value: memory.usedBytes }) }
+  })
+  const { snapshot, judgement } = await monitoring.evaluate()
+  t.same(Object.keys(snapshot.parts), ['http'], 'a part that failed or did not answer in time is missing')
+  t.equal(judgement.level, 'ok')
+  const row = (measure: string) => judgement.alerts.find((alert) => alert.measure === measure)
+  t.match(row('api_response_time_p95'), { value: null, level: 'ok', note: /no requests in the last 5 minutes/ })
+  t.match(row('job_queue_failed'), { value: null, level: 'ok', note: 'no data: the provisioning job queue did not answer' })
+  t.match(row('cache_memory'), { value: null, note: 'no data: Redis did not answer' })
+  t.match(row('query_duration'), { value: null, note: 'no data: not measured by this service' })
+  t.throws(() => monitoring.register('http', { description: 'again', read: () => quiet }), /already registered/)
+})
+
+t.test('a part\'s metrics are read from the snapshot, with no sample while the part is unavailable', async (t) => {
+  const metrics = new ServiceMetrics()
+  const monitoring = new Monitoring({ metrics, log: pino({ enabled: false }), readTimeoutMs: 100 })
+  let answering = true
+  monitoring.register('rateLimitBypassed', {
+    description: 'the rate limiter',
+    read: () => answering ? 7 : Promise.reject(new Error('down')),
+    metrics: [{ name: 'test_bypassed_total', help: 'a counter', type: 'counter', samples: (count) => [{ value: count }] }]
+  })
+  t.match(await metrics.text(), /^test_bypassed_total 7$/m)
+  answering = false
+  t.notMatch(await metrics.text(), /^test_bypassed_total /m, 'no made-up value')
+  t.match(await metrics.text(), /# TYPE test_bypassed_total counter/)
 })
 
 t.test('the change log: one line per change, at the level of the new state', async (t) => {
-  const lines: Array<[string, string]> = []
-  const log = { info: (_: object, message: string) => lines.push(['info', message]), warn: (_: object, message: string) => lines.push(['warn', message]), error: (_: object, message: string) => lines.push(['error', message]) }
-  const changes = new ChangeLog(log)
-  const ok = snapshot()
-  const at = (measure: string, value: number) => judge({ ...readingsOf(ok), [measure]: { value } })
-  changes.observe(ok.core, at('billing_queue_size', 11))
-  changes.observe(ok.core, at('billing_queue_size', 12))
-  changes.observe(ok.core, at('billing_queue_size', 60))
-  changes.observe(ok.core, at('billing_queue_size', 20))
-  changes.observe(ok.core, judge(readingsOf(ok)))
-  t.same(lines, [['warn', 'alert level warning'], ['error', 'alert level critical'], ['warn', 'alert level warning'], ['info', 'alert level ok again']])
+  const { lines, monitoring } = monitoringWithLog()
+  let queueSize = 0
+  const report = (waiting: number) => ({
+    health: 'healthy' as const,
+    metrics: { totalRequests: 0, completedRequests: 0, failedRequests: 0, queueSize: waiting, pendingRequests: 0, averageWaitTime: 0, averageExecutionTime: 0 },
+    recentFailedRequests: 0
+  })
+  monitoring.register('queues', {
+    description: 'the request queues',
+    read: () => ({ billing: report(queueSize), crm: report(0) }),
+    measures: { billing_queue_size: ({ billing }) => ({ value: billing.metrics.queueSize }) }
+  })
+  for (const size of [11, 12, 60, 20, 0]) {
+    queueSize = size
+    await monitoring.evaluate()
+  }
+  t.same(lines.map((line) => [line.level, line.message]), [[40, 'alert level warning'], [50, 'alert level critical'], [40, 'alert level warning'], [30, 'alert level ok again']])
 })

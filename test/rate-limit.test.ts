@@ -41,7 +41,6 @@ t.test('with Redis down, limiting stops and requests pass; it is counted', async
   const statuses = []
   for (let i = 0; i < 5; i++) statuses.push((await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode)
   t.same(statuses, [200, 200, 200, 200, 200], 'nothing is limited')
-  t.ok(app.rateLimitBypassed() >= 5, `${app.rateLimitBypassed()} requests passed unlimited`)
   const bypassed = /^portal_bff_rate_limit_bypassed_total (\d+)$/m.exec((await app.inject('/metrics')).body)
   t.ok(Number(bypassed?.[1]) >= 5, `and /metrics says so: ${bypassed?.[0]}`)
 })

@@ -4,12 +4,23 @@ import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import Postgrator from 'postgrator'
 import { DatabaseUnavailableError } from '../../lib/errors.js'
+import { instrumentPool, poolUsage, type PoolUsage } from '../../lib/pg-pool.js'
+import { percentOf } from '../../lib/numbers.js'
+import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
+import { windowed } from './monitoring/alerts.js'
 import { projectRoot } from '../../lib/project-root.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** An onRequest hook: 500 `DATABASE_UNAVAILABLE` while the last database check failed. */
     requireDatabase: () => Promise<void>
+  }
+}
+
+declare module './monitoring/index.js' {
+  interface MonitoringParts {
+    /** The business pool, and its queries over the recent window. */
+    database: PoolUsage & { queries: WindowSummary }
   }
 }
 
@@ -67,6 +78,30 @@ async function db (fastify: FastifyInstance) {
   fastify.coreHealth.register('database', databaseCheck)
   fastify.integrationHealth.register('database', databaseCheck)
 
+  // Business queries only: the probe's are the health check's own.
+  const pool = fastify.pg.pool
+  const queries = new SlidingWindow()
+  instrumentPool(pool, (durationMs, failed) => {
+    queries.record(durationMs, failed)
+    fastify.metrics.observeQuery(durationMs, failed)
+  })
+  const poolMetric = (name: string, help: string, value: (usage: PoolUsage) => number) =>
+    ({ name, help, type: 'gauge' as const, samples: (usage: PoolUsage) => [{ value: value(usage) }] })
+  fastify.monitoring.register('database', {
+    description: 'the database pool',
+    read: () => ({ ...poolUsage(pool), queries: queries.summary() }),
+    measures: {
+      database_pool_usage: (database) => ({ value: percentOf(database.inUse, database.max) }),
+      query_duration: (database) => windowed(database.queries.p95, 'queries')
+    },
+    metrics: [
+      poolMetric('portal_bff_db_pool_connections_in_use', 'Connections of the business pool lent out', (usage) => usage.inUse),
+      poolMetric('portal_bff_db_pool_connections_idle', 'Idle connections of the business pool', (usage) => usage.idle),
+      poolMetric('portal_bff_db_pool_connections_max', 'Size of the business pool (DATABASE_POOL_MAX)', (usage) => usage.max),
+      poolMetric('portal_bff_db_pool_waiting_requests', 'Callers waiting for a connection of the business pool', (usage) => usage.waiting)
+    ]
+  })
+
   // Seed §7: while the database is unreachable, every API request fails with HTTP 500, the routes
   // that need no query included. The gate judges by the last finished run of the checks GET /health
   // shares, and refreshes a stale one behind the request: it adds no query of its own and no wait
@@ -78,4 +113,4 @@ async function db (fastify: FastifyInstance) {
   })
 }
 
-export default fp(db, { name: 'db', fastify: '5.x', dependencies: ['postgres', 'health'] })
+export default fp(db, { name: 'db', fastify: '5.x', dependencies: ['postgres', 'health', 'monitoring'] })

@@ -1,10 +1,22 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { HealthCheckRegistry } from '../../lib/health-checks.js'
+import { HealthCheckRegistry, type CheckResult, type CheckStatus } from '../../lib/health-checks.js'
 
 export interface Lifecycle {
   /** True from the shutdown signal on: readiness answers 503 while requests drain. */
   draining: boolean
+}
+
+/** The core health report of the specification (2.1). */
+export interface CoreHealth {
+  status: 'ok' | 'degraded'
+  checks: { database: CheckStatus, cache: CheckStatus }
+}
+
+/** The specification's verdict: `ok` when every check is `ok`, `degraded` when one fails; a check that did not run fails. */
+export function coreHealthOf (results: Record<string, CheckResult>): CoreHealth {
+  const checks = { database: results.database?.status ?? 'fail', cache: results.cache?.status ?? 'fail' }
+  return { status: checks.database === 'ok' && checks.cache === 'ok' ? 'ok' : 'degraded', checks }
 }
 
 declare module 'fastify' {
@@ -17,10 +29,17 @@ declare module 'fastify' {
   }
 }
 
+declare module './monitoring/index.js' {
+  interface MonitoringParts {
+    core: CoreHealth
+  }
+}
+
 async function health (fastify: FastifyInstance) {
   const { HEALTH_CHECK_TIMEOUT_MS, HEALTH_CHECK_CACHE_MS } = fastify.config
   const options = { timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS }
-  fastify.decorate('coreHealth', new HealthCheckRegistry(options))
+  const coreHealth = new HealthCheckRegistry(options)
+  fastify.decorate('coreHealth', coreHealth)
   fastify.decorate('integrationHealth', new HealthCheckRegistry(options))
   fastify.decorate('lifecycle', { draining: false })
   fastify.addHook('preClose', async () => { fastify.lifecycle.draining = true })
@@ -30,6 +49,20 @@ async function health (fastify: FastifyInstance) {
     if (fastify.lifecycle.draining) reply.header('connection', 'close')
     done(null, payload)
   })
+
+  fastify.monitoring.register('core', {
+    description: 'the core health checks',
+    read: async () => coreHealthOf(await coreHealth.run()),
+    measures: {
+      core_status: (core) => ({ value: Object.values(core.checks).filter((status) => status === 'fail').length })
+    },
+    metrics: [{
+      name: 'portal_bff_health_check_up',
+      help: 'Core health checks of GET /health: 1 ok, 0 fail',
+      type: 'gauge',
+      samples: (core) => Object.entries(core.checks).map(([check, status]) => ({ labels: { check }, value: status === 'ok' ? 1 : 0 }))
+    }]
+  })
 }
 
-export default fp(health, { name: 'health', fastify: '5.x', decorators: { fastify: ['config'] } })
+export default fp(health, { name: 'health', fastify: '5.x', dependencies: ['monitoring'], decorators: { fastify: ['config'] } })

@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { RequestQueue, type RequestQueueOptions } from '../../lib/request-queue.js'
+import { RequestQueue, type QueueMetrics, type RequestQueueOptions } from '../../lib/request-queue.js'
+import type { Sample } from './monitoring/metrics.js'
 import { healthOf, levelOf, threshold, worstLevel, type Level, type MeasureName, type QueueHealth } from './monitoring/thresholds.js'
 
 /**
@@ -29,11 +30,35 @@ export class UpstreamQueue extends RequestQueue {
   }
 }
 
+/** A queue's report: its health, the specification's metrics, and the failures its health is judged on. */
+export interface QueueSnapshot {
+  health: QueueHealth
+  metrics: QueueMetrics
+  recentFailedRequests: number
+}
+
+function snapshotOf (queue: UpstreamQueue): QueueSnapshot {
+  return { health: queue.health(), metrics: queue.metrics(), recentFailedRequests: queue.recentFailures() }
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     billingQueue: UpstreamQueue
     crmQueue: UpstreamQueue
   }
+}
+
+declare module './monitoring/index.js' {
+  interface MonitoringParts {
+    queues: Record<'billing' | 'crm', QueueSnapshot>
+  }
+}
+
+type QueueReports = Record<'billing' | 'crm', QueueSnapshot>
+
+/** A gauge or counter with one sample per queue, labelled with its name. */
+function perQueue (name: string, help: string, type: 'gauge' | 'counter', value: (queue: QueueSnapshot) => number) {
+  return { name, help, type, samples: (queues: QueueReports): Sample[] => Object.entries(queues).map(([queue, report]) => ({ labels: { queue }, value: value(report) })) }
 }
 
 async function requestQueues (fastify: FastifyInstance) {
@@ -46,6 +71,26 @@ async function requestQueues (fastify: FastifyInstance) {
   fastify.addHook('onClose', async () => {
     await Promise.all([billingQueue.drain(), crmQueue.drain()])
   })
+
+  const window = 'within QUEUE_HEALTH_WINDOW_MS'
+  fastify.monitoring.register('queues', {
+    description: 'the request queues',
+    read: () => ({ billing: snapshotOf(billingQueue), crm: snapshotOf(crmQueue) }),
+    measures: {
+      billing_queue_size: ({ billing }) => ({ value: billing.metrics.queueSize }),
+      billing_failed_requests: ({ billing }) => ({ value: billing.recentFailedRequests })
+    },
+    metrics: [
+      perQueue('portal_bff_queue_size', 'Requests waiting in the upstream request queue', 'gauge', (queue) => queue.metrics.queueSize),
+      perQueue('portal_bff_queue_pending_requests', 'Requests of the upstream request queue in flight', 'gauge', (queue) => queue.metrics.pendingRequests),
+      perQueue('portal_bff_queue_recent_failed_requests', `Failed requests of the upstream request queue ${window}, which its health is judged on`, 'gauge', (queue) => queue.recentFailedRequests),
+      perQueue('portal_bff_queue_requests_total', 'Requests seen by the upstream request queue', 'counter', (queue) => queue.metrics.totalRequests),
+      perQueue('portal_bff_queue_requests_completed_total', 'Requests completed by the upstream request queue', 'counter', (queue) => queue.metrics.completedRequests),
+      perQueue('portal_bff_queue_requests_failed_total', 'Requests failed in the upstream request queue', 'counter', (queue) => queue.metrics.failedRequests),
+      perQueue('portal_bff_queue_average_wait_seconds', `Average wait in the upstream request queue ${window}`, 'gauge', (queue) => queue.metrics.averageWaitTime / 1000),
+      perQueue('portal_bff_queue_average_execution_seconds', `Average execution time of upstream requests ${window}`, 'gauge', (queue) => queue.metrics.averageExecutionTime / 1000)
+    ]
+  })
 }
 
-export default fp(requestQueues, { name: 'request-queues', fastify: '5.x', decorators: { fastify: ['config'] } })
+export default fp(requestQueues, { name: 'request-queues', fastify: '5.x', dependencies: ['monitoring'], decorators: { fastify: ['config'] } })

@@ -1,8 +1,10 @@
 import fp from 'fastify-plugin'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
-import { LatencyWindow } from '../../lib/latency-window.js'
+import { abortable } from '../../lib/abortable.js'
+import { percentOf, round } from '../../lib/numbers.js'
 import { SlidingWindow } from '../../lib/sliding-window.js'
+import { windowed } from './monitoring/alerts.js'
 
 /** What is cached, and for how long (seconds): long enough to spare the upstream, short enough to stay fresh. */
 export const CACHE_TTL_SECONDS = {
@@ -30,34 +32,28 @@ export interface RedisMemory {
   keys: number
 }
 
-interface Log {
-  warn (object: object, message: string): void
-  info (message: string): void
-}
-
 export interface ServicesCacheOptions {
   /** Told of the duration of every command Redis answered (the metrics histogram). */
   onCommand?: (durationMs: number) => void
 }
 
-function round (value: number | null, digits = 2): number | null {
-  return value === null ? null : Number(value.toFixed(digits))
-}
+const roundOrNull = (value: number | null) => value === null ? null : round(value)
 
 /**
  * Cache-aside for upstream reads. Redis failing never fails a read: it counts as a miss and the
- * value comes from the upstream (seed §7).
+ * value comes from the upstream, as the specification says.
  */
 export class ServicesCache {
   #hits = 0
   #misses = 0
   #errors = 0
   #available = true
-  readonly #latency = new LatencyWindow()
+  /** Durations of the commands Redis answered, over the recent window. */
+  readonly #latency = new SlidingWindow()
   /** Reads over the recent window, a miss flagged as failed: the hit rate that alerts judge. */
   readonly #reads = new SlidingWindow()
 
-  constructor (private readonly redis: Redis, private readonly prefix: string, private readonly log: Log, private readonly options: ServicesCacheOptions = {}) {}
+  constructor (private readonly redis: Redis, private readonly prefix: string, private readonly log: Pick<FastifyBaseLogger, 'info' | 'warn'>, private readonly options: ServicesCacheOptions = {}) {}
 
   async getOrLoad<T> (kind: CacheKind, key: string, load: () => Promise<T>): Promise<T> {
     const cacheKey = `${this.prefix}${kind}:${key}`
@@ -81,12 +77,13 @@ export class ServicesCache {
 
   stats (): ServicesCacheStats {
     const reads = this.#hits + this.#misses
+    const latency = this.#latency.summary()
     return {
       hits: this.#hits,
       misses: this.#misses,
       errors: this.#errors,
-      hitRate: reads === 0 ? null : round((100 * this.#hits) / reads),
-      latency: { averageMs: round(this.#latency.average()), p95Ms: round(this.#latency.percentile(95)) }
+      hitRate: percentOf(this.#hits, reads),
+      latency: { averageMs: roundOrNull(latency.average), p95Ms: roundOrNull(latency.p95) }
     }
   }
 
@@ -101,7 +98,7 @@ export class ServicesCache {
     const field = (name: string) => Number(new RegExp(`^${name}:(\\d+)`, 'm').exec(info)?.[1] ?? 0)
     const usedBytes = field('used_memory')
     const maxBytes = field('maxmemory') || null
-    return { usedBytes, maxBytes, percent: maxBytes === null ? null : round((100 * usedBytes) / maxBytes), keys }
+    return { usedBytes, maxBytes, percent: percentOf(usedBytes, maxBytes), keys }
   }
 
   async #timed<T> (command: () => Promise<T>): Promise<T | undefined> {
@@ -133,9 +130,50 @@ declare module 'fastify' {
   }
 }
 
-async function servicesCache (fastify: FastifyInstance) {
-  const onCommand = (durationMs: number) => fastify.metrics.observeCacheCommand(durationMs)
-  fastify.decorate('servicesCache', new ServicesCache(fastify.redis, `${fastify.config.REDIS_KEY_PREFIX}services-cache:`, fastify.log, { onCommand }))
+declare module './monitoring/index.js' {
+  interface MonitoringParts {
+    cache: ServicesCacheStats & { recentHitRate: number | null }
+    cacheMemory: RedisMemory
+  }
 }
 
-export default fp(servicesCache, { name: 'services-cache', fastify: '5.x', dependencies: ['redis', 'metrics'], decorators: { fastify: ['config'] } })
+async function servicesCache (fastify: FastifyInstance) {
+  const { REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT_MS } = fastify.config
+  const onCommand = (durationMs: number) => fastify.metrics.observeCacheCommand(durationMs)
+  const cache = new ServicesCache(fastify.redis, `${REDIS_KEY_PREFIX}services-cache:`, fastify.log, { onCommand })
+  fastify.decorate('servicesCache', cache)
+
+  fastify.monitoring.register('cache', {
+    description: 'the services cache',
+    read: () => ({ ...cache.stats(), recentHitRate: cache.recentHitRate() }),
+    measures: {
+      cache_hit_rate: (stats) => windowed(stats.recentHitRate, 'cache reads'),
+      cache_latency: (stats) => windowed(stats.latency.p95Ms, 'cache commands')
+    },
+    metrics: [
+      {
+        name: 'portal_bff_cache_reads_total',
+        help: 'Services cache reads by result (a Redis failure is a miss)',
+        type: 'counter',
+        samples: ({ hits, misses }) => [{ labels: { result: 'hit' }, value: hits }, { labels: { result: 'miss' }, value: misses }]
+      },
+      { name: 'portal_bff_cache_errors_total', help: 'Services cache commands Redis did not answer', type: 'counter', samples: ({ errors }) => [{ value: errors }] }
+    ]
+  })
+  fastify.monitoring.register('cacheMemory', {
+    description: 'Redis',
+    read: () => abortable(cache.memory(), AbortSignal.timeout(REDIS_COMMAND_TIMEOUT_MS)),
+    measures: {
+      cache_memory: (memory) => memory.maxBytes === null
+        ? { value: null, note: 'Redis has no maxmemory limit: there is no limit to judge memory against' }
+        : { value: (100 * memory.usedBytes) / memory.maxBytes }
+    },
+    metrics: [
+      { name: 'portal_bff_cache_memory_used_bytes', help: 'Redis used_memory; absent while Redis does not answer', type: 'gauge', samples: (memory) => [{ value: memory.usedBytes }] },
+      { name: 'portal_bff_cache_memory_max_bytes', help: 'Redis maxmemory; absent when Redis has no limit', type: 'gauge', samples: (memory) => memory.maxBytes === null ? [] : [{ value: memory.maxBytes }] },
+      { name: 'portal_bff_cache_keys', help: 'Keys in the Redis database', type: 'gauge', samples: (memory) => [{ value: memory.keys }] }
+    ]
+  })
+}
+
+export default fp(servicesCache, { name: 'services-cache', fastify: '5.x', dependencies: ['redis', 'monitoring'], decorators: { fastify: ['config'] } })

@@ -2,10 +2,12 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { BillingClient } from '../../integrations/billing/client.js'
 import { CrmClient } from '../../integrations/crm/client.js'
-import { DailyUsageStore } from '../../integrations/crm/daily-usage.js'
+import { DailyUsageStore, type DailyUsage, type LimitSource } from '../../integrations/crm/daily-usage.js'
 import { TelecomClient } from '../../integrations/telecom/client.js'
 import type { UpstreamCall, UpstreamName } from '../../integrations/upstream.js'
-import { SlidingWindow } from '../../lib/sliding-window.js'
+import { percentOf } from '../../lib/numbers.js'
+import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
+import { combinedFailureRate, highest, windowed } from './monitoring/alerts.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -16,6 +18,26 @@ declare module 'fastify' {
     crmUsage: DailyUsageStore
     /** Every upstream call's duration and outcome, over the recent window. */
     upstreamCalls: Record<UpstreamName, SlidingWindow>
+  }
+}
+
+/** The CRM's daily API usage as the health endpoints report it: `used` counts against `limit`. */
+export interface CrmUsageReport {
+  used: number
+  limit: number | null
+  percent: number | null
+  limitSource: LimitSource
+}
+
+export function usageReport ({ used, limit, limitSource }: DailyUsage): CrmUsageReport {
+  return { used: used ?? 0, limit, percent: percentOf(used ?? 0, limit), limitSource }
+}
+
+declare module './monitoring/index.js' {
+  interface MonitoringParts {
+    /** Every upstream call's duration and outcome over the recent window. */
+    upstreams: Record<UpstreamName, WindowSummary>
+    crmUsage: CrmUsageReport
   }
 }
 
@@ -65,10 +87,33 @@ async function upstreams (fastify: FastifyInstance) {
   fastify.integrationHealth.register('crm', (signal) => crm.health(signal))
   fastify.integrationHealth.register('telecom', (signal) => telecom.health(signal))
 
+  fastify.monitoring.register('upstreams', {
+    description: 'the upstream calls',
+    read: () => ({ billing: upstreamCalls.billing.summary(), crm: upstreamCalls.crm.summary(), telecom: upstreamCalls.telecom.summary() }),
+    measures: {
+      crm_billing_response_time: (calls) => windowed(highest([calls.crm.p95, calls.billing.p95]), 'CRM or billing calls'),
+      telecom_response_time: (calls) => windowed(calls.telecom.p95, 'telecom calls'),
+      external_error_rate: (calls) => windowed(combinedFailureRate(Object.values(calls)), 'upstream calls')
+    }
+  })
+  fastify.monitoring.register('crmUsage', {
+    description: 'the CRM daily usage store',
+    read: async () => usageReport(await crmUsage.read()),
+    measures: {
+      crm_daily_usage: ({ used, limit }) => limit === null || limit === 0
+        ? { value: null, note: 'no data: neither the CRM nor CRM_DAILY_API_LIMIT has given a limit' }
+        : { value: (100 * used) / limit }
+    },
+    metrics: [
+      { name: 'portal_bff_crm_daily_api_requests', help: 'CRM API requests of the last 24 hours, as the CRM reports them', type: 'gauge', samples: (usage) => [{ value: usage.used }] },
+      { name: 'portal_bff_crm_daily_api_limit', help: 'The CRM daily API quota; absent while unknown', type: 'gauge', samples: (usage) => usage.limit === null ? [] : [{ value: usage.limit }] }
+    ]
+  })
+
   crm.startLimitsRefresh()
   fastify.addHook('onClose', async () => {
     await Promise.all([billing.close(), crm.close(), telecom.close()])
   })
 }
 
-export default fp(upstreams, { name: 'upstreams', fastify: '5.x', dependencies: ['redis', 'health'] })
+export default fp(upstreams, { name: 'upstreams', fastify: '5.x', dependencies: ['redis', 'health', 'monitoring'] })

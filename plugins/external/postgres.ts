@@ -1,7 +1,6 @@
 import fp from 'fastify-plugin'
 import fastifyPostgres from '@fastify/postgres'
 import type { FastifyInstance } from 'fastify'
-import { instrumentPool } from '../../lib/pg-pool.js'
 
 /**
  * Two pools: `pg` for business traffic, and `pg.probe`, one connection kept for health checks
@@ -29,8 +28,6 @@ async function postgres (fastify: FastifyInstance) {
   for (const pool of [fastify.pg.pool, fastify.pg.probe?.pool]) {
     pool?.on('error', (error) => fastify.log.warn({ err: error }, 'idle database connection lost'))
   }
-  // Business queries only: the probe's are the health check's own.
-  instrumentPool(fastify.pg.pool, (durationMs, failed) => fastify.metrics.observeQuery(durationMs, failed))
 }
 
-export default fp(postgres, { name: 'postgres', fastify: '5.x', dependencies: ['metrics'], decorators: { fastify: ['config'] } })
+export default fp(postgres, { name: 'postgres', fastify: '5.x', decorators: { fastify: ['config'] } })

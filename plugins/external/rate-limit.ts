@@ -4,10 +4,10 @@ import { createRequire } from 'node:module'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { RateLimitedError } from '../../lib/errors.js'
 
-declare module 'fastify' {
-  interface FastifyInstance {
+declare module '../app/monitoring/index.js' {
+  interface MonitoringParts {
     /** Requests let through unlimited because Redis could not be asked, since start. */
-    rateLimitBypassed: () => number
+    rateLimitBypassed: number
   }
 }
 
@@ -52,7 +52,16 @@ async function rateLimit (fastify: FastifyInstance) {
     if (error === null && failing) fastify.log.info({ bypassed }, 'rate limiting resumed')
     failing = error !== null
   }
-  fastify.decorate('rateLimitBypassed', () => bypassed)
+  fastify.monitoring.register('rateLimitBypassed', {
+    description: 'the rate limiter',
+    read: () => bypassed,
+    metrics: [{
+      name: 'portal_bff_rate_limit_bypassed_total',
+      help: 'Requests let through unlimited because the rate limiter could not reach Redis',
+      type: 'counter',
+      samples: (count) => [{ value: count }]
+    }]
+  })
   const Store = class extends ObservedStore {
     constructor (options: FastifyRateLimitOptions & { continueExceeding?: boolean, exponentialBackoff?: boolean }) {
       super(new RedisStore(options.continueExceeding ?? false, options.exponentialBackoff ?? false, fastify.redis, `${REDIS_KEY_PREFIX}rate-limit:`), observe)
@@ -78,4 +87,4 @@ async function rateLimit (fastify: FastifyInstance) {
   })
 }
 
-export default fp(rateLimit, { name: 'rate-limit', fastify: '5.x', dependencies: ['redis'], decorators: { fastify: ['config'] } })
+export default fp(rateLimit, { name: 'rate-limit', fastify: '5.x', dependencies: ['redis', 'monitoring'], decorators: { fastify: ['config'] } })

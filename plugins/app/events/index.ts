@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux.js'
-import { EventSubscription } from './subscription.js'
+import { EventSubscription, type SubscriptionStats } from './subscription.js'
 import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/failure.js'
 import type { Order } from '../orders/store.js'
 import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
@@ -9,6 +9,12 @@ import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 declare module 'fastify' {
   interface FastifyInstance {
     eventSubscription: EventSubscription
+  }
+}
+
+declare module '../monitoring/index.js' {
+  interface MonitoringParts {
+    subscriber: SubscriptionStats
   }
 }
 
@@ -84,8 +90,28 @@ async function eventSubscriber (fastify: FastifyInstance) {
       throw new UpstreamFailure(failure, 'crm', `platform-event subscription ${holder === null ? 'held by no instance' : holder.state}`)
     })
   }
+  fastify.monitoring.register('subscriber', {
+    description: 'the platform-event subscription',
+    read: () => subscription.stats(),
+    metrics: [
+      {
+        name: 'portal_bff_event_subscriber_state',
+        help: 'The platform-event subscription\'s state (1 for the current one)',
+        type: 'gauge',
+        samples: ({ state }) => [{ labels: { state }, value: 1 }]
+      },
+      { name: 'portal_bff_event_subscriber_events_received_total', help: 'Platform events received', type: 'counter', samples: ({ received }) => [{ value: received }] },
+      { name: 'portal_bff_event_subscriber_reconnects_total', help: 'Reconnections of the platform-event subscription', type: 'counter', samples: ({ reconnects }) => [{ value: reconnects }] },
+      {
+        name: 'portal_bff_event_subscriber_last_event_timestamp_seconds',
+        help: 'When the last platform event was received (Unix time)',
+        type: 'gauge',
+        samples: ({ lastEventAt }) => lastEventAt === null ? [] : [{ value: Date.parse(lastEventAt) / 1000 }]
+      }
+    ]
+  })
   fastify.addHook('onReady', async () => subscription.start())
   fastify.addHook('onClose', async () => subscription.stop())
 }
 
-export default fp(eventSubscriber, { name: 'event-subscriber', fastify: '5.x', dependencies: ['orders', 'job-queue', 'upstreams', 'request-queues'], decorators: { fastify: ['config'] } })
+export default fp(eventSubscriber, { name: 'event-subscriber', fastify: '5.x', dependencies: ['orders', 'job-queue', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })

@@ -1,10 +1,9 @@
 import { Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client'
-import type { UpstreamCall } from '../../../integrations/upstream.js'
 import { SlidingWindow } from '../../../lib/sliding-window.js'
 
 /**
- * The histograms of /metrics. Their buckets include every threshold of seed §8 that is judged on
- * them (plugins/app/monitoring/thresholds.ts), so a percentile past a threshold is past it in Prometheus too.
+ * The histograms of /metrics. Their buckets include every threshold that is judged on them
+ * (thresholds.ts), so a percentile past a threshold is past it in Prometheus too.
  */
 export const HISTOGRAMS = {
   http: {
@@ -67,8 +66,6 @@ export class ServiceMetrics {
   readonly registry = new Registry()
   /** Finished requests, probes excepted: the API p95 and the HTTP 5xx rate. */
   readonly httpRequests = new SlidingWindow()
-  /** Queries of the business pool: the query duration p95. */
-  readonly queries = new SlidingWindow()
   readonly #http: Histogram<'method' | 'route' | 'status_class'>
   readonly #upstream: Histogram<'upstream' | 'outcome'>
   readonly #cacheCommand: Histogram
@@ -89,8 +86,8 @@ export class ServiceMetrics {
     this.#http.observe({ route, method, status_class: statusClass(statusCode) }, durationMs / 1000)
   }
 
-  /** The per-upstream windows live with the clients (plugins/app/upstreams.ts); this feeds the histogram. */
-  observeUpstreamCall ({ upstream, outcome, durationMs }: Pick<UpstreamCall, 'upstream' | 'outcome' | 'durationMs'>): void {
+  /** `outcome` is `ok` or the failure class. */
+  observeUpstreamCall ({ upstream, outcome, durationMs }: { upstream: string, outcome: string, durationMs: number }): void {
     this.#upstream.observe({ upstream, outcome }, durationMs / 1000)
   }
 
@@ -99,7 +96,6 @@ export class ServiceMetrics {
   }
 
   observeQuery (durationMs: number, failed: boolean): void {
-    this.queries.record(durationMs, failed)
     this.#query.observe({ outcome: failed ? 'error' : 'ok' }, durationMs / 1000)
   }
 

@@ -54,14 +54,22 @@ export class ProvisioningJobQueue {
     return await client.zcount(this.queue.toKey('failed'), Date.now() - this.bounds.failureWindowMs, '+inf')
   }
 
-  static health (counts: JobCounts): QueueHealth {
-    return healthOf(worstLevel([levelOf('job_queue_waiting', counts.waiting), levelOf('job_queue_failed', counts.recentFailed)]))
+  /** The counts and the queue's health, judged on the waiting jobs and the recent failures. */
+  async report (): Promise<JobCounts & { health: QueueHealth }> {
+    const counts = await this.counts()
+    return { health: healthOf(worstLevel([levelOf('job_queue_waiting', counts.waiting), levelOf('job_queue_failed', counts.recentFailed)])), ...counts }
   }
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
     jobQueue: ProvisioningJobQueue
+  }
+}
+
+declare module '../monitoring/index.js' {
+  interface MonitoringParts {
+    jobs: JobCounts
   }
 }
 
@@ -117,11 +125,35 @@ async function jobQueue (fastify: FastifyInstance) {
 
   // Started here, BullMQ's own setup commands are done before anything could close its connections.
   await Promise.all([queue.waitUntilReady(), worker.waitUntilReady()])
-  fastify.decorate('jobQueue', new ProvisioningJobQueue(queue, {
+  const jobs = new ProvisioningJobQueue(queue, {
     enqueueTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS * 5,
     countsTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
     failureWindowMs: config.QUEUE_HEALTH_WINDOW_MS
-  }))
+  })
+  fastify.decorate('jobQueue', jobs)
+  const window = 'within QUEUE_HEALTH_WINDOW_MS, which its health is judged on'
+  fastify.monitoring.register('jobs', {
+    description: 'the provisioning job queue',
+    read: () => jobs.counts(),
+    measures: {
+      job_queue_waiting: (counts) => ({ value: counts.waiting }),
+      job_queue_failed: (counts) => ({ value: counts.recentFailed })
+    },
+    metrics: [
+      {
+        name: 'portal_bff_job_queue_jobs',
+        help: 'Jobs of the provisioning job queue by state; absent while the queue does not answer',
+        type: 'gauge',
+        samples: (counts) => JOB_STATES.map((state) => ({ labels: { queue: PROVISIONING_QUEUE, state }, value: counts[state] }))
+      },
+      {
+        name: 'portal_bff_job_queue_recent_failed_jobs',
+        help: `Jobs of the provisioning job queue that failed after their last attempt ${window}`,
+        type: 'gauge',
+        samples: (counts) => [{ labels: { queue: PROVISIONING_QUEUE }, value: counts.recentFailed }]
+      }
+    ]
+  })
   fastify.addHook('onClose', async () => {
     closing = true
     // With Redis answering, the worker finishes the jobs it holds (within a queue deadline). With
@@ -143,4 +175,4 @@ async function jobQueue (fastify: FastifyInstance) {
   })
 }
 
-export default fp(jobQueue, { name: 'job-queue', fastify: '5.x', dependencies: ['orders', 'upstreams', 'request-queues'], decorators: { fastify: ['config'] } })
+export default fp(jobQueue, { name: 'job-queue', fastify: '5.x', dependencies: ['orders', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { MEASURES } from '../plugins/app/monitoring/thresholds.js'
-import { AlertLevel, QueueHealth, QueueMetrics } from './queues.js'
-import { StringEnum } from './string-enum.js'
+import { MEASURES } from './thresholds.js'
+import { AlertLevel, QueueHealth, QueueMetrics } from '../../../schemas/queues.js'
+import { StringEnum } from '../../../schemas/string-enum.js'
 
 const Count = (description: string) => Type.Integer({ minimum: 0, description })
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description?: string) =>
@@ -52,8 +52,8 @@ export const StatusSummary = Type.Object({
       cache: StringEnum(['ok', 'fail'])
     }, { additionalProperties: false })
   }, { additionalProperties: false }),
-  billing: Type.Object(QueueStatus, { additionalProperties: false }),
-  crm: Type.Object({
+  billing: Nullable(Type.Object(QueueStatus, { additionalProperties: false }), 'the billing request queue; null when there is no data'),
+  crm: Nullable(Type.Object({
     ...QueueStatus,
     dailyUsage: Type.Object({
       used: Count('CRM API calls today'),
@@ -61,7 +61,7 @@ export const StatusSummary = Type.Object({
       percent: Nullable(Type.Number()),
       limitSource: Type.String()
     }, { additionalProperties: false })
-  }, { additionalProperties: false }),
+  }, { additionalProperties: false }), 'the CRM request queue and the daily API usage; null when there is no data'),
   jobs: Nullable(Type.Object({
     waiting: Count('waiting'),
     active: Count('running'),
