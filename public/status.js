@@ -1,6 +1,6 @@
 /* global document, fetch, setInterval */
 // The status page: polls status/summary (relative, so the page also works behind a path prefix)
-// every 30 s, the seed's polling interval. Served as a file: the service's CSP allows no inline script.
+// every 30 s, the specification's polling interval. Served as a file: the service's CSP allows no inline script.
 'use strict'
 
 const REFRESH_MS = 30_000

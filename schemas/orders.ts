@@ -1,6 +1,8 @@
 import { Type } from '@sinclair/typebox'
-import { ORDER_STATUSES } from '../plugins/app/orders/store.js'
 import { StringEnum } from './string-enum.js'
+
+/** An order's life: the specification names `Pending Review`, where orders wait for their platform event. */
+export const ORDER_STATUSES = ['Pending Review', 'Provisioning', 'Active', 'Failed'] as const
 
 export const BILLING_CYCLES = ['monthly', 'quarterly', 'semiannually', 'annually', 'biennially', 'triennially'] as const
 

@@ -18,7 +18,7 @@ t.test('GET /health/alerts: every row of the thresholds table, in order, with va
   t.equal(response.statusCode, 200)
   const report = response.json()
   t.match(report, { timestamp: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/, level: 'ok' })
-  t.same(report.alerts.map((alert: { measure: string }) => alert.measure), THRESHOLDS.map((row) => row.measure), 'the sixteen rows of seed §8, in order')
+  t.same(report.alerts.map((alert: { measure: string }) => alert.measure), THRESHOLDS.map((row) => row.measure), 'the sixteen rows of the specification, in order')
   for (const [index, row] of THRESHOLDS.entries()) {
     t.match(report.alerts[index], {
       description: row.description,
@@ -34,7 +34,7 @@ t.test('GET /health/alerts: every row of the thresholds table, in order, with va
     P2: { respondWithinMinutes: 60, postIncidentReviewWithinBusinessDays: 3 },
     P3: { respondWithinMinutes: 240, postIncidentReviewWithinBusinessDays: null },
     P4: { respondWithinMinutes: 1440, postIncidentReviewWithinBusinessDays: null }
-  }, 'incident priorities of seed §8')
+  }, 'incident priorities of the specification')
 
   const document = (await app.inject('/docs/json')).json()
   await t.resolves(SwaggerParser.validate(structuredClone(document)), 'the OpenAPI document stays valid')

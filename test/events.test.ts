@@ -85,7 +85,7 @@ t.test('Redis hung: open streams drop once a liveness PING goes unanswered; once
   t.equal(placed.statusCode, 201, 'the order is placed and stored')
   await waitFor('the stream to drop', async () => stream.ended, LIVENESS_INTERVAL_MS + 5000)
   const tookMs = performance.now() - hungAt
-  t.ok(tookMs < LIVENESS_INTERVAL_MS + 2000, `dropped ${Math.round(tookMs)} ms after Redis hung (seed §6: streams drop when the cache fails)`)
+  t.ok(tookMs < LIVENESS_INTERVAL_MS + 2000, `dropped ${Math.round(tookMs)} ms after Redis hung (specification §6: streams drop when the cache fails)`)
   t.same(statuses(stream), [], 'its Pending Review was not announced')
 
   redis.resume()

@@ -87,7 +87,7 @@ function ruleLabels (row: Row, level: Exclude<Level, 'ok'>): Record<string, stri
 
 function ruleAnnotations (row: Row, level: Exclude<Level, 'ok'>): Record<string, string> {
   const direction = row.comparison === 'above' ? 'above' : 'below'
-  const thresholds = `Thresholds (seed §8): warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)}.`
+  const thresholds = `Thresholds (specification §8): warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)}.`
   const { respondWithinMinutes, postIncidentReview } = INCIDENT_PRIORITIES[row.priority]
   const response = level === 'critical'
     ? ` Suggested incident priority ${row.priority}: respond within ${respondWithinMinutes} minutes${postIncidentReview ? `, post-incident review within ${POST_INCIDENT_REVIEW_BUSINESS_DAYS} business days` : ''}.`
@@ -317,7 +317,7 @@ export function renderDashboard (): string {
   THRESHOLDS.forEach((row, index) => {
     const gridPos = { x: (index % 3) * 8, y: 4 + Math.floor(index / 3) * 8, w: 8, h: 8 }
     const direction = row.comparison === 'above' ? '>' : '<'
-    const description = `${row.description}. Warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)} (seed §8).`
+    const description = `${row.description}. Warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)} (specification §8).`
     panels.push(timeseries(++id, row.description, description, valueExpr(row.prometheus, [INSTANCE]), GRAFANA_UNITS[row.unit], gridPos, thresholdSteps(row)))
   })
   const y = 4 + Math.ceil(THRESHOLDS.length / 3) * 8
@@ -330,7 +330,7 @@ export function renderDashboard (): string {
     __comment: 'Generated from plugins/app/monitoring/thresholds.ts by dev/scripts/generate-alert-rules.ts: do not edit by hand.',
     uid: 'portal-bff',
     title: 'Portal BFF',
-    description: 'The measures of the monitoring thresholds (seed §8), with their warning and critical levels',
+    description: 'The measures of the monitoring thresholds (specification §8), with their warning and critical levels',
     tags: ['portal-bff'],
     timezone: 'utc',
     editable: true,

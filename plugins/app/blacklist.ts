@@ -55,7 +55,7 @@ export class TokenBlacklist {
 
   /**
    * Before a token is issued: failing closed, Redis must answer, or the token could not be checked
-   * on its first use anyway (the seed: when the cache fails, authentication fails).
+   * on its first use anyway (the specification: when the cache fails, authentication fails).
    */
   async ensureCheckable (): Promise<void> {
     if (!this.failClosed) return

@@ -102,7 +102,7 @@ async function db (fastify: FastifyInstance) {
     ]
   })
 
-  // Seed §7: while the database is unreachable, every API request fails with HTTP 500, the routes
+  // Specification §7: while the database is unreachable, every API request fails with HTTP 500, the routes
   // that need no query included. The gate judges by the last finished run of the checks GET /health
   // shares, and refreshes a stale one behind the request: it adds no query of its own and no wait
   // (a run waits for the cache check too, which a hung Redis would hold for the health timeout).

@@ -19,7 +19,7 @@ type Incr = (key: string, callback: (error: Error | null, result?: { current: nu
 
 /**
  * The plugin's Redis store, reporting each command's outcome: `skipOnError` otherwise swallows
- * Redis failures silently, and while Redis is down limiting stops (seed §7), which operators must see.
+ * Redis failures silently, and while Redis is down limiting stops (specification §7), which operators must see.
  */
 class ObservedStore implements FastifyRateLimitStore {
   constructor (private readonly inner: FastifyRateLimitStore, private readonly observe: (error: Error | null) => void) {}

@@ -81,7 +81,7 @@ async function eventSubscriber (fastify: FastifyInstance) {
   fastify.decorate('eventSubscription', subscription)
 
   if (config.CRM_EVENTS_ENABLED) {
-    // Fails while no instance holds a connected subscription: the seed's silent outage made loud.
+    // Fails while no instance holds a connected subscription: the specification's silent outage made loud.
     fastify.integrationHealth.register('events', async () => {
       const holder = await subscription.holder()
       if (holder?.state === 'connected') return

@@ -8,7 +8,7 @@ const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T,
   Type.Union([schema, Type.Null()], description === undefined ? {} : { description })
 
 export const Alert = Type.Object({
-  measure: StringEnum(MEASURES, { description: 'the row of the thresholds table (seed §8)' }),
+  measure: StringEnum(MEASURES, { description: 'the row of the thresholds table (specification §8)' }),
   description: Type.String(),
   value: Nullable(Type.Number(), 'the current value in `unit`; null when there is nothing to judge (see `note`)'),
   unit: StringEnum(['failing checks', 'requests', 'jobs', 'percent', 'ms']),
@@ -33,7 +33,7 @@ export const AlertsReport = Type.Object({
   timestamp: Type.String({ format: 'date-time' }),
   level: Type.Ref(AlertLevel, { description: 'the worst level of the alerts' }),
   alerts: Type.Array(Type.Ref(Alert), { description: 'one per row of the thresholds table, in its order' }),
-  priorities: Type.Object({ P1: Priority, P2: Priority, P3: Priority, P4: Priority }, { additionalProperties: false, description: 'incident response times (seed §8)' })
+  priorities: Type.Object({ P1: Priority, P2: Priority, P3: Priority, P4: Priority }, { additionalProperties: false, description: 'incident response times (specification §8)' })
 }, { $id: 'AlertsReport', title: 'Alerts report', additionalProperties: false })
 
 const QueueStatus = {

@@ -1,5 +1,5 @@
 /**
- * The monitoring thresholds of the specification (seed §8), as data. Everything that judges a
+ * The monitoring thresholds of the specification (specification §8), as data. Everything that judges a
  * value (queue health, /health/alerts, /metrics, the Prometheus rules and the Grafana dashboard)
  * reads this table, so they cannot drift apart.
  */
@@ -9,7 +9,7 @@ export type Comparison = 'above' | 'below'
 
 export type Unit = 'failing checks' | 'requests' | 'jobs' | 'percent' | 'ms'
 
-/** Seed §8: incident response times by priority. */
+/** Specification §8: incident response times by priority. */
 export type Priority = 'P1' | 'P2' | 'P3' | 'P4'
 
 export const INCIDENT_PRIORITIES = {
@@ -19,7 +19,7 @@ export const INCIDENT_PRIORITIES = {
   P4: { respondWithinMinutes: 1440, postIncidentReview: false }
 } as const satisfies Record<Priority, { respondWithinMinutes: number, postIncidentReview: boolean }>
 
-/** Seed §8: a post-incident review is held within 3 business days after a P1 or P2. */
+/** Specification §8: a post-incident review is held within 3 business days after a P1 or P2. */
 export const POST_INCIDENT_REVIEW_BUSINESS_DAYS = 3
 
 /** Label matchers: a string is `=`, a list is `=~` of the alternatives. */
@@ -71,12 +71,12 @@ export const THRESHOLDS = [
     description: 'core health: failing checks of GET /health',
     unit: 'failing checks',
     comparison: 'above',
-    // The seed's warning (`degraded`) and critical (any check `fail`) are the same condition:
+    // The specification's warning (`degraded`) and critical (any check `fail`) are the same condition:
     // `degraded` means a check fails. So one failing check is critical (and past warning too).
     warning: 0,
     critical: 0,
     priority: 'P1',
-    note: 'a degraded core (database or cache failing) is critical: the seed\'s warning and critical are the same condition',
+    note: 'a degraded core (database or cache failing) is critical: the specification\'s warning and critical are the same condition',
     prometheus: { kind: 'failing', metric: 'portal_bff_health_check_up', without: ['check'] }
   },
   {

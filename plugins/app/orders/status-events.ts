@@ -66,7 +66,7 @@ export class OrderEvents {
     subscriber.on('ready', () => {
       subscriber.subscribe(this.#channel).catch((error: unknown) => this.log.warn({ err: error }, 'order events: resubscription failed; retried on the next reconnection'))
     })
-    // Seed §6: when the cache fails, the streams drop, and clients reconnect.
+    // Specification §6: when the cache fails, the streams drop, and clients reconnect.
     subscriber.on('close', () => this.#dropAll('Redis connection lost'))
   }
 

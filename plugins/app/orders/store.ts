@@ -1,6 +1,6 @@
 import type { Pool } from 'pg'
+import type { ORDER_STATUSES } from '../../../schemas/orders.js'
 
-export const ORDER_STATUSES = ['Pending Review', 'Provisioning', 'Active', 'Failed'] as const
 export type OrderStatus = typeof ORDER_STATUSES[number]
 
 export interface Order {

@@ -1,0 +1,450 @@
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, posix, relative, sep } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { importGraph, importsOf, listTypeScriptFiles, type ResolvedImport } from '../dev/tools/import-graph.js'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+
+// The product: what the production build compiles and the image runs.
+const ENTRY_FILES = ['app.ts', 'server.ts']
+const PRODUCT_FOLDERS = ['plugins', 'routes', 'integrations', 'schemas', 'lib']
+const HARNESS_FOLDERS = ['dev', 'test']
+
+const toPosix = (path: string) => path.split(sep).join('/')
+const firstSegment = (path: string) => path.split('/')[0]!
+
+// ---------------------------------------------------------------------------------------------------------------
+// 1. The production build holds the product only.
+
+/** What is wrong with the project files a production build would compile (posix paths relative to the root). */
+function buildListingProblems (files: string[]): string[] {
+  const problems: string[] = []
+  for (const file of files) {
+    if (HARNESS_FOLDERS.includes(firstSegment(file))) {
+      problems.push(`${file}: the harness (${firstSegment(file)}/) is compiled into the production build`)
+    } else if (!ENTRY_FILES.includes(file) && !PRODUCT_FOLDERS.includes(firstSegment(file))) {
+      problems.push(`${file}: not app.ts, server.ts or under ${PRODUCT_FOLDERS.map((folder) => `${folder}/`).join(', ')}`)
+    }
+  }
+  return problems
+}
+
+/** The project files (not node_modules) `tsc -p tsconfig.build.json` would compile. */
+function productionBuildFiles (): string[] {
+  const output = execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--listFilesOnly'], {
+    cwd: root,
+    encoding: 'utf8'
+  })
+  return output.split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.split(/[\\/]/).includes('node_modules'))
+    .map((line) => toPosix(relative(root, line)))
+    .sort()
+}
+
+interface Instruction { keyword: string, arguments: string, line: number }
+
+/** The instructions of a Dockerfile, continuation lines joined and comments dropped. */
+function dockerInstructions (text: string): Instruction[] {
+  const instructions: Instruction[] = []
+  let pending: Instruction | undefined
+  text.split('\n').forEach((raw, index) => {
+    const line = raw.trim()
+    if (pending === undefined && (line === '' || line.startsWith('#'))) return
+    if (pending !== undefined && line.startsWith('#')) return
+    const continued = line.endsWith('\\')
+    const body = continued ? line.slice(0, -1).trim() : line
+    if (pending === undefined) {
+      const [, keyword = '', rest = ''] = /^(\S+)\s*(.*)$/.exec(body) ?? []
+      pending = { keyword: keyword.toUpperCase(), arguments: rest, line: index + 1 }
+    } else {
+      pending.arguments = `${pending.arguments} ${body}`.trim()
+    }
+    if (!continued) {
+      instructions.push(pending)
+      pending = undefined
+    }
+  })
+  if (pending !== undefined) instructions.push(pending)
+  return instructions
+}
+
+const RUNTIME_SOURCES = ['package.json', 'package-lock.json', 'migrations', 'public']
+const BUILD_OUTPUT = '/app/dist'
+
+function normalizeSource (source: string): string {
+  const path = source.replace(/\/+$/, '').replace(/^\.\//, '')
+  return path === '' ? '/' : path
+}
+
+/** What would bring more than the product into the image: the sources copied into the last stage. */
+function runtimeStageProblems (dockerfile: string): string[] {
+  const instructions = dockerInstructions(dockerfile)
+  const stageStarts = instructions.flatMap((instruction, index) => instruction.keyword === 'FROM' ? [index] : [])
+  if (stageStarts.length === 0) return ['the Dockerfile has no FROM']
+  const stageNames = stageStarts.slice(0, -1).map((start) => {
+    const [, name] = /\sAS\s+(\S+)/i.exec(instructions[start]!.arguments) ?? []
+    return name?.toLowerCase()
+  })
+  const problems: string[] = []
+  const last = stageStarts.at(-1)!
+  const from = instructions[last]!
+  const base = from.arguments.split(/\s+/).find((word) => !word.startsWith('--'))?.toLowerCase() ?? ''
+  if (stageNames.includes(base) || /^\d+$/.test(base)) {
+    problems.push(`line ${from.line}: the runtime stage is built FROM the earlier stage ${base}, so it holds everything that stage holds`)
+  }
+  for (const instruction of instructions.slice(last + 1)) {
+    if (instruction.keyword !== 'COPY' && instruction.keyword !== 'ADD') continue
+    const words: string[] = []
+    let source: string | undefined
+    let rest = instruction.arguments
+    for (let flag = /^--(\S+?)(?:=(\S+))?\s+/.exec(rest); flag !== null; flag = /^--(\S+?)(?:=(\S+))?\s+/.exec(rest)) {
+      if (flag[1] === 'from') source = flag[2]
+      rest = rest.slice(flag[0].length)
+    }
+    if (rest.startsWith('<<')) {
+      continue // a heredoc writes its own text, nothing of the context
+    } else if (rest.startsWith('[')) {
+      words.push(...(JSON.parse(rest) as string[]))
+    } else {
+      words.push(...rest.split(/\s+/).filter((word) => word !== ''))
+    }
+    const sources = words.slice(0, -1).map(normalizeSource)
+    for (const path of sources) {
+      const at = `line ${instruction.line}: ${instruction.keyword}${source === undefined ? '' : ` --from=${source}`} ${path}`
+      if (source === undefined) {
+        if (!RUNTIME_SOURCES.includes(path)) problems.push(`${at}: only ${RUNTIME_SOURCES.join(', ')} may come from the build context`)
+      } else if (!stageNames.includes(source.toLowerCase()) && !/^\d+$/.test(source)) {
+        problems.push(`${at}: copies from ${source}, which is not a build stage of this Dockerfile`)
+      } else if (path !== BUILD_OUTPUT) {
+        problems.push(`${at}: only ${BUILD_OUTPUT} may come from the build stage`)
+      }
+    }
+  }
+  return problems
+}
+
+/** Which of `folders` a .dockerignore fails to keep out of the build context. */
+function dockerignoreProblems (text: string, folders: string[]): string[] {
+  const patterns = text.split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'))
+  const normalize = (pattern: string) => pattern.replace(/^\/+/, '').replace(/^\.\//, '').replace(/(\/\*\*)?\/*$/, '')
+  const problems: string[] = []
+  for (const folder of folders) {
+    if (!patterns.some((pattern) => normalize(pattern) === folder)) problems.push(`${folder} is not listed`)
+    const exceptions = patterns.filter((pattern) => pattern.startsWith('!') && firstSegment(normalize(pattern.slice(1))) === folder)
+    for (const exception of exceptions) problems.push(`${exception} brings part of ${folder}/ back into the context`)
+  }
+  return problems
+}
+
+t.test('the production build holds the product only', async (t) => {
+  t.test('the checks find what they are meant to find', async (t) => {
+    t.strictSame(buildListingProblems(['app.ts', 'lib/a.ts', 'dev/sandbox/index.ts', 'test/helpers/app.ts', 'tools.ts']).length, 3)
+    t.strictSame(runtimeStageProblems([
+      'FROM node:20 AS build',
+      'COPY . .',
+      'FROM node:20',
+      'COPY package.json ./',
+      'COPY --from=build /app/dist ./dist',
+      'COPY dev/sandbox \\',
+      '  ./sandbox',
+      'COPY --from=build /app/node_modules ./node_modules'
+    ].join('\n')), [
+      'line 6: COPY dev/sandbox: only package.json, package-lock.json, migrations, public may come from the build context',
+      'line 8: COPY --from=build /app/node_modules: only /app/dist may come from the build stage'
+    ])
+    t.strictSame(runtimeStageProblems('FROM node:20 AS build\nFROM build AS runtime\n').length, 1, 'a runtime stage based on the build stage')
+    t.strictSame(dockerignoreProblems('node_modules\n/dev/\ntest/**\n!dev/sandbox\n', ['dev', 'test']), ['!dev/sandbox brings part of dev/ back into the context'])
+    t.strictSame(dockerignoreProblems('node_modules\n', ['dev']), ['dev is not listed'])
+  })
+
+  t.test('tsconfig.build.json compiles app.ts, server.ts, plugins, routes, integrations, schemas and lib only', async (t) => {
+    const files = productionBuildFiles()
+    t.ok(files.includes('app.ts') && files.includes('server.ts'), `the listing holds the entry points (${files.length} files)`)
+    t.strictSame(buildListingProblems(files), [], 'every compiled project file is product, none is under dev/ or test/')
+  })
+
+  t.test("the image's runtime stage copies no simulator", async (t) => {
+    t.strictSame(runtimeStageProblems(readFileSync(join(root, 'Dockerfile'), 'utf8')), [],
+      `the last stage copies only ${RUNTIME_SOURCES.join(', ')} and ${BUILD_OUTPUT} from the build stage`)
+  })
+
+  t.test('.dockerignore keeps dev and test out of the build context', async (t) => {
+    t.strictSame(dockerignoreProblems(readFileSync(join(root, '.dockerignore'), 'utf8'), HARNESS_FOLDERS), [])
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// 2. Imports go one way: routes → plugins → integrations → lib.
+
+type Layer = 'entry' | 'lib' | 'schemas' | 'integrations' | 'plugins' | 'routes' | 'dev' | 'test' | 'other' | 'outside'
+type ProductLayer = 'entry' | 'lib' | 'schemas' | 'integrations' | 'plugins' | 'routes'
+
+function layerOf (path: string): Layer {
+  if (path === '..' || path.startsWith('../') || posix.isAbsolute(path)) return 'outside'
+  if (ENTRY_FILES.includes(path)) return 'entry'
+  const folder = firstSegment(path)
+  if (path.includes('/') && [...PRODUCT_FOLDERS, ...HARNESS_FOLDERS].includes(folder)) return folder as Layer
+  return 'other'
+}
+
+const MAY_IMPORT: Record<Exclude<ProductLayer, 'entry'>, Layer[]> = {
+  lib: ['lib'],
+  schemas: ['schemas', 'lib'],
+  integrations: ['integrations', 'lib'],
+  plugins: ['plugins', 'integrations', 'schemas', 'lib'],
+  routes: ['routes', 'plugins', 'integrations', 'schemas', 'lib']
+}
+
+const list = (layers: Layer[]) => layers.map((layer) => `${layer}/**`).join(', ')
+
+interface Violation { file: string, line: number, specifier: string, target: string, rule: string }
+
+/** The references of product files that break the layers. Files of dev/, test/ and elsewhere may import anything. */
+function layerViolations (graph: Map<string, ResolvedImport[]>): Violation[] {
+  const violations: Violation[] = []
+  for (const [file, references] of graph) {
+    const layer = layerOf(file)
+    if (layer === 'dev' || layer === 'test' || layer === 'other' || layer === 'outside') continue
+    for (const reference of references) {
+      const at = { file, line: reference.line, specifier: reference.specifier ?? `import(${reference.expression ?? ''})` }
+      if (reference.specifier === undefined) {
+        violations.push({ ...at, target: '?', rule: 'an import() of a computed specifier cannot be checked against the layers' })
+        continue
+      }
+      if (reference.target === undefined) continue // a package or a builtin
+      const target = layerOf(reference.target)
+      let rule: string | undefined
+      if (target === 'dev' || target === 'test') rule = 'no product file imports dev/** or test/**'
+      else if (target === 'outside') rule = 'no product file imports from outside the repository'
+      else if (layer !== 'entry' && !MAY_IMPORT[layer].includes(target)) rule = `${layer}/** may import only ${list(MAY_IMPORT[layer])}`
+      if (rule !== undefined) violations.push({ ...at, target: reference.target, rule })
+    }
+  }
+  return violations
+}
+
+const describe = (violation: Violation) =>
+  `${violation.file}:${violation.line} → ${violation.specifier} (${violation.target}): ${violation.rule}`
+
+function inMemoryGraph (files: Record<string, string>): Map<string, ResolvedImport[]> {
+  return new Map(Object.entries(files).map(([file, source]) => [file, importsOf(file, source)]))
+}
+
+t.test('imports go one way', async (t) => {
+  t.test('the checker finds a violation', async (t) => {
+    t.strictSame(layerViolations(inMemoryGraph({ 'lib/x.ts': "import { y } from '../plugins/y.js'\nexport const x = y\n" })).map(describe), [
+      'lib/x.ts:1 → ../plugins/y.js (plugins/y.ts): lib/** may import only lib/**'
+    ])
+
+    const example = inMemoryGraph({
+      'lib/a.ts': "import { b } from './b.js'\nimport type { C } from '../schemas/c.js'\n",
+      'schemas/c.ts': "import { Type } from '@sinclair/typebox'\nimport { a } from '../lib/a.js'\n",
+      'integrations/crm/client.ts': "export * from '../upstream.js'\nimport { join } from 'node:path'\n",
+      'plugins/app/health.ts': "import '../../integrations/crm/client.js'\nconst sandbox = await import('../../dev/sandbox/index.js')\n",
+      'routes/status.ts': "type App = typeof import('../app.js')\nimport { s } from '../plugins/app/health.js'\n",
+      'app.ts': "import routes from './routes/status.js'\nimport { helper } from './test/helpers/app.js'\nconst plugin = await import(name)\n",
+      'dev/server.ts': "import { build } from '../app.js'\n",
+      'test/x.test.ts': "import { startSandbox } from '../dev/sandbox/index.js'\n"
+    })
+    t.strictSame(layerViolations(example).map(describe), [
+      'lib/a.ts:2 → ../schemas/c.js (schemas/c.ts): lib/** may import only lib/**',
+      'plugins/app/health.ts:2 → ../../dev/sandbox/index.js (dev/sandbox/index.ts): no product file imports dev/** or test/**',
+      'routes/status.ts:1 → ../app.js (app.ts): routes/** may import only routes/**, plugins/**, integrations/**, schemas/**, lib/**',
+      'app.ts:2 → ./test/helpers/app.js (test/helpers/app.ts): no product file imports dev/** or test/**',
+      'app.ts:3 → import(name) (?): an import() of a computed specifier cannot be checked against the layers'
+    ], 'type-only, dynamic and import-type references count')
+  })
+
+  t.test('no product file imports against the layers', async (t) => {
+    const files = listTypeScriptFiles(root, [...ENTRY_FILES, ...PRODUCT_FOLDERS])
+    t.ok(files.includes('app.ts') && files.some((file) => file.startsWith('routes/')) && files.some((file) => file.startsWith('lib/')),
+      `the walk found the product (${files.length} files)`)
+    const graph = importGraph(root, files)
+    const relativeImports = [...graph.values()].flat().filter((reference) => reference.target !== undefined).length
+    t.ok(relativeImports > files.length, `the product's relative imports were read (${relativeImports})`)
+    t.strictSame(layerViolations(graph).map(describe), [], 'routes → plugins → integrations → lib, and nothing of dev/ or test/')
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// 3. README's layout section matches the tree.
+
+// The top-level names of the design card, which name project paths even without a slash or an extension.
+const TOP_LEVEL_NAMES = new Set([
+  'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.dev.json', 'app.ts', 'server.ts',
+  'plugins', 'routes', 'integrations', 'schemas', 'lib', 'test', 'dev', 'Dockerfile', '.dockerignore', 'migrations',
+  'public', 'monitoring', 'docs', 'README.md', 'BENCHMARKS.md', 'dist', 'dist-dev', 'eslint.config.js', '.taprc', '.c8rc.json'
+])
+const KNOWN_EXTENSION = /\.(?:ts|mts|cts|js|mjs|cjs|json|md|yml|yaml|sql|html|css|sh)$/
+const MEDIA_TYPE = /^(?:application|text|image|audio|video|multipart|font)\//
+
+function looksLikeProjectPath (text: string): boolean {
+  if (text === '' || /[\s*<>{}()[\]=:,;?$'"`|]/.test(text) || /^[/@~#!+-]/.test(text) || MEDIA_TYPE.test(text)) return false
+  const path = text.replace(/^\.\//, '')
+  return path.includes('/') || KNOWN_EXTENSION.test(path) || TOP_LEVEL_NAMES.has(path.replace(/\/$/, ''))
+}
+
+interface Mention { path: string, line: number, alternative?: string }
+
+/** The lines of a README's `## Layout` section, with their line numbers; undefined without one. */
+function layoutSection (readme: string): Array<{ text: string, line: number }> | undefined {
+  const lines = readme.split('\n')
+  let fence: string | undefined
+  let start: number | undefined
+  const section: Array<{ text: string, line: number }> = []
+  for (let index = 0; index < lines.length; index++) {
+    const text = lines[index]!
+    const marker = /^\s{0,3}(`{3,}|~{3,})/.exec(text)?.[1]
+    if (fence === undefined && marker !== undefined) fence = marker
+    else if (fence !== undefined && marker !== undefined && marker[0] === fence[0] && marker.length >= fence.length && text.trim() === marker) fence = undefined
+    else if (fence === undefined && /^#{1,2}\s/.test(text)) {
+      if (start !== undefined) break
+      if (/^##\s+Layout\s*#*\s*$/.test(text)) start = index
+      continue
+    }
+    if (start !== undefined) section.push({ text, line: index + 1 })
+  }
+  return start === undefined ? undefined : section
+}
+
+/**
+ * The project paths a `## Layout` section names: every backticked span that looks like a path, and in a fenced
+ * block (a tree drawn as text) the first word of each line, nested under the folder above it when indented.
+ */
+function layoutMentions (section: Array<{ text: string, line: number }>): Mention[] {
+  const mentions: Mention[] = []
+  let fenced = false
+  let folders: Array<{ indent: number, path: string }> = []
+  for (const { text, line } of section) {
+    if (/^\s{0,3}(`{3,}|~{3,})/.test(text)) {
+      fenced = !fenced
+      folders = []
+      continue
+    }
+    for (const [, span = ''] of text.matchAll(/`([^`]+)`/g)) {
+      const path = span.trim()
+      if (looksLikeProjectPath(path)) mentions.push({ path: path.replace(/^\.\//, ''), line })
+    }
+    if (!fenced) continue
+    const drawn = text.replace(/[│├└─┬┼┃┣┗━]/g, ' ').replace(/^[\s|+\\-]*(?=\S)/, (prefix) => ' '.repeat(prefix.length))
+    const indent = drawn.search(/\S/)
+    if (indent < 0) continue
+    const word = drawn.slice(indent).split(/\s+/)[0]!
+    if (word.startsWith('`') || !looksLikeProjectPath(word)) continue
+    while (folders.length > 0 && folders.at(-1)!.indent >= indent) folders.pop()
+    const parent = folders.at(-1)?.path
+    const own = word.replace(/^\.\//, '')
+    mentions.push({ path: parent === undefined ? own : posix.join(parent, own), line, ...(parent === undefined ? {} : { alternative: own }) })
+    if (own.endsWith('/')) folders.push({ indent, path: posix.join(parent ?? '', own) })
+  }
+  return mentions
+}
+
+/** The folders .gitignore names at the top (build outputs, logs): paths under them are generated, not checked in. */
+function generatedFolders (projectRoot: string): Set<string> {
+  const path = join(projectRoot, '.gitignore')
+  if (!existsSync(path)) return new Set()
+  return new Set(readFileSync(path, 'utf8').split('\n')
+    .map((line) => line.trim().replace(/^\//, '').replace(/\/$/, ''))
+    .filter((line) => line !== '' && !line.startsWith('#') && !line.startsWith('!') && !/[*?[/]/.test(line)))
+}
+
+function exists (projectRoot: string, path: string): boolean {
+  const full = join(projectRoot, path)
+  if (!existsSync(full)) return false
+  return !path.endsWith('/') || statSync(full).isDirectory()
+}
+
+function repositoryFileNames (projectRoot: string): Set<string> {
+  const names = new Set<string>()
+  const skip = new Set(['node_modules', '.git', ...generatedFolders(projectRoot)])
+  const walk = (folder: string) => {
+    for (const entry of readdirSync(folder, { withFileTypes: true })) {
+      if (entry.isDirectory()) {
+        if (!skip.has(entry.name)) walk(join(folder, entry.name))
+      } else {
+        names.add(entry.name)
+      }
+    }
+  }
+  walk(projectRoot)
+  return names
+}
+
+/** What in the `## Layout` section of `readmePath` names no path of the tree at `projectRoot`. */
+function layoutProblems (readmePath: string, projectRoot: string): { mentions: Mention[], problems: string[] } {
+  const readme = readFileSync(readmePath, 'utf8')
+  const section = layoutSection(readme)
+  if (section === undefined) return { mentions: [], problems: [`${readmePath} has no "## Layout" section`] }
+  const mentions = layoutMentions(section)
+  if (mentions.length === 0) return { mentions, problems: [`the "## Layout" section of ${readmePath} names no project path`] }
+  const generated = generatedFolders(projectRoot)
+  let fileNames: Set<string> | undefined
+  const problems: string[] = []
+  for (const mention of mentions) {
+    const path = mention.path
+    if (generated.has(firstSegment(path).replace(/\/$/, ''))) continue
+    if (exists(projectRoot, path)) continue
+    if (mention.alternative !== undefined && exists(projectRoot, mention.alternative)) continue
+    if (!path.replace(/\/$/, '').includes('/')) {
+      fileNames ??= repositoryFileNames(projectRoot)
+      if (fileNames.has(path)) continue
+    }
+    problems.push(`README line ${mention.line}: \`${path}\` does not exist${path.endsWith('/') ? ' (as a folder)' : ''}`)
+  }
+  return { mentions, problems }
+}
+
+t.test("README's layout section matches the tree", async (t) => {
+  t.test('the checker finds a missing section and paths that do not exist', async (t) => {
+    const folder = mkdtempSync(join(tmpdir(), 'layout-test-'))
+    t.teardown(() => rmSync(folder, { recursive: true, force: true }))
+    // A copy of the README without its Layout section, then with a small one of our own.
+    const readme = readFileSync(join(root, 'README.md'), 'utf8')
+      .replace(/^## Layout\s*\n[\s\S]*?(?=^## )/m, '')
+    const copy = join(folder, 'README.md')
+    writeFileSync(copy, readme)
+    t.strictSame(layoutProblems(copy, root).problems, [`${copy} has no "## Layout" section`])
+
+    const section = [
+      '## Layout',
+      '',
+      '`app.ts` builds the app, `server.ts` runs it (`dist/server.js` once built), reading `schemas/config.ts`.',
+      'Not paths: `GET /health/live`, `npm run build`, `application/json`, `@fastify/postgres`, `/app/logs`.',
+      'Gone: `sandbox/`, `lib/nope.ts`.',
+      '',
+      '```',
+      'dev/',
+      '├── sandbox/        upstream simulators; see sandbox/README.md',
+      '│   └── README.md',
+      '├── tools/',
+      '│   └── import-graph.ts',
+      '└── nowhere/',
+      'routes/             route plugins; routes/api/ is the',
+      '                    portal API',
+      '```',
+      ''
+    ].join('\n')
+    writeFileSync(copy, readme.replace(/^## /m, `${section}\n## `))
+    const { mentions, problems } = layoutProblems(copy, root)
+    const line = (text: string) => readFileSync(copy, 'utf8').split('\n').indexOf(text) + 1
+    t.strictSame(mentions.map((mention) => mention.path), [
+      'app.ts', 'server.ts', 'dist/server.js', 'schemas/config.ts', 'sandbox/', 'lib/nope.ts',
+      'dev/', 'dev/sandbox/', 'dev/sandbox/README.md', 'dev/tools/', 'dev/tools/import-graph.ts', 'dev/nowhere/', 'routes/'
+    ])
+    t.strictSame(problems, [
+      `README line ${line('Gone: `sandbox/`, `lib/nope.ts`.')}: \`sandbox/\` does not exist (as a folder)`,
+      `README line ${line('Gone: `sandbox/`, `lib/nope.ts`.')}: \`lib/nope.ts\` does not exist`,
+      `README line ${line('└── nowhere/')}: \`dev/nowhere/\` does not exist (as a folder)`
+    ])
+  })
+
+  t.test('every path README.md names under "## Layout" exists', async (t) => {
+    const { mentions, problems } = layoutProblems(join(root, 'README.md'), root)
+    t.strictSame(problems, [], `the ${mentions.length} paths the section names exist`)
+  })
+})
