@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import fastifyStatic from '@fastify/static'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { projectRoot } from '../lib/project-root.js'
@@ -10,12 +10,6 @@ import { unexpectedErrorResponse } from '../schemas/error.js'
 /** The daily usage while the store that keeps it does not answer. */
 const NO_USAGE = { used: 0, limit: null, percent: null, limitSource: 'unknown' } as const
 
-const ASSETS = {
-  '/status': { file: 'status.html', type: 'text/html; charset=utf-8' },
-  '/status/status.js': { file: 'status.js', type: 'text/javascript; charset=utf-8' },
-  '/status/status.css': { file: 'status.css', type: 'text/css; charset=utf-8' }
-} as const
-
 /**
  * The operator page: static HTML, CSS and JS (no inline script, so it runs under the service's own
  * content security policy), polling /status/summary every 30 s.
@@ -23,18 +17,16 @@ const ASSETS = {
 const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of alertSchemas) fastify.addSchema(schema)
 
-  const directory = join(projectRoot, 'public')
-  try {
-    const assets = Object.entries(ASSETS).map(([url, { file, type }]) => ({ url, type, body: readFileSync(join(directory, file)) }))
-    for (const { url, type, body } of assets) {
-      fastify.get(url, { config: { probe: true }, schema: { hide: true } }, async (_request, reply) => {
-        return reply.type(type).header('cache-control', 'no-cache').send(body)
-      })
-    }
-  } catch (error) {
-    // A missing page must not stop the service; the summary and every other route still serve.
-    fastify.log.error({ err: error, directory }, 'status page files are missing: GET /status is not served')
-  }
+  // The page's files are few and small; `no-cache` has the browser ask again, so a new release shows at once.
+  await fastify.register(fastifyStatic, {
+    root: join(projectRoot, 'public'),
+    prefix: '/status/',
+    index: false,
+    wildcard: false,
+    cacheControl: false,
+    setHeaders: (response) => response.setHeader('cache-control', 'no-cache')
+  })
+  fastify.get('/status', { schema: { hide: true } }, (_request, reply) => reply.sendFile('status.html'))
 
   fastify.get('/status/summary', {
     config: { probe: true },

@@ -22,7 +22,8 @@ t.test('the status page is static HTML, CSS and JS that the service\'s CSP allow
   t.notMatch(page.body, /\son[a-z]+=/i, 'no inline event handlers (script-src-attr \'none\')')
   const script = await app.inject('/status/status.js')
   t.equal(script.statusCode, 200)
-  t.match(script.headers['content-type'], /^text\/javascript/)
+  t.match(script.headers['content-type'], /^(text|application)\/javascript/, 'served as JavaScript')
+  t.equal(script.headers['cache-control'], 'no-cache', 'asked for again, so a new release shows at once')
   t.match(script.body, /REFRESH_MS = 30_000/, 'polls every 30 s')
   t.match((await app.inject('/status/status.css')).headers['content-type'], /^text\/css/)
 

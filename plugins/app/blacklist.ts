@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import { AuthUnavailableError } from '../../lib/errors.js'
 
@@ -11,11 +11,6 @@ export interface BlacklistStatus {
   failOpenDecisions: number
 }
 
-interface Log {
-  warn (object: object, message: string): void
-  error (object: object, message: string): void
-}
-
 /**
  * Revoked access tokens, by `jti`, in Redis until the token would have expired anyway. While
  * Redis is down a check fails closed (503) or, with AUTH_BLACKLIST_FAIL_CLOSED=false, open.
@@ -24,7 +19,7 @@ export class TokenBlacklist {
   #available = true
   #failOpenDecisions = 0
 
-  constructor (private readonly redis: Redis, private readonly prefix: string, private readonly failClosed: boolean, private readonly log: Log) {}
+  constructor (private readonly redis: Redis, private readonly prefix: string, private readonly failClosed: boolean, private readonly log: FastifyBaseLogger) {}
 
   async revoke (jti: string, expiresAtSeconds: number): Promise<void> {
     try {

@@ -18,10 +18,17 @@ const BACKLOG_RETENTION_SECONDS = 86_400
 
 async function orders (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT_MS } = fastify.config
-  // A connection in subscriber mode can do nothing else, so it is a connection of its own.
   const subscriber = fastify.redis.duplicate({ enableOfflineQueue: true, autoResubscribe: false })
   subscriber.on('error', () => {})
-  const orderEvents = new OrderEvents(fastify.redis, subscriber, REDIS_KEY_PREFIX, BACKLOG_LENGTH, BACKLOG_RETENTION_SECONDS, REDIS_COMMAND_TIMEOUT_MS, fastify.log)
+  const orderEvents = new OrderEvents({
+    redis: fastify.redis,
+    subscriber,
+    keyPrefix: REDIS_KEY_PREFIX,
+    backlogLength: BACKLOG_LENGTH,
+    backlogRetentionSeconds: BACKLOG_RETENTION_SECONDS,
+    commandTimeoutMs: REDIS_COMMAND_TIMEOUT_MS,
+    log: fastify.log
+  })
   await orderEvents.start()
   fastify.decorate('orders', new OrderStore(fastify.pg.pool))
   fastify.decorate('orderEvents', orderEvents)

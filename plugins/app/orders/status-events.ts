@@ -1,4 +1,5 @@
 import { once } from 'node:events'
+import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { abortable } from '../../../lib/abortable.js'
 import type { Order, OrderStatus } from './store.js'
@@ -22,9 +23,18 @@ type Listener = (event: OrderStatusEvent) => void
  */
 export const LIVENESS_INTERVAL_MS = 5000
 
-interface Log {
-  warn (object: object, message: string): void
-  info (message: string): void
+export interface OrderEventsOptions {
+  redis: Redis
+  /** A connection of its own: one in subscriber mode can do nothing else. */
+  subscriber: Redis
+  keyPrefix: string
+  /** Changes kept per client for `Last-Event-ID` to resume from. */
+  backlogLength: number
+  /** A client with no change for this long has its backlog removed. */
+  backlogRetentionSeconds: number
+  /** How long Redis has to answer the liveness PING (REDIS_COMMAND_TIMEOUT_MS). */
+  commandTimeoutMs: number
+  log: FastifyBaseLogger
 }
 
 /** Redis stream ids are `<ms>-<seq>`; compares them in order. */
@@ -47,32 +57,33 @@ export class OrderEvents {
   /** A PING not answered yet: while there is one, Redis has not answered since it was sent. */
   #unanswered: Promise<unknown> | undefined
 
-  constructor (
-    private readonly redis: Redis,
-    private readonly subscriber: Redis,
-    private readonly prefix: string,
-    private readonly backlogLength: number,
-    private readonly backlogRetentionSeconds: number,
-    /** How long Redis has to answer the liveness PING (REDIS_COMMAND_TIMEOUT_MS). */
-    private readonly commandTimeoutMs: number,
-    private readonly log: Log
-  ) {
-    this.#channel = `${prefix}orders:status`
+  readonly #redis: Redis
+  readonly #subscriber: Redis
+  readonly #prefix: string
+  readonly #options: OrderEventsOptions
+
+  constructor (options: OrderEventsOptions) {
+    const { redis, subscriber, keyPrefix } = options
+    this.#redis = redis
+    this.#subscriber = subscriber
+    this.#prefix = keyPrefix
+    this.#options = options
+    this.#channel = `${keyPrefix}orders:status`
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === this.#channel) this.#deliver(message)
     })
     // ioredis's own resubscription leaves its promise unhandled when the connection drops again at
     // once, which would end the process; the subscriber connection is made without it, and this does it.
     subscriber.on('ready', () => {
-      subscriber.subscribe(this.#channel).catch((error: unknown) => this.log.warn({ err: error }, 'order events: resubscription failed; retried on the next reconnection'))
+      subscriber.subscribe(this.#channel).catch((error: unknown) => this.#options.log.warn({ err: error }, 'order events: resubscription failed; retried on the next reconnection'))
     })
     // Specification §6: when the cache fails, the streams drop, and clients reconnect.
     subscriber.on('close', () => this.#dropAll('Redis connection lost'))
   }
 
   async start (): Promise<void> {
-    if (this.subscriber.status !== 'ready') await once(this.subscriber, 'ready')
-    await this.subscriber.subscribe(this.#channel)
+    if (this.#subscriber.status !== 'ready') await once(this.#subscriber, 'ready')
+    await this.#subscriber.subscribe(this.#channel)
     this.#liveness = setInterval(() => { this.#checkLiveness().catch(() => {}) }, LIVENESS_INTERVAL_MS).unref()
   }
 
@@ -86,23 +97,23 @@ export class OrderEvents {
     const event: Omit<OrderStatusEvent, 'id'> = { orderId: order.id, crmOrderId: order.crmOrderId, status: order.status, failureReason: order.failureReason, at: order.updatedAt }
     try {
       const key = this.#backlogKey(order.billingClientId)
-      const results = await this.redis.multi()
-        .xadd(key, 'MAXLEN', '~', String(this.backlogLength), '*', 'event', JSON.stringify(event))
-        .expire(key, this.backlogRetentionSeconds)
+      const results = await this.#redis.multi()
+        .xadd(key, 'MAXLEN', '~', String(this.#options.backlogLength), '*', 'event', JSON.stringify(event))
+        .expire(key, this.#options.backlogRetentionSeconds)
         .exec()
       // One [error, result] pair a command; null when the transaction was discarded.
       const failed = results?.find(([error]) => error !== null)
       if (results == null || failed !== undefined) throw failed?.[0] ?? new Error('the backlog transaction was discarded')
       const id = results[0]![1] as string
-      await this.redis.publish(this.#channel, JSON.stringify({ clientId: order.billingClientId, event: { id, ...event } }))
+      await this.#redis.publish(this.#channel, JSON.stringify({ clientId: order.billingClientId, event: { id, ...event } }))
     } catch (error) {
-      this.log.warn({ err: error, orderId: order.id, status: order.status }, 'order status change not announced: Redis unavailable')
+      this.#options.log.warn({ err: error, orderId: order.id, status: order.status }, 'order status change not announced: Redis unavailable')
     }
   }
 
   /** The client's changes after `lastEventId`, oldest first. */
   async backlog (clientId: number, lastEventId: string): Promise<OrderStatusEvent[]> {
-    const entries = await this.redis.xrange(this.#backlogKey(clientId), `(${lastEventId}`, '+')
+    const entries = await this.#redis.xrange(this.#backlogKey(clientId), `(${lastEventId}`, '+')
     return entries.map(([id, fields]) => ({ id, ...JSON.parse(fields[1] ?? '{}') as Omit<OrderStatusEvent, 'id'> }))
   }
 
@@ -137,21 +148,21 @@ export class OrderEvents {
   async #checkLiveness (): Promise<void> {
     if (this.#onDrop.size === 0) return
     if (this.#unanswered === undefined) {
-      const ping = this.subscriber.ping().finally(() => { this.#unanswered = undefined })
+      const ping = this.#subscriber.ping().finally(() => { this.#unanswered = undefined })
       ping.catch(() => {})
       this.#unanswered = ping
     }
-    const answered = await abortable(this.#unanswered, AbortSignal.timeout(this.commandTimeoutMs)).then(() => true, () => false)
+    const answered = await abortable(this.#unanswered, AbortSignal.timeout(this.#options.commandTimeoutMs)).then(() => true, () => false)
     if (!answered) this.#dropAll('Redis not answering')
   }
 
   #dropAll (reason: string): void {
     if (this.#onDrop.size === 0) return
-    this.log.info(`order event streams dropped: ${reason} (${this.#onDrop.size} streams)`)
+    this.#options.log.info(`order event streams dropped: ${reason} (${this.#onDrop.size} streams)`)
     for (const drop of [...this.#onDrop]) drop()
   }
 
   #backlogKey (clientId: number): string {
-    return `${this.prefix}orders:events:${clientId}`
+    return `${this.#prefix}orders:events:${clientId}`
   }
 }
