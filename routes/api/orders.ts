@@ -1,9 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { OrderRefusedError } from '../../integrations/billing/client.js'
-import { BillingUnavailableError, CrmUnavailableError, OrderNotFoundError, OrderRejectedError } from '../../lib/errors.js'
-import { classifyFailure, UpstreamFailure } from '../../lib/failure.js'
-import { QueueFullError } from '../../lib/request-queue.js'
+import { OrderNotFoundError } from '../../lib/errors.js'
 import { authenticatedErrorResponses, bodyErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 import { NewOrderRequest, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../schemas/orders.js'
 
@@ -11,8 +8,7 @@ const errors = { ...authenticatedErrorResponses, ...invalidRequestResponse, 503:
 
 const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [OrderStatus, Order, OrderList]) fastify.addSchema(schema)
-  const { billing, billingQueue, crm, crmQueue, orders, orderEvents } = fastify
-  const { CRM_ORDER_ACCOUNT_ID } = fastify.config
+  const { orders, orderPlacement } = fastify
 
   fastify.post('/api/orders', {
     schema: {
@@ -30,37 +26,9 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       }
     }
   }, async (request, reply) => {
-    const clientId = Number(request.user.sub)
-    const { billingCycle } = request.body
-    const productId = Number(request.body.productId)
-    const placed = await billingQueue.run((deadline) => billing.addOrder({ clientId, productId, billingCycle }, deadline)).catch((error: unknown) => {
-      // An error answer is the billing system refusing this order; anything else (an answer that cannot
-      // be read included: the order may have been placed) is it being unavailable.
-      if (error instanceof OrderRefusedError) throw new OrderRejectedError({ cause: error })
-      throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
-    })
-    const order = await orders.create({ billingClientId: clientId, productId: String(productId), billingCycle, billingOrderId: placed.orderId, crmOrderId: null })
-    let crmOrderId: string
-    try {
-      crmOrderId = await crmQueue.run((deadline) => crm.createOrder({
-        Name: `Portal order ${placed.orderId}`,
-        Status: 'Pending Review',
-        EffectiveDate: new Date().toISOString().slice(0, 10),
-        BillingOrderId__c: String(placed.orderId),
-        BillingClientId__c: String(clientId),
-        Product__c: String(productId),
-        ...(CRM_ORDER_ACCOUNT_ID === undefined ? {} : { AccountId: CRM_ORDER_ACCOUNT_ID })
-      }, deadline))
-    } catch (error) {
-      // A full queue is this instance's overload, not an answer of the CRM: the reason says which.
-      const cause = error instanceof QueueFullError ? 'queue_full' : classifyFailure(error)
-      const failed = await orders.changeStatus(order.id, 'Failed', `crm_${cause}: the CRM order could not be created`)
-      if (failed !== null) await orderEvents.publish(failed)
-      throw error instanceof UpstreamFailure ? new CrmUnavailableError({ cause: error }) : error
-    }
-    const stored = await orders.setCrmOrderId(order.id, crmOrderId)
-    await orderEvents.publish(stored)
-    return reply.code(201).send(stored)
+    const { productId, billingCycle } = request.body
+    const order = await orderPlacement.place({ clientId: Number(request.user.sub), productId: Number(productId), billingCycle })
+    return reply.code(201).send(order)
   })
 
   fastify.get('/api/orders', {

@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { OrderEvents } from './status-events.js'
+import { OrderPlacement } from './placement.js'
 import { OrderStore } from './store.js'
 import { closeRedis } from '../../external/redis.js'
 
@@ -8,6 +9,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     orders: OrderStore
     orderEvents: OrderEvents
+    orderPlacement: OrderPlacement
   }
 }
 
@@ -30,12 +32,23 @@ async function orders (fastify: FastifyInstance) {
     log: fastify.log
   })
   await orderEvents.start()
-  fastify.decorate('orders', new OrderStore(fastify.pg.pool))
+  const store = new OrderStore(fastify.pg.pool)
+  const { billing, billingQueue, crm, crmQueue } = fastify
+  fastify.decorate('orders', store)
   fastify.decorate('orderEvents', orderEvents)
+  fastify.decorate('orderPlacement', new OrderPlacement({
+    store,
+    events: orderEvents,
+    upstreams: {
+      addBillingOrder: (order) => billingQueue.run((deadline) => billing.addOrder(order, deadline)),
+      createCrmOrder: (fields) => crmQueue.run((deadline) => crm.createOrder(fields, deadline))
+    },
+    crmAccountId: fastify.config.CRM_ORDER_ACCOUNT_ID
+  }))
   fastify.addHook('onClose', async () => {
     orderEvents.stop()
     await closeRedis(subscriber)
   })
 }
 
-export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['db', 'redis'], decorators: { fastify: ['config'] } })
+export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['db', 'redis', 'upstreams', 'request-queues'], decorators: { fastify: ['config'] } })
