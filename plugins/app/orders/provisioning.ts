@@ -1,11 +1,11 @@
-import type { BillingClient } from '../../../integrations/billing/client.js'
+import type { FastifyBaseLogger } from 'fastify'
 import { BillingRefusal, OrderNotPendingError } from '../../../integrations/billing/client.js'
-import type { CrmClient } from '../../../integrations/crm/client.js'
-import type { TelecomClient } from '../../../integrations/telecom/client.js'
+import type { CrmOrderFields } from '../../../integrations/crm/client.js'
+import type { Activation, ActivationRequest } from '../../../integrations/telecom/client.js'
+import type { Deadline } from '../../../lib/deadline.js'
+import { UpstreamFailure } from '../../../lib/failure.js'
 import type { OrderEvents } from './status-events.js'
 import type { Order, OrderStatus, OrderStore } from './store.js'
-import type { RequestQueue } from '../../../lib/request-queue.js'
-import { UpstreamFailure } from '../../../lib/failure.js'
 
 /** The BullMQ job states the provisioning job queue reports. */
 export const JOB_STATES = ['waiting', 'active', 'delayed', 'failed', 'completed'] as const
@@ -16,15 +16,25 @@ export type JobCounts = Record<typeof JOB_STATES[number], number> & {
   recentFailed: number
 }
 
+/** Work run in a slot of an upstream's request queue, within the request's deadline. */
+interface Queue {
+  run<T> (task: (deadline: Deadline) => Promise<T>): Promise<T>
+}
+
+/** What provisioning needs of each upstream. */
 export interface ProvisioningDependencies {
   orders: OrderStore
   orderEvents: OrderEvents
-  billing: BillingClient
-  crm: CrmClient
-  telecom: TelecomClient
-  billingQueue: RequestQueue
-  crmQueue: RequestQueue
-  log: { info (object: object, message: string): void, warn (object: object, message: string): void }
+  billing: {
+    acceptOrder (billingOrderId: number, deadline: Deadline): Promise<void>
+    /** The billing order's status; null when there is no such order. */
+    getOrderStatus (billingOrderId: number, deadline: Deadline): Promise<string | null>
+  }
+  crm: { updateOrder (crmOrderId: string, fields: CrmOrderFields, deadline: Deadline): Promise<void> }
+  telecom: { activate (request: ActivationRequest): Promise<Activation> }
+  billingQueue: Queue
+  crmQueue: Queue
+  log: FastifyBaseLogger
 }
 
 export class OrderNotStoredError extends Error {
