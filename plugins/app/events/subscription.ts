@@ -1,5 +1,6 @@
 import { hostname } from 'node:os'
 import { randomUUID } from 'node:crypto'
+import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { PlatformEventSubscriber, type PlatformEventMessage, type SubscriberState } from '../../../integrations/crm/bayeux.js'
 import type { CrmClient } from '../../../integrations/crm/client.js'
@@ -23,13 +24,6 @@ export interface HolderReport extends SubscriptionStats {
   reportedAt: string
 }
 
-interface Log {
-  debug (object: object, message: string): void
-  info (object: object, message: string): void
-  warn (object: object, message: string): void
-  error (object: object, message: string): void
-}
-
 export interface EventSubscriptionOptions {
   enabled: boolean
   replay: 'ALL' | 'LATEST' | undefined
@@ -43,7 +37,7 @@ export interface EventSubscriptionOptions {
   handOff: (event: PlatformEventMessage) => Promise<void>
   /** Events of a batch handed off at once (each reads its order from the CRM). */
   handOffConcurrency: number
-  log: Log
+  log: FastifyBaseLogger
   backoff?: { initialMs?: number, maxMs?: number }
 }
 
