@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Config } from './schemas/config.js'
 import { LazyChildLogger, createLogger } from './lib/logger.js'
@@ -49,8 +50,11 @@ export interface BuildOptions {
   logToStdout?: boolean
 }
 
-/** The longest a client may take to send a whole request, headers and body (Node answers 408). */
-export const REQUEST_RECEIVE_TIMEOUT_MS = 30_000
+/**
+ * How often Node looks for requests past their receive timeout. Node's own 30 s would let a
+ * slow-header client hold its connection up to twice the timeout.
+ */
+const TIMEOUT_CHECK_INTERVAL_MS = 1000
 
 /** Builds the service, ready to inject requests into or to listen. */
 export async function build ({ config, logToStdout = true }: BuildOptions): Promise<FastifyInstance> {
@@ -65,14 +69,17 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     logController: new RequestLogController(),
     bodyLimit: BODY_LIMIT_BYTES,
     // Fastify turns off Node's bound on receiving a request (0): a client that never finishes its
-    // body would hold its connection for good. Responses (the event stream) are not bounded by it.
-    requestTimeout: REQUEST_RECEIVE_TIMEOUT_MS,
+    // headers or body would hold its connection for good. Responses (the event stream) are not bounded by it.
+    requestTimeout: config.REQUEST_RECEIVE_TIMEOUT_MS,
+    http: { headersTimeout: config.REQUEST_RECEIVE_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
+    trustProxy: config.trustProxy,
     // A URL Fastify cannot route (bad percent-encoding) is refused before any hook runs: answered
     // here in the service's error shape, with the correlation id, instead of Fastify's own body.
     frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+      request.log.info({ statusCode: 400, code: error.code, method: request.method }, 'request refused before routing')
       reply.code(400).header(CORRELATION_HEADER, request.id).send(errorBody(request, 400, error.code, error.message))
     },
-    clientErrorHandler: handleClientError,
+    clientErrorHandler: (error: Error, socket: Socket) => handleClientError(error, socket, logger.root),
     // Unknown fields are an error, not silently dropped: the schemas say additionalProperties: false.
     ajv: { customOptions: { removeAdditional: false } },
     schemaController: { compilersFactory: { buildValidator: exactBodyValidator() } }

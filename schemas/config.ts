@@ -65,15 +65,26 @@ export const SettingsSchema = Type.Object({
   CRM_EVENTS_CONNECT_MARGIN_MS: Milliseconds(10_000, 'watchdog margin over the advised long-poll timeout'),
   ACCESS_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 60, maximum: 86_400, default: 900 }),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 1, default: 300, description: 'requests per client (or IP) per minute' }),
-  LOGIN_RATE_LIMIT_MAX: Type.Integer({ minimum: 1, default: 10, description: 'login attempts per IP per minute' }),
+  LOGIN_RATE_LIMIT_MAX: Type.Integer({ minimum: 1, default: 10, description: 'sign-in attempts per client address per minute' }),
+  LOGIN_ACCOUNT_FAILURES_MAX: Type.Integer({ minimum: 1, default: 5, description: 'failed sign-ins of one account, from any address, per LOGIN_ACCOUNT_WINDOW_MS; past it the account\'s sign-ins are refused without asking billing' }),
+  LOGIN_ACCOUNT_WINDOW_MS: Type.Integer({ minimum: 1000, maximum: 86_400_000, default: 900_000, description: 'the window failed sign-ins of one account are counted over' }),
+  TOKEN_FAILURES_MAX: Type.Integer({ minimum: 1, default: 30, description: 'failed access-token checks per client address per minute; past it the address is refused (429)' }),
+  TRUST_PROXY: Type.Optional(Type.String({ pattern: '^(true|false|[0-9]{1,2}|[0-9A-Fa-f:.,/ ]+)$', description: 'unset or false: the socket address is the client; true, a hop count, or a comma-separated list of proxy addresses/CIDRs: the client address is taken from X-Forwarded-For' })),
+  OPS_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'bearer token of the operator endpoints (/metrics, /health/alerts, /status); unset, they are public' })),
+  SSE_MAX_STREAMS_PER_USER: Type.Integer({ minimum: 1, maximum: 100, default: 5, description: 'open /api/events streams of one portal user on one instance' }),
+  SSE_MAX_STREAMS: Type.Integer({ minimum: 1, maximum: 100_000, default: 10_000, description: 'open /api/events streams of one instance' }),
+  INTEGRATION_CHECK_CACHE_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000, description: 'how long a finished GET /auth/health-check run is reused' }),
+  REQUEST_RECEIVE_TIMEOUT_MS: Milliseconds(30_000, 'the longest a client may take to send a whole request, headers and body'),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 32 })),
   CORS_ORIGIN: Type.Optional(Url('the portal origin'))
 })
 
 export type Settings = Static<typeof SettingsSchema>
 
-export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET'> {
+export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY'> {
   JWT_SECRET: string
+  /** TRUST_PROXY as Fastify's `trustProxy` option takes it. */
+  trustProxy: boolean | string | ((address: string, hop: number) => boolean)
   isProduction: boolean
   /** Upstream settings that were not given; outside production the sandbox fills them in. */
   missingUpstreamSettings: UpstreamSetting[]
@@ -128,6 +139,20 @@ function firstProblem (schema: TSchema, settings: Record<string, unknown>): Conf
   return new ConfigError(setting, `${error.message.toLowerCase()}${got}`)
 }
 
+/** TRUST_PROXY, unset or `false`: the socket's address; `true`: every proxy; a hop count; or the proxies' addresses. */
+function trustProxyOf (value: string | undefined): Config['trustProxy'] {
+  if (value === undefined || value === 'false') return false
+  if (value === 'true') return true
+  if (/^[0-9]+$/.test(value)) {
+    // The n proxies nearest the service; the address before them is the client.
+    const hops = Number(value)
+    return (_address, hop) => hop < hops
+  }
+  const addresses = value.split(',').map((address) => address.trim()).filter((address) => address !== '')
+  if (addresses.length === 0) throw new ConfigError('TRUST_PROXY', `not true, false, a hop count or a list of addresses (got '${value}')`)
+  return addresses.join(',')
+}
+
 /**
  * Reads, converts and validates the settings. Throws a ConfigError naming the first bad setting.
  */
@@ -149,7 +174,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
   const settings = Value.Convert(SettingsSchema, Value.Default(SettingsSchema, raw))
   const problem = firstProblem(SettingsSchema, settings as Record<string, unknown>)
   if (problem !== undefined) throw problem
-  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, ...rest } = settings as Settings
+  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, ...rest } = settings as Settings
 
   let privateKey = rest.CRM_PRIVATE_KEY
   if (privateKey === undefined && keyPath !== undefined) {
@@ -168,6 +193,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     ...rest,
     CRM_PRIVATE_KEY: privateKey,
     JWT_SECRET: jwtSecret ?? randomBytes(32).toString('hex'),
+    trustProxy: trustProxyOf(trustProxy),
     isProduction,
     missingUpstreamSettings: UPSTREAM_SETTINGS.filter((name) => name === 'CRM_PRIVATE_KEY' ? privateKey === undefined : rest[name] === undefined)
   }
@@ -177,6 +203,9 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     if (missing.length > 0 && missing.length < names.length) {
       throw new ConfigError(missing[0]!, `required: the other ${upstream} settings are given, and an upstream is configured whole or not at all`)
     }
+  }
+  if (isProduction && rest.OPS_TOKEN === undefined) {
+    warnings.push('OPS_TOKEN is not set: /metrics, /health/alerts and /status are public; set it to keep operator data from anonymous callers')
   }
   if (jwtSecret === undefined) {
     warnings.push('JWT_SECRET is not set: using a random secret for this run; access tokens will not survive a restart or work across instances')

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import fp from 'fastify-plugin'
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { DatabaseUnavailableError, NotFoundError, isPublicError } from '../../lib/errors.js'
 import { isDatabaseUnavailable } from '../../lib/database-errors.js'
 import { CORRELATION_HEADER } from '../../lib/request-log.js'
@@ -23,10 +23,11 @@ const MALFORMED = { statusCode: 400, code: 'MALFORMED_REQUEST', message: 'The re
  * headers too large, a request that never arrived whole) never reaches a route or hook. It gets the
  * service's error shape and a correlation id too, then the connection closes, as Node's own does.
  */
-export function handleClientError (error: Error & { code?: string }, socket: Socket): void {
+export function handleClientError (error: Error & { code?: string }, socket: Socket, log: FastifyBaseLogger): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return
   const { statusCode, code, message } = CLIENT_ERRORS[error.code ?? ''] ?? MALFORMED
   const correlationId = randomUUID()
+  log.info({ correlationId, statusCode, code, parserError: error.code, remoteAddress: socket.remoteAddress }, 'request refused before routing')
   const status = STATUS_CODES[statusCode] ?? 'Error'
   const body = JSON.stringify({ statusCode, error: status, message, code, correlationId } satisfies ErrorResponse)
   if (socket.writable) {
