@@ -28,3 +28,6 @@ export const RateLimitedError = definePublicError('RATE_LIMITED', 'Too many requ
 export const OrderRejectedError = definePublicError('ORDER_REJECTED', 'The billing system refused the order', 422)
 export const CrmUnavailableError = definePublicError('CRM_UNAVAILABLE', 'CRM service is temporarily unavailable', 503)
 export const OrderNotFoundError = definePublicError('ORDER_NOT_FOUND', 'Order not found', 404)
+export const TooManyStreamsError = definePublicError('TOO_MANY_STREAMS', 'This account holds the most event streams it may (%s); close one first', 429)
+export const StreamsUnavailableError = definePublicError('STREAMS_UNAVAILABLE', 'This instance holds the most event streams it may; retry shortly', 503)
+export const TooManyFailedSignInsError = definePublicError('TOO_MANY_FAILED_SIGN_INS', 'Too many failed sign-ins: retry in %s', 429)

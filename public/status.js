@@ -93,6 +93,15 @@ function renderSubscriber (list, subscriber) {
   ])
 }
 
+function renderStreams (list, streams) {
+  if (streams === null) return noData(list, 'no data')
+  describe(list, [
+    ['open', streams.open],
+    ['refused, user at its limit', streams.refused.user_limit],
+    ['refused, instance full', streams.refused.instance_limit]
+  ])
+}
+
 function renderAlerts (body, alerts) {
   body.replaceChildren(...alerts.map((alert) => {
     const comparison = alert.threshold.comparison === 'above' ? '>' : '<'
@@ -130,6 +139,7 @@ function render (summary) {
   }
   renderJobs($('#jobs [data-list=counts]'), summary.jobs, alerts)
   renderSubscriber($('#subscriber [data-list=stats]'), summary.subscriber)
+  renderStreams($('#streams [data-list=counts]'), summary.streams)
   renderAlerts($('#alerts tbody'), summary.alerts)
 }
 

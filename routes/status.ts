@@ -37,7 +37,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()
-    const { core = coreHealthOf({}), queues, crmUsage = NO_USAGE, jobs = null, subscriber = null } = snapshot.parts
+    const { core = coreHealthOf({}), queues, crmUsage = NO_USAGE, jobs = null, subscriber = null, streams = null } = snapshot.parts
     return {
       timestamp: snapshot.timestamp,
       level: judgement.level,
@@ -46,6 +46,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       crm: queues === undefined ? null : { ...queues.crm, dailyUsage: crmUsage },
       jobs,
       subscriber,
+      streams,
       alerts: judgement.alerts
     }
   })

@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import { AuthUnavailableError } from '../../lib/errors.js'
+import { revocationChannel } from './event-streams.js'
 
 export interface BlacklistStatus {
   mode: 'fail-closed' | 'fail-open'
@@ -19,8 +20,16 @@ export class TokenBlacklist {
   #available = true
   #failOpenDecisions = 0
 
-  constructor (private readonly redis: Redis, private readonly prefix: string, private readonly failClosed: boolean, private readonly log: FastifyBaseLogger) {}
+  constructor (
+    private readonly redis: Redis,
+    private readonly prefix: string,
+    private readonly failClosed: boolean,
+    private readonly log: FastifyBaseLogger,
+    /** The channel revocations are announced on. */
+    private readonly announcements: string
+  ) {}
 
+  /** Stores the revocation, then announces it: every instance ends the token's event streams. */
   async revoke (jti: string, expiresAtSeconds: number): Promise<void> {
     try {
       await this.redis.set(this.#key(jti), '1', 'EXAT', expiresAtSeconds)
@@ -29,6 +38,9 @@ export class TokenBlacklist {
       this.#available = false
       throw new AuthUnavailableError({ cause: error })
     }
+    await this.redis.publish(this.announcements, jti).catch((error: unknown) => {
+      this.log.warn({ err: error }, 'revocation stored but not announced: open event streams of the token end at its expiry')
+    })
   }
 
   async isRevoked (jti: string): Promise<boolean> {
@@ -81,7 +93,7 @@ declare module 'fastify' {
 
 async function blacklist (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED } = fastify.config
-  fastify.decorate('tokenBlacklist', new TokenBlacklist(fastify.redis, REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED, fastify.log))
+  fastify.decorate('tokenBlacklist', new TokenBlacklist(fastify.redis, REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED, fastify.log, revocationChannel(REDIS_KEY_PREFIX)))
 }
 
 export default fp(blacklist, { name: 'blacklist', fastify: '5.x', dependencies: ['redis'], decorators: { fastify: ['config'] } })

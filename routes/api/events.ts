@@ -1,8 +1,11 @@
 import type { FastifyPluginAsync } from 'fastify'
+import { StreamsUnavailableError, TooManyStreamsError } from '../../lib/errors.js'
 import { streamIdAfter, type OrderStatusEvent } from '../../plugins/app/orders/status-events.js'
 import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 
 export const HEARTBEAT_MS = 15_000
+// Streams end as their tokens do: a place frees up within seconds on a busy instance.
+const STREAMS_RETRY_AFTER_SECONDS = 5
 const VALID_EVENT_ID = /^(\d{1,20})-\d{1,20}$/
 // Event ids begin with the Redis server's clock in ms; allow for that clock running ahead of ours.
 const CLOCK_SKEW_MS = 60_000
@@ -28,13 +31,14 @@ function frame (event: OrderStatusEvent): string {
  * closing an idle stream.
  */
 const eventRoutes: FastifyPluginAsync = async (fastify) => {
+  const { SSE_MAX_STREAMS_PER_USER } = fastify.config
   fastify.get('/api/events', {
     // The stream never ends, so a HEAD of it would never send its headers: GET only.
     exposeHeadRoute: false,
     schema: {
       tags: ['orders'],
       summary: 'Server-sent events: `order.status` whenever one of the caller\'s orders changes status',
-      description: 'Each event has an `id:`; reconnect with `Last-Event-ID` to receive what was missed. The stream drops when the cache fails; clients reconnect.',
+      description: 'Each event has an `id:`; reconnect with `Last-Event-ID` to receive what was missed. The stream drops when the cache fails; clients reconnect. It ends with `event: session.ended` when its token is logged out (on any instance) or expires, and with `event: shutdown` when the instance shuts down (reconnect: another instance answers).',
       security: [{ bearerAuth: [] }],
       headers: {
         type: 'object',
@@ -44,13 +48,26 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
         200: { description: '`text/event-stream`', content: { 'text/event-stream': { schema: { type: 'string' } } } },
         ...authenticatedErrorResponses,
         ...invalidRequestResponse,
-        503: errorResponse(TOKEN_CHECK_UNAVAILABLE)
+        429: errorResponse('The caller holds `SSE_MAX_STREAMS_PER_USER` open streams on this instance (`TOO_MANY_STREAMS`); close one first. Or too many requests (`RATE_LIMITED`)'),
+        503: errorResponse(`This instance holds \`SSE_MAX_STREAMS\` open streams (\`STREAMS_UNAVAILABLE\`): retry after \`retry-after\` seconds, as a balancer may send you to another; or ${TOKEN_CHECK_UNAVAILABLE}`)
       }
     }
   }, async (request, reply) => {
     const clientId = Number(request.user.sub)
     const resumeFrom = resumableEventId(request.headers['last-event-id'])
-    const { orderEvents } = fastify
+    const { orderEvents, eventStreams } = fastify
+
+    // Ended from outside: the token logged out or expired, or the service shutting down.
+    const opened = eventStreams.open({ clientId, jti: request.user.jti, exp: request.user.exp }, (reason) => {
+      if (reply.raw.writable) reply.raw.write(`event: ${reason === 'shutdown' ? 'shutdown' : 'session.ended'}\ndata: ${JSON.stringify({ reason })}\n\n`)
+      close()
+    })
+    if (opened === 'user_limit') throw new TooManyStreamsError(SSE_MAX_STREAMS_PER_USER)
+    if (opened === 'instance_limit') {
+      reply.header('retry-after', STREAMS_RETRY_AFTER_SECONDS)
+      throw new StreamsUnavailableError()
+    }
+    const stream = opened
 
     let lastSent = resumeFrom ?? '0-0'
     let live = false
@@ -60,9 +77,10 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
       lastSent = event.id
       reply.raw.write(frame(event))
     }
-    const close = () => {
+    function close () {
       clearInterval(heartbeat)
       stopListening()
+      stream.close()
       reply.raw.end()
     }
     // Listen before reading the backlog, so nothing falls between the two.
@@ -71,6 +89,7 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     request.raw.on('close', () => {
       clearInterval(heartbeat)
       stopListening()
+      stream.close()
     })
 
     reply.hijack()

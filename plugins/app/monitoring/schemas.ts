@@ -78,6 +78,13 @@ export const StatusSummary = Type.Object({
     reconnects: Count('reconnections'),
     lastError: Nullable(Type.String())
   }, { additionalProperties: false }), 'the platform-event subscription; null when there is no data'),
+  streams: Nullable(Type.Object({
+    open: Count('open /api/events streams of this instance'),
+    refused: Type.Object({
+      user_limit: Count('refused: the user held SSE_MAX_STREAMS_PER_USER'),
+      instance_limit: Count('refused: the instance held SSE_MAX_STREAMS')
+    }, { additionalProperties: false })
+  }, { additionalProperties: false }), 'this instance\'s event streams; null when there is no data'),
   alerts: Type.Array(Type.Ref(Alert))
 }, { $id: 'StatusSummary', title: 'Status page summary', additionalProperties: false })
 
