@@ -1,9 +1,10 @@
+import PQueue from 'p-queue'
 import { abortable } from './abortable.js'
 import { Deadline } from './deadline.js'
 import { UpstreamFailure, UpstreamRefusal } from './failure.js'
 import { SlidingWindow } from './sliding-window.js'
 
-/** Seed 2.2: counters are cumulative; the two averages are in milliseconds over the recent window. */
+/** Specification 2.2: counters are cumulative; the two averages are in milliseconds over the recent window. */
 export interface QueueMetrics {
   totalRequests: number
   completedRequests: number
@@ -36,30 +37,29 @@ export class QueueFullError extends UpstreamFailure {
 const MAX_SAMPLES = 10_000
 
 /**
- * Requests to one upstream: bounded concurrency, a bounded wait and the seed's metrics.
+ * The request queue to one upstream (billing, CRM), on p-queue: p-queue runs the requests oldest
+ * first, at most `concurrency` at once; this class adds what an upstream needs besides — a bounded
+ * wait line, one deadline over waiting and running together, and the specification's metrics.
  *
- * The slots and the wait line are kept here by hand rather than by p-queue, the library first
- * chosen: measured by `npm run bench -- billing-queue`, a bare p-queue alone keeps 0.91 of the rate
- * of calls made directly to a billing upstream that answers at once (its options copy, task symbol,
- * running-task map, clock reads and five events a task), below the 0.95 a queue must keep. The queue
- * needs only a count of running tasks and a line of waiting ones.
+ * A task keeps its slot until it ends, even after its request has answered the caller at the
+ * deadline, so that the upstream never has more than `concurrency` calls of this queue in flight.
+ * p-queue's `timeout` (which also starts only when the task does) and an abort signal that stays
+ * live while the task runs would both free the slot early, so neither is used: the signal handed
+ * to `add()` is aborted only while the request waits, to take it out of the line.
  */
 export class RequestQueue {
   readonly #options: RequestQueueOptions
+  readonly #queue: PQueue
   #total = 0
   #completed = 0
   #failed = 0
-  #running = 0
-  /** Starts of the requests waiting for a slot, oldest first; one leaves when its deadline passes. */
-  readonly #waiting: Array<() => Promise<void>> = []
-  /** Told when nothing waits or runs any more (drain). */
-  readonly #idleListeners: Array<() => void> = []
   readonly #waits: SlidingWindow
   readonly #executions: SlidingWindow
   readonly #failures: SlidingWindow
 
   constructor (options: RequestQueueOptions) {
     this.#options = options
+    this.#queue = new PQueue({ concurrency: options.concurrency })
     this.#waits = new SlidingWindow(options.windowMs, MAX_SAMPLES)
     this.#executions = new SlidingWindow(options.windowMs, MAX_SAMPLES)
     this.#failures = new SlidingWindow(options.windowMs, MAX_SAMPLES)
@@ -82,56 +82,57 @@ export class RequestQueue {
    */
   run<T> (task: (deadline: Deadline) => Promise<T>): Promise<T> {
     this.#total++
+    const { concurrency, maxSize, timeoutMs } = this.#options
+    const queue = this.#queue
     // Full means no slot free and no room to wait: with a maxSize of 0, requests run or are refused.
-    if (this.#running + this.#waiting.length >= this.#options.concurrency + this.#options.maxSize) {
+    if (queue.pending + queue.size >= concurrency + maxSize) {
       this.#recordFailure()
       return Promise.reject(new QueueFullError(this.name))
     }
     const enqueuedAt = performance.now()
+    // Only a request that finds every slot taken waits (p-queue starts any other within add()), and
+    // only one that waits needs a signal to leave the line by.
+    const leave = queue.pending >= concurrency || queue.size > 0 ? new AbortController() : undefined
     return new Promise<T>((resolve, reject) => {
       let state: 'waiting' | 'running' | 'settled' = 'waiting'
-      // Its promise is not awaited: it settles the request itself, and what runs outside the try cannot throw.
-      const start = async (startedAt = performance.now()): Promise<void> => {
-        state = 'running'
-        this.#running++
-        this.#waits.record(startedAt - enqueuedAt, false, startedAt)
-        try {
-          const result = await task(deadline)
-          if (state === 'running') {
-            this.#completed++
-            resolve(result)
-          }
-        } catch (error) {
-          if (state === 'running') {
-            // A refusal is the upstream's answer about this request: the request completed.
-            if (error instanceof UpstreamRefusal) this.#completed++
-            else this.#recordFailure()
-            reject(error)
-          }
-        } finally {
-          state = 'settled'
-          this.#running--
-          deadline.clear()
-          const endedAt = performance.now()
-          this.#executions.record(endedAt - startedAt, false, endedAt)
-          this.#startNext()
-        }
-      }
-      const deadline = new Deadline(this.#options.timeoutMs, undefined, () => {
+      const deadline = new Deadline(timeoutMs, undefined, () => {
         if (state === 'waiting') {
+          leave?.abort()
           // It waited its whole time: that wait is the queue's too, the longest kind of all.
-          this.#waiting.splice(this.#waiting.indexOf(start), 1)
           this.#waits.record(performance.now() - enqueuedAt)
         }
         if (state === 'settled') return
         state = 'settled'
         this.#recordFailure()
-        reject(new UpstreamFailure('timeout', this.name, `${this.name} request did not complete within ${this.#options.timeoutMs} ms`))
+        reject(new UpstreamFailure('timeout', this.name, `${this.name} request did not complete within ${timeoutMs} ms`))
       })
-      // A request waits only while every slot is taken: a slot freed starts the oldest waiting one.
-      // One that finds a slot free starts when it came.
-      if (this.#running < this.#options.concurrency) start(enqueuedAt)
-      else this.#waiting.push(start)
+      const execute = async (): Promise<T> => {
+        state = 'running'
+        const startedAt = leave === undefined ? enqueuedAt : performance.now()
+        this.#waits.record(startedAt - enqueuedAt, false, startedAt)
+        try {
+          return await task(deadline)
+        } finally {
+          deadline.clear()
+          const endedAt = performance.now()
+          this.#executions.record(endedAt - startedAt, false, endedAt)
+        }
+      }
+      // The caller hears from p-queue's promise, which settles after the task has left its slot. It
+      // rejects too for a request taken out of the line, already settled by its deadline.
+      queue.add(execute, leave && { signal: leave.signal }).then((result) => {
+        if (state !== 'running') return
+        state = 'settled'
+        this.#completed++
+        resolve(result)
+      }, (error: unknown) => {
+        if (state !== 'running') return
+        state = 'settled'
+        // A refusal is the upstream's answer about this request: the request completed.
+        if (error instanceof UpstreamRefusal) this.#completed++
+        else this.#recordFailure()
+        reject(error)
+      })
     })
   }
 
@@ -140,8 +141,8 @@ export class RequestQueue {
       totalRequests: this.#total,
       completedRequests: this.#completed,
       failedRequests: this.#failed,
-      queueSize: this.#waiting.length,
-      pendingRequests: this.#running,
+      queueSize: this.#queue.size,
+      pendingRequests: this.#queue.pending,
       averageWaitTime: Math.round(this.#waits.summary().average ?? 0),
       averageExecutionTime: Math.round(this.#executions.summary().average ?? 0)
     }
@@ -152,20 +153,16 @@ export class RequestQueue {
     return this.#failures.count()
   }
 
-  /** Resolves when nothing waits or runs, or after the longest a request may take. */
+  /**
+   * Resolves when nothing waits or runs, or after the longest a request may take. Its bound is a
+   * timer that holds the process open (AbortSignal.timeout's does not): a drain at shutdown, behind
+   * a task that never ends, would otherwise let the process exit before the drain returns.
+   */
   async drain (): Promise<void> {
-    if (this.#running + this.#waiting.length === 0) return
-    const idle = new Promise<void>((resolve) => { this.#idleListeners.push(resolve) })
-    await abortable(idle, AbortSignal.timeout(this.#options.timeoutMs)).catch(() => {})
-  }
-
-  #startNext (): void {
-    const next = this.#waiting.shift()
-    if (next !== undefined) {
-      next()
-    } else if (this.#running === 0 && this.#idleListeners.length > 0) {
-      for (const listener of this.#idleListeners.splice(0)) listener()
-    }
+    if (this.#queue.pending + this.#queue.size === 0) return
+    const bound = new Deadline(this.#options.timeoutMs)
+    await abortable(this.#queue.onIdle(), bound.signal).catch(() => {})
+    bound.clear()
   }
 
   #recordFailure (): void {

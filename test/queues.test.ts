@@ -1,5 +1,6 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { UpstreamRefusal } from '../lib/failure.js'
 import { RequestQueue } from '../lib/request-queue.js'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
 import { waitFor } from './helpers/processes.js'
@@ -211,6 +212,45 @@ t.test('waiting requests start oldest first, never more than the concurrency at 
   finish[4]!()
   t.same(await Promise.all(results), [0, 1, 2, 3, 4], 'each caller gets its own task\'s result')
   t.match(queue.metrics(), { totalRequests: 5, completedRequests: 5, failedRequests: 0, pendingRequests: 0, queueSize: 0 })
+})
+
+t.test('a waiting request whose deadline passes leaves the line; an overrunning task keeps its slot until it ends', async (t) => {
+  const queue = unitQueue({ concurrency: 1, timeoutMs: 300 })
+  const { started, finish, tasks } = heldTasks(3)
+  const outcome = (promise: Promise<number>) => promise.then((index) => index, (error: Error) => error.message)
+  const overrun = outcome(queue.run(tasks[0]!))
+  const expiring = outcome(queue.run(tasks[1]!))
+  await sleep(150)
+  const next = outcome(queue.run(tasks[2]!))
+  t.same(await Promise.all([overrun, expiring]), Array(2).fill('billing request did not complete within 300 ms'), 'the running one and the one waiting since then give up at their deadline')
+  t.match(queue.metrics(), { pendingRequests: 1, queueSize: 1 }, 'the overrunning task still holds the slot; only the later one waits')
+  await sleep(20)
+  t.same(started, [0], 'the later one waits for the slot, not for the deadline')
+  finish[0]!()
+  await waitFor('the slot passed on', async () => started.length === 2, 1000)
+  t.same(started, [0, 2], 'the slot goes to the one still waiting; the one that left never runs')
+  finish[2]!()
+  t.equal(await next, 2)
+  t.match(queue.metrics(), { totalRequests: 3, completedRequests: 1, failedRequests: 2, pendingRequests: 0, queueSize: 0 })
+})
+
+t.test('a caller that has its answer finds the slot free again', async (t) => {
+  const queue = unitQueue({ concurrency: 1 })
+  t.equal(await queue.run(async () => 'first'), 'first')
+  t.match(queue.metrics(), { pendingRequests: 0, queueSize: 0 }, 'nothing counts as running')
+  const { started, finish, tasks } = heldTasks(1)
+  const second = queue.run(tasks[0]!)
+  t.same(started, [0], 'the next request starts at once, without waiting in line')
+  finish[0]!()
+  t.equal(await second, 0)
+})
+
+t.test('a refusal by the upstream rejects the request but counts as completed', async (t) => {
+  const queue = unitQueue({ concurrency: 1 })
+  await t.rejects(queue.run(async () => { throw new UpstreamRefusal('billing', 'no such product') }), { name: 'UpstreamRefusal', message: 'no such product' })
+  await t.rejects(queue.run(async () => { throw new Error('broken') }), { message: 'broken' })
+  t.match(queue.metrics(), { totalRequests: 2, completedRequests: 1, failedRequests: 1 })
+  t.equal(queue.recentFailures(), 1, 'only the failure counts toward health')
 })
 
 t.test('a task that throws at once is a failed request and frees its slot', async (t) => {

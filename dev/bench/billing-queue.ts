@@ -44,9 +44,9 @@ async function delayAnswers (billingUrl: string, ms: number): Promise<void> {
 }
 
 /**
- * `WhmcsDetails` directly, through a bare p-queue (what any queue on p-queue would cost at least:
- * the reason the request queue is not built on it) and through a billing queue, each of
- * concurrency 10, in another order every round.
+ * `WhmcsDetails` directly, through a bare p-queue (the floor of the queue's cost: the billing queue
+ * runs on p-queue, and what it costs beyond that row is its deadline and metrics) and through a
+ * billing queue, each of concurrency 10, in another order every round.
  */
 async function measure (settings: Record<string, string>): Promise<Ways> {
   const billing = new BillingClient({
@@ -106,17 +106,17 @@ function report (arrangement: string, { direct, pQueue, queued, queueFailures }:
     `    through a bare p-queue:         ${rate(pQueue).toFixed(0)} calls/s${cpuOf(pQueue)}`,
     `    through the billing queue:      ${rate(queued).toFixed(0)} calls/s${cpuOf(queued)} (queue failures: ${queueFailures})`,
     ...withCpu ? [`    the queue's CPU a call:         ${(cpu(queued) - cpu(direct)).toFixed(1)} µs (a bare p-queue's ${(cpu(pQueue) - cpu(direct)).toFixed(1)} µs)`] : [],
-    `    ratio bare p-queue / direct:    ${(rate(pQueue) / rate(direct)).toFixed(3)} (the best a queue on p-queue could keep)`,
+    `    ratio bare p-queue / direct:    ${(rate(pQueue) / rate(direct)).toFixed(3)} (the most the billing queue, built on it, can keep)`,
     `    ratio queued / direct:          ${(rate(queued) / rate(direct)).toFixed(3)}, median of rounds ${median(perRound).toFixed(3)} (target >= 0.95)`
   ]
 }
 
 /**
  * A billing call through its request queue against the same call made directly (and through a bare
- * p-queue, the library the issue first named for the queue), the sandbox in its
- * own process (what `npm run sandbox` runs), in two arrangements: answering at once, where this
- * process's CPU is the limit and the ratio is the queue's CPU cost against the call's; and every
- * answer `UPSTREAM_LATENCY_MS` late, where the upstream is the limit, as a billing system is.
+ * p-queue, which the queue is built on), the sandbox in its own process (what `npm run sandbox`
+ * runs), in two arrangements: answering at once, where this process's CPU is the limit and the
+ * ratio is the queue's CPU cost against the call's; and every answer `UPSTREAM_LATENCY_MS` late,
+ * where the upstream is the limit, as a billing system is.
  */
 export async function benchBillingQueue (): Promise<void> {
   const immediate = await measureAgainstSandbox(0)
