@@ -22,10 +22,13 @@ function debugEnabled (level: string): boolean {
   return (levels.values[level] ?? Infinity) <= levels.values.debug!
 }
 
-/** Fastify's genReqId: the caller's correlation id when it is well formed, else a new one. */
+/** Ids of the service's own work (lines that belong to no request): a client may not send them. */
+const RESERVED_CORRELATION_ID = /^system$/i
+
+/** Fastify's genReqId: the caller's correlation id when it is well formed and not reserved, else a new one. */
 export function correlationIdOf (request: IncomingMessage): string {
   const given = request.headers[CORRELATION_HEADER]
-  return typeof given === 'string' && VALID_CORRELATION_ID.test(given) ? given : randomUUID()
+  return typeof given === 'string' && VALID_CORRELATION_ID.test(given) && !RESERVED_CORRELATION_ID.test(given) ? given : randomUUID()
 }
 
 /**
