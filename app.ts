@@ -23,6 +23,7 @@ import servicesCache from './plugins/app/services-cache.js'
 import upstreams from './plugins/app/upstreams.js'
 import blacklist from './plugins/app/blacklist.js'
 import authentication from './plugins/app/authentication.js'
+import opsAccess from './plugins/app/ops-access.js'
 import orders from './plugins/app/orders/index.js'
 import eventStreams from './plugins/app/event-streams.js'
 import jobQueue from './plugins/app/orders/job-queue.js'
@@ -111,6 +112,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     await app.register(upstreams)
     await app.register(blacklist)
     await app.register(authentication)
+    await app.register(opsAccess)
     await app.register(orders)
     await app.register(eventStreams)
     await app.register(jobQueue)

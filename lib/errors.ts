@@ -18,6 +18,7 @@ export function isPublicError (code: unknown): boolean {
 export const DatabaseUnavailableError = definePublicError('DATABASE_UNAVAILABLE', 'Database is temporarily unavailable', 500)
 export const NotFoundError = definePublicError('NOT_FOUND', 'Route %s not found', 404)
 export const UnauthorizedError = definePublicError('UNAUTHORIZED', 'Missing, invalid or expired access token', 401)
+export const OpsUnauthorizedError = definePublicError('OPS_UNAUTHORIZED', 'This operator endpoint needs the operations token (OPS_TOKEN)', 401)
 export const InvalidCredentialsError = definePublicError('INVALID_CREDENTIALS', 'Invalid email or password', 401)
 export const TwoFactorRequiredError = definePublicError('TWO_FACTOR_REQUIRED', 'This account has two-factor authentication on, which portal sign-in cannot complete', 403)
 export const NoClientAccountError = definePublicError('NO_CLIENT_ACCOUNT', 'No billing client account acts for this user', 403)

@@ -2,18 +2,20 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { PRIORITIES } from '../plugins/app/monitoring/alerts.js'
 import { AlertsReport, alertSchemas } from '../plugins/app/monitoring/schemas.js'
-import { unexpectedErrorResponse } from '../schemas/error.js'
+import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
 
 const alertRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of alertSchemas) fastify.addSchema(schema)
 
   fastify.get('/health/alerts', {
     config: { probe: true },
+    onRequest: fastify.requireOpsToken,
     schema: {
+      security: [{ opsToken: [] }],
       tags: ['health'],
       summary: 'Every measure of the monitoring thresholds with its value, unit and level, and the overall level',
       description: 'One row per row of the specification\'s thresholds table. 200 whatever the level: the level is in the body. A critical row suggests an incident priority.',
-      response: { 200: Type.Ref(AlertsReport, { description: 'every measure with its level, and the overall level' }), ...unexpectedErrorResponse }
+      response: { 200: Type.Ref(AlertsReport, { description: 'every measure with its level, and the overall level' }), ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()

@@ -1,16 +1,18 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { unexpectedErrorResponse } from '../schemas/error.js'
+import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
 
 const metricsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/metrics', {
     config: { probe: true },
+    onRequest: fastify.requireOpsToken,
     schema: {
+      security: [{ opsToken: [] }],
       tags: ['health'],
       summary: 'Prometheus metrics: the measures of the monitoring thresholds, and the process',
       description: 'Prometheus text format 0.0.4. Live values are read at scrape time; the monitoring rules are in monitoring/prometheus/alerts.yml.',
       produces: ['text/plain'],
-      response: { 200: Type.String({ description: 'Prometheus text exposition format' }), ...unexpectedErrorResponse }
+      response: { 200: Type.String({ description: 'Prometheus text exposition format' }), ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
     }
   }, async (_request, reply) => {
     const text = await fastify.metrics.text()

@@ -44,7 +44,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       jobs,
       events: {
         ...fastify.eventSubscription.stats(),
-        holder: holder === null ? null : { instance: holder.instance, state: holder.state, lastEventAt: holder.lastEventAt, replayId: holder.replayId, reportedAt: holder.reportedAt }
+        holder: holder === null ? null : { heldHere: holder.instance === fastify.eventSubscription.instance, state: holder.state, lastEventAt: holder.lastEventAt, replayId: holder.replayId, reportedAt: holder.reportedAt }
       }
     }
   })

@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { projectRoot } from '../lib/project-root.js'
 import { coreHealthOf } from '../plugins/app/health.js'
 import { StatusSummary, alertSchemas } from '../plugins/app/monitoring/schemas.js'
-import { unexpectedErrorResponse } from '../schemas/error.js'
+import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
 
 /** The daily usage while the store that keeps it does not answer. */
 const NO_USAGE = { used: 0, limit: null, percent: null, limitSource: 'unknown' } as const
@@ -16,6 +16,8 @@ const NO_USAGE = { used: 0, limit: null, percent: null, limitSource: 'unknown' }
  */
 const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of alertSchemas) fastify.addSchema(schema)
+  // The page, its files and its data alike.
+  fastify.addHook('onRequest', fastify.requireOpsToken)
 
   // The page's files are few and small; `no-cache` has the browser ask again, so a new release shows at once.
   await fastify.register(fastifyStatic, {
@@ -31,13 +33,14 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/status/summary', {
     config: { probe: true },
     schema: {
+      security: [{ opsToken: [] }],
       tags: ['health'],
       summary: 'What the status page shows: core health, both queues, CRM usage, the job queue, the subscriber and every alert',
-      response: { 200: Type.Ref(StatusSummary, { description: 'the status page\'s figures' }), ...unexpectedErrorResponse }
+      response: { 200: Type.Ref(StatusSummary, { description: 'the status page\'s figures' }), ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()
-    const { core = coreHealthOf({}), queues, crmUsage = NO_USAGE, jobs = null, subscriber = null, streams = null } = snapshot.parts
+    const { core = coreHealthOf({}), queues, crmUsage = NO_USAGE, jobs = null, subscriber = null, streams = null, blacklist = null } = snapshot.parts
     return {
       timestamp: snapshot.timestamp,
       level: judgement.level,
@@ -47,6 +50,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       jobs,
       subscriber,
       streams,
+      blacklist,
       alerts: judgement.alerts
     }
   })

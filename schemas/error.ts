@@ -16,6 +16,9 @@ export function errorResponse (description: string) {
 }
 
 /** What any route may answer when a request fails for a reason no dependency explains: a defect. */
+/** The answer of an operator endpoint without the operations token. */
+export const opsUnauthorizedResponse = { 401: errorResponse('OPS_TOKEN is set and the request does not carry it as a Bearer token or HTTP Basic password (`OPS_UNAUTHORIZED`)') }
+
 export const unexpectedErrorResponse = {
   500: errorResponse('The request failed unexpectedly (`INTERNAL_ERROR`: the detail is logged under the correlation id, never answered)')
 }

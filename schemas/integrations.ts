@@ -38,10 +38,5 @@ export const IntegrationHealthReport = Type.Object({
     crm: Type.Ref(IntegrationCheck),
     telecom: Type.Ref(IntegrationCheck),
     events: Type.Optional(Type.Ref(IntegrationCheck, { description: 'with CRM_EVENTS_ENABLED: fails while no instance holds a connected platform-event subscription' }))
-  }, { additionalProperties: false }),
-  blacklist: Type.Object({
-    mode: StringEnum(['fail-closed', 'fail-open'], { description: 'what token checks do while Redis is down (AUTH_BLACKLIST_FAIL_CLOSED)' }),
-    available: Type.Boolean({ description: 'whether the last blacklist command reached Redis' }),
-    failOpenDecisions: Type.Integer({ minimum: 0, description: 'token checks let through unverified while Redis was down, since start' })
   }, { additionalProperties: false })
 }, { $id: 'IntegrationHealthReport', title: 'Integration health report', additionalProperties: false })

@@ -61,7 +61,7 @@ export const EventsReport = Type.Object({
   lastError: Type.Union([Type.String(), Type.Null()], { description: 'short failure code' }),
   holder: Type.Union([
     Type.Object({
-      instance: Type.String(),
+      heldHere: Type.Boolean({ description: 'whether this instance holds the lease (which one does is not told to anonymous callers)' }),
       state: SubscriptionState,
       lastEventAt: Type.Union([Type.String(), Type.Null()]),
       replayId: Type.Union([Type.Integer(), Type.Null()]),

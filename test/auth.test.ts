@@ -115,7 +115,7 @@ t.test('with Redis down, token checks and sign-in fail closed by default and ope
     const token = await login(app)
     await redis.kill()
     const response = await app.inject({ url: '/api/invoices', headers: bearer(token) })
-    const health = (await app.inject('/auth/health-check')).json()
+    const health = (await app.inject('/status/summary')).json()
     if (failClosed) {
       t.equal(response.statusCode, 503, 'fail closed: 503')
       t.match(response.json(), { code: 'AUTH_UNAVAILABLE', message: 'Authentication is temporarily unavailable' })

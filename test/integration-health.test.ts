@@ -30,7 +30,7 @@ t.test('integration health is ok when every upstream answers', async (t) => {
 
 t.test('each upstream down or hanging fails only its own check, with a short code, in bounded time', async (t) => {
   const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, { HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) }, sandbox)
+  const app = await buildTestApp(t, { HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS), INTEGRATION_CHECK_CACHE_MS: '0' }, sandbox)
   const cases = [
     { upstream: 'billing', break: () => sandbox.billing.down(), mend: () => sandbox.billing.up(), error: 'connection_refused' },
     { upstream: 'billing', break: () => sandbox.billing.injectFault({ kind: 'blackhole' }), mend: () => sandbox.billing.clearFaults(), error: 'timeout' },
@@ -58,7 +58,7 @@ t.test('each upstream down or hanging fails only its own check, with a short cod
 t.test('an upstream failure a check meets is an error in the error log, without its text', async (t) => {
   const logDir = tempDir('logs')
   const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, { LOG_DIR: logDir, HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) }, sandbox)
+  const app = await buildTestApp(t, { LOG_DIR: logDir, HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS), INTEGRATION_CHECK_CACHE_MS: '0' }, sandbox)
   sandbox.telecom.injectFault({ kind: 'http5xx', status: 503, body: 'telecom maintenance page' })
   t.equal((await integrationHealth(app)).statusCode, 503)
   await app.close()
@@ -70,7 +70,7 @@ t.test('an upstream failure a check meets is an error in the error log, without 
 t.test('a hung database fails the database check only', async (t) => {
   const cluster = await PrivatePostgres.start()
   t.teardown(() => cluster.destroy())
-  const app = await buildTestApp(t, { DATABASE_URL: cluster.url, HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) })
+  const app = await buildTestApp(t, { DATABASE_URL: cluster.url, HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS), INTEGRATION_CHECK_CACHE_MS: '0' })
   cluster.hang()
   const { body, elapsed } = await integrationHealth(app)
   t.match(body.checks, { database: { status: 'fail', error: 'timeout' }, billing: { status: 'ok' }, crm: { status: 'ok' }, telecom: { status: 'ok' } })
@@ -79,7 +79,7 @@ t.test('a hung database fails the database check only', async (t) => {
 
 t.test('the CRM over its daily quota fails the crm check with quota_exceeded', async (t) => {
   const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, { HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) }, sandbox)
+  const app = await buildTestApp(t, { HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS), INTEGRATION_CHECK_CACHE_MS: '0' }, sandbox)
   const usage = sandbox.crm.apiUsage
   sandbox.crm.setApiUsage({ used: usage.max })
   const { statusCode, body } = await integrationHealth(app)
@@ -93,7 +93,7 @@ t.test('the CRM over its daily quota fails the crm check with quota_exceeded', a
 t.test('a stopped database fails the database check only', async (t) => {
   const cluster = await PrivatePostgres.start()
   t.teardown(() => cluster.destroy())
-  const app = await buildTestApp(t, { DATABASE_URL: cluster.url, HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS) })
+  const app = await buildTestApp(t, { DATABASE_URL: cluster.url, HEALTH_CHECK_TIMEOUT_MS: String(TIMEOUT_MS), INTEGRATION_CHECK_CACHE_MS: '0' })
   t.equal((await integrationHealth(app)).statusCode, 200)
   await cluster.stop()
   const { statusCode, body, elapsed } = await integrationHealth(app)

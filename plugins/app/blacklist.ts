@@ -91,9 +91,30 @@ declare module 'fastify' {
   }
 }
 
-async function blacklist (fastify: FastifyInstance) {
-  const { REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED } = fastify.config
-  fastify.decorate('tokenBlacklist', new TokenBlacklist(fastify.redis, REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED, fastify.log, revocationChannel(REDIS_KEY_PREFIX)))
+declare module './monitoring/index.js' {
+  interface MonitoringParts {
+    /** A security setting and its effect: for the operators' eyes only. */
+    blacklist: BlacklistStatus
+  }
 }
 
-export default fp(blacklist, { name: 'blacklist', fastify: '5.x', dependencies: ['redis'], decorators: { fastify: ['config'] } })
+async function blacklist (fastify: FastifyInstance) {
+  const { REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED } = fastify.config
+  const blacklist = new TokenBlacklist(fastify.redis, REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED, fastify.log, revocationChannel(REDIS_KEY_PREFIX))
+  fastify.decorate('tokenBlacklist', blacklist)
+  fastify.monitoring.register('blacklist', {
+    description: 'the token blacklist',
+    read: () => blacklist.status(),
+    metrics: [
+      { name: 'portal_bff_token_blacklist_available', help: 'Whether the last token blacklist command reached Redis (1) or not (0)', type: 'gauge', samples: ({ available }) => [{ value: available ? 1 : 0 }] },
+      {
+        name: 'portal_bff_token_checks_failed_open_total',
+        help: 'Token checks let through unverified while Redis was down (AUTH_BLACKLIST_FAIL_CLOSED=false)',
+        type: 'counter',
+        samples: ({ failOpenDecisions }) => [{ value: failOpenDecisions }]
+      }
+    ]
+  })
+}
+
+export default fp(blacklist, { name: 'blacklist', fastify: '5.x', dependencies: ['redis', 'monitoring'], decorators: { fastify: ['config'] } })

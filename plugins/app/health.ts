@@ -36,11 +36,11 @@ declare module './monitoring/index.js' {
 }
 
 async function health (fastify: FastifyInstance) {
-  const { HEALTH_CHECK_TIMEOUT_MS, HEALTH_CHECK_CACHE_MS } = fastify.config
-  const options = { timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS }
-  const coreHealth = new HealthCheckRegistry(options)
+  const { HEALTH_CHECK_TIMEOUT_MS, HEALTH_CHECK_CACHE_MS, INTEGRATION_CHECK_CACHE_MS } = fastify.config
+  const coreHealth = new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS })
   fastify.decorate('coreHealth', coreHealth)
-  fastify.decorate('integrationHealth', new HealthCheckRegistry(options))
+  // Each run costs CRM API calls: an anonymous caller polling it must not spend the org's daily quota.
+  fastify.decorate('integrationHealth', new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: INTEGRATION_CHECK_CACHE_MS }))
   fastify.decorate('lifecycle', { draining: false })
   fastify.addHook('preClose', async () => { fastify.lifecycle.draining = true })
   // While draining, keep-alive connections are closed after their response, or the listener

@@ -20,7 +20,8 @@ async function swagger (fastify: FastifyInstance) {
       ],
       components: {
         securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'access token from POST /auth/login' }
+          bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'access token from POST /auth/login' },
+          opsToken: { type: 'http', scheme: 'bearer', description: 'the operations token (OPS_TOKEN) of the operator endpoints; they are public while it is unset' }
         }
       }
     }

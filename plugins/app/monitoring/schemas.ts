@@ -85,6 +85,11 @@ export const StatusSummary = Type.Object({
       instance_limit: Count('refused: the instance held SSE_MAX_STREAMS')
     }, { additionalProperties: false })
   }, { additionalProperties: false }), 'this instance\'s event streams; null when there is no data'),
+  blacklist: Nullable(Type.Object({
+    mode: StringEnum(['fail-closed', 'fail-open'], { description: 'what token checks do while Redis is down (AUTH_BLACKLIST_FAIL_CLOSED)' }),
+    available: Type.Boolean({ description: 'whether the last blacklist command reached Redis' }),
+    failOpenDecisions: Count('token checks let through unverified while Redis was down, since start')
+  }, { additionalProperties: false }), 'the token blacklist; null when there is no data'),
   alerts: Type.Array(Type.Ref(Alert))
 }, { $id: 'StatusSummary', title: 'Status page summary', additionalProperties: false })
 
