@@ -7,7 +7,7 @@ import { exactBodyValidator } from './lib/validator.js'
 import { BODY_LIMIT_BYTES } from './schemas/error.js'
 import sensible from './plugins/external/sensible.js'
 import monitoring from './plugins/app/monitoring/index.js'
-import swagger from './plugins/external/swagger.js'
+import swagger, { docsUi } from './plugins/external/swagger.js'
 import postgres from './plugins/external/postgres.js'
 import redis from './plugins/external/redis.js'
 import jwt from './plugins/external/jwt.js'
@@ -128,6 +128,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     // scope, get neither: their hooks would cost /health a third of its throughput.
     await app.register(async function browserFacing (scope) {
       await scope.register(securityHeaders)
+      await scope.register(docsUi)
       await scope.register(statusRoutes)
       await scope.register(authRoutes)
       await scope.register(portalApi)

@@ -4,7 +4,7 @@ import { buildTestApp } from './helpers/app.js'
 t.test('browser-facing routes carry security headers and CORS; machine-polled probes do not', async (t) => {
   const app = await buildTestApp(t, { CORS_ORIGIN: 'https://portal.example' })
   const origin = { origin: 'https://portal.example' }
-  for (const url of ['/api/invoices', '/status']) {
+  for (const url of ['/api/invoices', '/status', '/docs', '/docs/json', '/docs/static/index.html']) {
     const response = await app.inject({ url, headers: origin })
     t.equal(response.headers['x-content-type-options'], 'nosniff', `${url}: helmet`)
     t.ok(response.headers['content-security-policy'], `${url}: a content security policy`)

@@ -26,7 +26,16 @@ async function swagger (fastify: FastifyInstance) {
       }
     }
   })
+}
+
+/**
+ * The API UI at /docs: registered where the browser-facing routes are, so it gets their security
+ * headers; its pages set a content security policy of their own (staticCSP), which its scripts need.
+ */
+async function swaggerUi (fastify: FastifyInstance) {
   await fastify.register(fastifySwaggerUi, { routePrefix: '/docs', staticCSP: true })
 }
+
+export const docsUi = fp(swaggerUi, { name: 'swagger-ui', fastify: '5.x', dependencies: ['swagger'] })
 
 export default fp(swagger, { name: 'swagger', fastify: '5.x' })
