@@ -1,6 +1,10 @@
 import type { Cancellation } from '../../lib/deadline.js'
-import { UpstreamFailure, UpstreamRefusal } from '../../lib/failure.js'
 import { Upstream, asRecord, brief, type UpstreamOptions } from '../upstream.js'
+import { BillingRefusal, GatewayRefusal, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError } from './errors.js'
+import {
+  actsFor, orderStatusOf, says, toClientDetails, toInvoiceDetails, toInvoicePage, toPlacedOrder, toText, toValidatedLogin,
+  type ClientDetails, type InvoiceDetails, type InvoicePage, type InvoiceQuery, type NewOrder, type PlacedOrder, type SignIn, type WhmcsAnswer
+} from './mapping.js'
 
 export interface BillingClientOptions extends UpstreamOptions {
   /** The WHMCS API endpoint, `.../includes/api.php`. */
@@ -26,244 +30,6 @@ const FALLBACK_PAYMENT_METHOD = 'mailin'
 
 type WhmcsValue = string | number
 export type WhmcsParams = Record<string, WhmcsValue | readonly WhmcsValue[] | undefined>
-export type WhmcsAnswer = Record<string, unknown>
-
-export interface Invoice {
-  id: number
-  clientId: number
-  invoiceNumber: string
-  /** YYYY-MM-DD; null for WHMCS's "never" (0000-00-00) */
-  date: string | null
-  /** YYYY-MM-DD; null for WHMCS's "never" (0000-00-00) */
-  dueDate: string | null
-  /** YYYY-MM-DD HH:MM:SS in the billing system's time zone; null while unpaid. */
-  datePaid: string | null
-  subtotal: number
-  credit: number
-  /** Both WHMCS tax levels together. */
-  tax: number
-  total: number
-  taxRate: number
-  status: string
-  paymentMethod: string
-  /** GetInvoice does not say; GetInvoices does. */
-  currencyCode: string | null
-}
-
-export interface InvoiceItem {
-  id: number
-  type: string
-  /** The service, domain or addon the line bills; 0 for a free-text line. */
-  relatedId: number
-  description: string
-  amount: number
-  taxed: boolean
-}
-
-export interface InvoiceDetails extends Invoice {
-  balance: number
-  items: InvoiceItem[]
-}
-
-export interface InvoiceQuery {
-  clientId: number
-  status?: string
-  limitStart?: number
-  limitNum?: number
-}
-
-export interface InvoicePage {
-  /** All the invoices that match, not just this page. */
-  total: number
-  invoices: Invoice[]
-}
-
-export interface ClientDetails {
-  id: number
-  firstName: string
-  lastName: string
-  companyName: string | null
-  email: string
-  status: string
-  currencyCode: string | null
-  credit: number
-}
-
-export interface NewOrder {
-  clientId: number
-  productId: number
-  billingCycle: string
-  paymentMethod?: string
-}
-
-export interface PlacedOrder {
-  orderId: number
-  /** Null when the order raised no invoice (a free product). */
-  invoiceId: number | null
-  serviceIds: number[]
-}
-
-export type SignIn =
-  | { outcome: 'signed_in', clientId: number }
-  | { outcome: 'invalid_credentials' }
-  | { outcome: 'two_factor_required' }
-  /** The user signed in, but no client account it acts for could be found. */
-  | { outcome: 'no_client_account' }
-
-/** WHMCS answered the action with an error (`result: error`): it refused it, for the reason its message gives. */
-export class BillingRefusal extends UpstreamFailure {
-  constructor (action: string, whmcsMessage: string) {
-    super('upstream_error', 'billing', `${action}: ${brief(whmcsMessage) || 'error without a message'}`)
-    this.name = 'BillingRefusal'
-  }
-}
-
-/**
- * AddOrder refused a payment gateway that was given or configured (`Invalid Payment Method. Valid
- * options include a,b`): the service's configuration is wrong for this WHMCS, a failure of billing
- * for every order, not a refusal of this one.
- */
-export class PaymentMethodRefusedError extends UpstreamFailure {
-  constructor (whmcsMessage: string) {
-    super('upstream_error', 'billing', `AddOrder: ${brief(whmcsMessage)}`)
-    this.name = 'PaymentMethodRefusedError'
-  }
-}
-
-/**
- * AddOrder refused the gateway the client chose by itself, with no BILLING_PAYMENT_METHOD set: an
- * answer naming the valid gateways, with one of which the order is placed again.
- */
-class GatewayRefusal extends UpstreamRefusal {
-  readonly validMethods: string[]
-
-  constructor (readonly whmcsMessage: string) {
-    super('billing', `AddOrder: ${brief(whmcsMessage)}`)
-    this.name = 'GatewayRefusal'
-    const [, listed = ''] = /valid options include\s*:?\s*(.*)$/i.exec(whmcsMessage) ?? []
-    this.validMethods = listed.split(',').map(method => method.trim().replace(/\.$/, '')).filter(method => method !== '')
-  }
-}
-
-/** AddOrder answered `result: error`: WHMCS refused this order (an unknown product, a closed client). */
-export class OrderRefusedError extends UpstreamRefusal {
-  constructor (whmcsMessage: string) {
-    super('billing', `AddOrder: ${brief(whmcsMessage) || 'error without a message'}`)
-    this.name = 'OrderRefusedError'
-  }
-}
-
-/**
- * AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist:
- * an answer about that order (a retry after a lost answer meets it), not billing failing.
- */
-export class OrderNotPendingError extends UpstreamRefusal {
-  constructor (readonly orderId: number) {
-    super('billing', `AcceptOrder: order ${orderId} not found or not pending`)
-    this.name = 'OrderNotPendingError'
-  }
-}
-
-const NEVER = /^0000-00-00( 00:00:00)?$/
-
-function malformed (field: string): UpstreamFailure {
-  return new UpstreamFailure('upstream_error', 'billing', `unexpected value for ${field} in the billing answer`)
-}
-
-/** WHMCS sends numbers and money as numbers or as decimal strings, depending on the action. */
-function toNumber (value: unknown, field: string): number {
-  const number = typeof value === 'string' && value.trim() !== '' ? Number(value) : value
-  if (typeof number !== 'number' || !Number.isFinite(number)) throw malformed(field)
-  return number
-}
-
-/** WHMCS booleans arrive as booleans, 0/1 or strings ("true", "false", "1", "0"). */
-function isTrue (value: unknown): boolean {
-  return value === true || value === 1 || value === '1' || value === 'true'
-}
-
-/** Whether a WHMCS message is this one, whatever its case, spacing or closing full stop. */
-function says (message: string, expected: string): boolean {
-  return message.replace(/\s+/g, ' ').trim().replace(/\.$/, '').toLowerCase() === expected.toLowerCase()
-}
-
-/** Email addresses as WHMCS compares them: without regard to case. */
-function sameEmail (a: string, b: string): boolean {
-  return a.toLowerCase() === b.toLowerCase()
-}
-
-function toText (value: unknown): string {
-  return typeof value === 'string' || typeof value === 'number' ? String(value) : ''
-}
-
-function toDate (value: unknown): string | null {
-  const text = toText(value)
-  return text === '' || NEVER.test(text) ? null : text
-}
-
-/** A PHP list as JSON: `{"invoice": [...]}` when it has entries, but `[]` or `""` when empty. */
-function listOf (container: unknown, key: string): WhmcsAnswer[] {
-  const list = asRecord(container)[key]
-  if (Array.isArray(list)) return list.map(asRecord)
-  return typeof list === 'object' && list !== null ? [asRecord(list)] : []
-}
-
-function toInvoice (raw: WhmcsAnswer): Invoice {
-  const id = toNumber(raw.id ?? raw.invoiceid, 'invoice id')
-  return {
-    id,
-    clientId: toNumber(raw.userid, 'userid'),
-    // invoicenum stays empty unless custom invoice numbering is on; WHMCS then shows the id.
-    invoiceNumber: toText(raw.invoicenum) || String(id),
-    date: toDate(raw.date),
-    dueDate: toDate(raw.duedate),
-    datePaid: toDate(raw.datepaid),
-    subtotal: toNumber(raw.subtotal, 'subtotal'),
-    credit: toNumber(raw.credit ?? 0, 'credit'),
-    tax: toNumber(raw.tax ?? 0, 'tax') + toNumber(raw.tax2 ?? 0, 'tax2'),
-    total: toNumber(raw.total, 'total'),
-    taxRate: toNumber(raw.taxrate ?? 0, 'taxrate'),
-    status: toText(raw.status),
-    paymentMethod: toText(raw.paymentmethod),
-    currencyCode: toText(raw.currencycode) || null
-  }
-}
-
-function toInvoiceItem (raw: WhmcsAnswer): InvoiceItem {
-  return {
-    id: toNumber(raw.id, 'item id'),
-    type: toText(raw.type),
-    relatedId: toNumber(raw.relid ?? 0, 'relid'),
-    description: toText(raw.description),
-    amount: toNumber(raw.amount, 'amount'),
-    taxed: isTrue(raw.taxed)
-  }
-}
-
-/** The details of a GetClientsDetails answer: under `client` (documented), or at the top level (older installations). */
-function clientOf (answer: WhmcsAnswer): WhmcsAnswer {
-  return answer.client === undefined ? answer : asRecord(answer.client)
-}
-
-/** The users a client lists (`users.user`, WHMCS 8 and later), or undefined when it lists none (WHMCS 7). */
-function usersOf (answer: WhmcsAnswer): Array<{ id: number, email: string }> | undefined {
-  const users = clientOf(answer).users ?? answer.users
-  return users === undefined ? undefined : listOf(users, 'user').map(user => ({ id: Number(user.id), email: toText(user.email) }))
-}
-
-function toClientDetails (answer: WhmcsAnswer): ClientDetails {
-  const client = clientOf(answer)
-  return {
-    id: toNumber(client.id ?? client.userid, 'client id'),
-    firstName: toText(client.firstname),
-    lastName: toText(client.lastname),
-    companyName: toText(client.companyname) || null,
-    email: toText(client.email),
-    status: toText(client.status),
-    currencyCode: toText(client.currency_code) || null,
-    credit: toNumber(client.credit ?? 0, 'credit')
-  }
-}
 
 /** The WHMCS API, spoken as `POST` form fields with `responsetype=json`. */
 export class BillingClient {
@@ -292,8 +58,7 @@ export class BillingClient {
    * two-factor authentication on has passed only the first factor, which the API cannot complete.
    */
   validateLogin (email: string, password: string, until?: Cancellation): Promise<{ userId: number, twoFactorRequired: boolean } | null> {
-    return this.#action('ValidateLogin', { email, password2: password }, until,
-      answer => ({ userId: toNumber(answer.userid, 'userid'), twoFactorRequired: isTrue(answer.twoFactorEnabled) }),
+    return this.#action('ValidateLogin', { email, password2: password }, until, toValidatedLogin,
       message => says(message, 'Email or Password Invalid') ? null : undefined)
   }
 
@@ -310,17 +75,10 @@ export class BillingClient {
     const user = await this.validateLogin(email, password, until)
     if (user === null) return { outcome: 'invalid_credentials' }
     if (user.twoFactorRequired) return { outcome: 'two_factor_required' }
-    const actsFor = (answer: WhmcsAnswer): boolean => {
-      if (Number(clientOf(answer).owner_user_id) === user.userId) return true
-      const users = usersOf(answer)
-      return users === undefined
-        ? sameEmail(toText(clientOf(answer).email), email)
-        : users.some(listed => listed.id === user.userId || sameEmail(listed.email, email))
-    }
     for (const lookup of [{ clientid: user.userId }, { email }]) {
       const client = await this.#action('GetClientsDetails', lookup, until, answer => answer,
         message => says(message, 'Client Not Found') ? null : undefined)
-      if (client !== null && actsFor(client)) return { outcome: 'signed_in', clientId: toClientDetails(client).id }
+      if (client !== null && actsFor(client, user.userId, email)) return { outcome: 'signed_in', clientId: toClientDetails(client).id }
     }
     return { outcome: 'no_client_account' }
   }
@@ -333,18 +91,12 @@ export class BillingClient {
   getInvoices ({ clientId, status, limitStart, limitNum }: InvoiceQuery, until?: Cancellation): Promise<InvoicePage> {
     // Newest first, by a unique key: WHMCS's own default order (by status and due date) is not one, so pages could overlap.
     const params = { userid: clientId, status, limitstart: limitStart, limitnum: limitNum, orderby: 'id', order: 'desc' }
-    return this.#action('GetInvoices', params, until, answer => ({
-      total: toNumber(answer.totalresults, 'totalresults'),
-      invoices: listOf(answer.invoices, 'invoice').map(toInvoice)
-    }))
+    return this.#action('GetInvoices', params, until, toInvoicePage)
   }
 
   getInvoice (invoiceId: number, until?: Cancellation): Promise<InvoiceDetails | null> {
-    return this.#action('GetInvoice', { invoiceid: invoiceId }, until, answer => ({
-      ...toInvoice(answer),
-      balance: toNumber(answer.balance, 'balance'),
-      items: listOf(answer.items, 'item').map(toInvoiceItem)
-    }), message => says(message, 'Invoice ID Not Found') ? null : undefined)
+    return this.#action('GetInvoice', { invoiceid: invoiceId }, until, toInvoiceDetails,
+      message => says(message, 'Invoice ID Not Found') ? null : undefined)
   }
 
   /**
@@ -379,14 +131,7 @@ export class BillingClient {
   /** `chosenHere`: the gateway is the client's own choice, which WHMCS may refuse without fault. */
   #addOrder ({ clientId, productId, billingCycle }: NewOrder, paymentMethod: string, chosenHere: boolean, until?: Cancellation): Promise<PlacedOrder> {
     const params = { clientid: clientId, pid: [productId], billingcycle: [billingCycle], paymentmethod: paymentMethod }
-    return this.#action('AddOrder', params, until, answer => {
-      const invoiceId = toNumber(answer.invoiceid ?? 0, 'invoiceid')
-      return {
-        orderId: toNumber(answer.orderid, 'orderid'),
-        invoiceId: invoiceId === 0 ? null : invoiceId,
-        serviceIds: toText(answer.serviceids).split(',').filter(id => id !== '').map(id => toNumber(id, 'serviceids'))
-      }
-    }, message => {
+    return this.#action('AddOrder', params, until, toPlacedOrder, message => {
       if (!/^invalid payment method/i.test(message.trim())) throw new OrderRefusedError(message)
       throw chosenHere ? new GatewayRefusal(message) : new PaymentMethodRefusedError(message)
     })
@@ -402,10 +147,7 @@ export class BillingClient {
 
   /** The order's status (`Pending`, `Active`, `Cancelled`, `Fraud`...), or null when there is no such order. */
   getOrderStatus (orderId: number, until?: Cancellation): Promise<string | null> {
-    return this.#action('GetOrders', { id: orderId }, until, (answer) => {
-      const [order] = listOf(answer.orders, 'order')
-      return order === undefined ? null : toText(order.status)
-    })
+    return this.#action('GetOrders', { id: orderId }, until, orderStatusOf)
   }
 
   async health (until: Cancellation): Promise<void> {

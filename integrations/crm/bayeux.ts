@@ -3,23 +3,13 @@
 // the watchdog.
 import { setTimeout as sleep } from 'node:timers/promises'
 import { abortable } from '../../lib/abortable.js'
-import { UpstreamFailure } from '../../lib/failure.js'
 import { BayeuxTransport, StreamInterruption, type BayeuxMessage, type StreamFailure } from './bayeux-transport.js'
+import {
+  HANDSHAKE_AT_ONCE, LOST_ANSWERS, connectMessage, disconnectMessage, handshakeMessage, interruptionOf, isInvalidReplay,
+  isReconnectRefused, platformEvent, refusal, replyTo, subscribeMessage, type PlatformEventMessage
+} from './bayeux-protocol.js'
 import type { CrmSession } from './client.js'
-import { asRecord, brief, isRecord, type UpstreamLogger } from '../upstream.js'
-
-export type { StreamFailure } from './bayeux-transport.js'
-
-/** A platform event as the Streaming API delivers it. */
-export interface PlatformEventMessage {
-  channel: string
-  data: {
-    schema?: string
-    payload: Record<string, unknown>
-    /** EventUuid comes with API version 52.0 and later only. */
-    event: { replayId: number, EventUuid?: string }
-  }
-}
+import { asRecord, type UpstreamLogger } from '../upstream.js'
 
 /** What the subscriber needs of the CRM client (a CrmClient fits). */
 export interface CrmSessions {
@@ -94,73 +84,11 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 110_000
 const DISCONNECT_TIMEOUT_MS = 1000
 /** How long the subscribe waits for the first connect's answer before it goes out beside it. */
 const FIRST_CONNECT_GRACE_MS = 1000
-/** Bayeux errors are `code:args:message`; Salesforce leaves args empty (`400::The replayId {N} ... was invalid`). */
-const INVALID_REPLAY = /^400:[^:]*:.*\breplay ?id\b.*\binvalid\b/i
-const UNKNOWN_CLIENT = /^\d{3}:[^:]*:Unknown client/i
-const AUTHENTICATION = /^401:/
 /** Unsuccessful or lost connects in a row sent again by the same client before handshaking anew. */
 const CONNECT_RETRIES = 3
-/** Failures of a connect's HTTP exchange after which the same client connects again. */
-const LOST_ANSWERS = new Set<StreamFailure>(['http_5xx', 'connection_refused', 'upstream_error'])
-/** Failures after which the server expects a new handshake at once. */
-const HANDSHAKE_AT_ONCE = new Set<StreamFailure>(['auth_failed', 'unknown_client', 'handshake_advised'])
 
 const ignore = (): void => {}
 const SILENT: UpstreamLogger = { debug: ignore, info: ignore, warn: ignore, error: ignore }
-
-function text (value: unknown): string {
-  return typeof value === 'string' ? value : ''
-}
-
-/** The failure an unsuccessful reply (or one that advises against connecting again) stands for. */
-function refusal (reply: BayeuxMessage): StreamInterruption {
-  const error = text(reply.error)
-  const failureReason = text(asRecord(asRecord(reply.ext).sfdc).failureReason)
-  const reconnect = asRecord(reply.advice).reconnect
-  const reason = brief([error, failureReason].filter(Boolean).join(' ')) || (typeof reconnect === 'string' ? `advice reconnect ${reconnect}` : 'unsuccessful')
-  const message = `${text(reply.channel)}: ${reason}`
-  const { interval } = asRecord(reply.advice)
-  const advice = { intervalMs: typeof interval === 'number' && interval > 0 ? interval : 0 }
-  if (AUTHENTICATION.test(error) || AUTHENTICATION.test(failureReason)) return new StreamInterruption('auth_failed', message, advice)
-  if (UNKNOWN_CLIENT.test(error)) return new StreamInterruption('unknown_client', message, advice)
-  if (/limit exceeded/i.test(`${error} ${failureReason}`)) return new StreamInterruption('quota_exceeded', message, advice)
-  if (reconnect === 'handshake') return new StreamInterruption('handshake_advised', message, advice)
-  if (reconnect === 'none') return new StreamInterruption('reconnect_none', message, advice)
-  return new StreamInterruption('upstream_error', message, advice)
-}
-
-/** A reply that advises a new handshake, or no reconnection at all. */
-function isReconnectRefused (reply: BayeuxMessage): boolean {
-  const { reconnect } = asRecord(reply.advice)
-  return reconnect === 'handshake' || reconnect === 'none'
-}
-
-function interruptionOf (error: unknown): StreamInterruption {
-  if (error instanceof StreamInterruption) return error
-  if (error instanceof UpstreamFailure) return new StreamInterruption(error.failure, error.message)
-  return new StreamInterruption('upstream_error', 'unexpected failure', { cause: error })
-}
-
-/**
- * The event a message carries, or undefined when it lacks its payload or an integer replayId: all
- * the service relies on. The schema id and EventUuid are kept when present; API versions before
- * 52.0 deliver no EventUuid.
- */
-function platformEvent (message: BayeuxMessage): PlatformEventMessage | undefined {
-  const data = asRecord(message.data)
-  const event = asRecord(data.event)
-  const { schema, payload } = data
-  const { replayId, EventUuid } = event
-  if (typeof replayId !== 'number' || !Number.isInteger(replayId) || !isRecord(payload)) return undefined
-  return {
-    channel: text(message.channel),
-    data: {
-      ...typeof schema === 'string' ? { schema } : {},
-      payload,
-      event: { replayId, ...typeof EventUuid === 'string' ? { EventUuid } : {} }
-    }
-  }
-}
 
 /**
  * One subscription to one platform event channel over the Streaming API (CometD / Bayeux 1.0, long
@@ -348,13 +276,7 @@ export class PlatformEventSubscriber {
 
   async #handshake (transport: BayeuxTransport, session: CrmSession, signal: AbortSignal): Promise<Connection> {
     this.#handshakes++
-    const reply = await this.#send({ transport, session }, {
-      channel: '/meta/handshake',
-      version: '1.0',
-      minimumVersion: '1.0',
-      supportedConnectionTypes: ['long-polling'],
-      ext: { replay: true }
-    }, this.#requestTimeoutMs, signal)
+    const reply = await this.#send({ transport, session }, handshakeMessage(), this.#requestTimeoutMs, signal)
     if (reply.successful !== true || typeof reply.clientId !== 'string') throw refusal(reply)
     const connection: Connection = { transport, session, clientId: reply.clientId, timeoutMs: DEFAULT_CONNECT_TIMEOUT_MS, intervalMs: 0 }
     this.#follow(connection, reply)
@@ -364,12 +286,7 @@ export class PlatformEventSubscriber {
 
   /** One long poll, given the advised timeout plus the watchdog's margin. */
   #connect (connection: Connection, signal: AbortSignal, advice?: { timeout: number }): Promise<BayeuxMessage> {
-    return this.#send(connection, {
-      channel: '/meta/connect',
-      clientId: connection.clientId,
-      connectionType: 'long-polling',
-      ...advice === undefined ? {} : { advice }
-    }, connection.timeoutMs + this.#connectTimeoutMarginMs, signal)
+    return this.#send(connection, connectMessage(connection.clientId, advice), connection.timeoutMs + this.#connectTimeoutMarginMs, signal)
   }
 
   /** Subscribes from `replayFrom()`, or from the fallback when that position is gone; answers the replayId used. */
@@ -377,7 +294,7 @@ export class PlatformEventSubscriber {
     const stored = await this.#callback('replay_unavailable', 'replayFrom() failed', () => this.#replayFrom(), signal)
     const reply = await this.#subscribeFrom(connection, stored, signal)
     if (reply.successful === true) return stored
-    if (!INVALID_REPLAY.test(text(reply.error))) throw refusal(reply)
+    if (!isInvalidReplay(reply)) throw refusal(reply)
     this.#log.error({ channel: this.channel, replayId: stored, fallbackReplay: this.#fallbackReplay },
       `replayId ${stored} of ${this.channel} is no longer retained by the CRM; subscribing from ${this.#fallbackReplay}`)
     await this.#callback('replay_unavailable', 'onInvalidReplay() failed', () => this.#onInvalidReplay(stored), signal)
@@ -387,12 +304,7 @@ export class PlatformEventSubscriber {
   }
 
   #subscribeFrom (connection: Connection, replayId: number, signal: AbortSignal): Promise<BayeuxMessage> {
-    return this.#send(connection, {
-      channel: '/meta/subscribe',
-      clientId: connection.clientId,
-      subscription: this.channel,
-      ext: { replay: { [this.channel]: replayId } }
-    }, this.#requestTimeoutMs, signal)
+    return this.#send(connection, subscribeMessage(connection.clientId, this.channel, replayId), this.#requestTimeoutMs, signal)
   }
 
   /** Keeps the advice a reply carries: the long poll's timeout and the pause before the next connect. */
@@ -419,13 +331,7 @@ export class PlatformEventSubscriber {
       else events.push(event)
     }
     if (events.length > 0) await this.#deliver(events.sort((a, b) => a.data.event.replayId - b.data.event.replayId), signal)
-    // Salesforce has answered a refused request with a lone error message that names no channel
-    // (`[{"error":"401::Request requires authentication","successful":false}]`): it is the reply.
-    const reply = replies.find(candidate => candidate.channel === message.channel && (candidate.id === undefined || String(candidate.id) === id))
-    if (reply !== undefined) return reply
-    const lone = replies.find(candidate => candidate.channel === undefined && candidate.successful === false)
-    if (lone === undefined) throw new StreamInterruption('upstream_error', `${text(message.channel)}: no reply in the answer`)
-    return { ...lone, channel: message.channel }
+    return replyTo(replies, message, id)
   }
 
   /** Exponential backoff with full jitter, from the initial delay up to the longest. */
@@ -457,7 +363,7 @@ export class PlatformEventSubscriber {
     if (connection === undefined) return
     this.#connection = undefined
     try {
-      await connection.transport.send([{ channel: '/meta/disconnect', clientId: connection.clientId, id: String(this.#nextMessageId++) }],
+      await connection.transport.send([{ ...disconnectMessage(connection.clientId), id: String(this.#nextMessageId++) }],
         connection.session.accessToken, DISCONNECT_TIMEOUT_MS)
     } catch (error) {
       this.#log.debug({ channel: this.channel, failure: interruptionOf(error).failure }, 'platform event stream: /meta/disconnect failed')

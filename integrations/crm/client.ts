@@ -2,8 +2,9 @@ import { createPrivateKey, sign } from 'node:crypto'
 import type { KeyObject } from 'node:crypto'
 import type { Dispatcher } from 'undici'
 import type { Cancellation } from '../../lib/deadline.js'
-import { UpstreamFailure, type FailureClass } from '../../lib/failure.js'
+import type { FailureClass, UpstreamFailure } from '../../lib/failure.js'
 import type { ApiUsage, DailyUsageStore } from './daily-usage.js'
+import { CrmApiError, isNotFound, restError } from './errors.js'
 import { abortable } from '../../lib/abortable.js'
 import { Upstream, asRecord, brief, errorBody, type UpstreamOptions, type UpstreamResponse } from '../upstream.js'
 
@@ -45,23 +46,6 @@ export interface CrmOrder extends CrmOrderFields {
   LastModifiedDate?: string
 }
 
-/** A REST error answer: Salesforce's `errorCode` (NOT_FOUND, INVALID_FIELD...) and the HTTP status. */
-export class CrmApiError extends UpstreamFailure {
-  constructor (failure: FailureClass, readonly status: number, readonly errorCode: string, message: string) {
-    super(failure, 'crm', message)
-    this.name = 'CrmApiError'
-  }
-}
-
-/** No such record: any 404 (NOT_FOUND, ENTITY_IS_DELETED), or an id that cannot be one (MALFORMED_ID). */
-function isNotFound (status: number, errorCode: string): boolean {
-  return status === 404 || errorCode === 'MALFORMED_ID'
-}
-
-export function isCrmNotFound (error: unknown): error is CrmApiError {
-  return error instanceof CrmApiError && isNotFound(error.status, error.errorCode)
-}
-
 const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
 /** The longest assertion lifetime Salesforce accepts. */
 const ASSERTION_LIFETIME_S = 180
@@ -79,13 +63,6 @@ export function usageFrom (response: Pick<UpstreamResponse, 'headers'>): ApiUsag
   const header = response.headers['sforce-limit-info']
   const match = /(?:^|[\s,;])api-usage=(\d+)\/(\d+)/.exec(Array.isArray(header) ? header.join(',') : header ?? '')
   return match === null ? undefined : { used: Number(match[1]), limit: Number(match[2]) }
-}
-
-/** The first `{errorCode, message}` of a REST error answer. */
-function restError (text: string): { errorCode: string, message: string } {
-  const body = errorBody(text)
-  const { errorCode, message } = asRecord(Array.isArray(body) ? body[0] : body)
-  return { errorCode: typeof errorCode === 'string' ? errorCode : 'UNKNOWN', message: typeof message === 'string' ? message : '' }
 }
 
 /**

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import type { InvoiceDetails as BillingInvoiceDetails } from '../../integrations/billing/client.js'
+import type { InvoiceDetails as BillingInvoiceDetails } from '../../integrations/billing/mapping.js'
 import { BillingUnavailableError, InvoiceNotFoundError } from '../../lib/errors.js'
 import { UpstreamFailure } from '../../lib/failure.js'
 import { authenticatedErrorResponses, BILLING_UNAVAILABLE, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'

@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import type { PlatformEventMessage } from '../../../integrations/crm/bayeux.js'
+import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import { EventSubscription, type SubscriptionStats } from './subscription.js'
 import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/failure.js'
 import type { Order } from '../orders/store.js'

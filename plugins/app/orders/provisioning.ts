@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { BillingRefusal, OrderNotPendingError } from '../../../integrations/billing/client.js'
+import { BillingRefusal, OrderNotPendingError } from '../../../integrations/billing/errors.js'
 import type { CrmOrderFields } from '../../../integrations/crm/client.js'
 import type { Activation, ActivationRequest } from '../../../integrations/telecom/client.js'
 import type { Deadline } from '../../../lib/deadline.js'

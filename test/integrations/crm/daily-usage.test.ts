@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { DailyUsageStore } from '../../integrations/crm/daily-usage.js'
-import { testKeyPrefix } from '../helpers/made.js'
-import { PrivateRedis } from '../helpers/private-redis.js'
-import { recorder } from './helpers.js'
+import { DailyUsageStore } from '../../../integrations/crm/daily-usage.js'
+import { testKeyPrefix } from '../../helpers/made.js'
+import { PrivateRedis } from '../../helpers/private-redis.js'
+import { recorder } from '../../helpers/integrations.js'
 
 const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
 const prefix = testKeyPrefix()

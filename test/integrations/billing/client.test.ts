@@ -1,9 +1,10 @@
 import t, { type Test } from 'tap'
-import { BillingClient, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError, type BillingClientOptions } from '../../integrations/billing/client.js'
-import { BillingSimulator } from '../../dev/sandbox/billing.js'
-import { startSandbox } from '../../dev/sandbox/index.js'
-import { json, stubServer } from '../helpers/http-stub.js'
-import { leaks, readable, recorder, upstreamClients } from './helpers.js'
+import { BillingClient, type BillingClientOptions } from '../../../integrations/billing/client.js'
+import { OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError } from '../../../integrations/billing/errors.js'
+import { BillingSimulator } from '../../../dev/sandbox/billing.js'
+import { startSandbox } from '../../../dev/sandbox/index.js'
+import { json, stubServer } from '../../helpers/http-stub.js'
+import { leaks, readable, recorder, upstreamClients } from '../../helpers/integrations.js'
 
 const sandbox = await startSandbox()
 const { billing } = sandbox

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { json, stubServer } from '../helpers/http-stub.js'
-import { BayeuxTransport, CookieJar } from '../../integrations/crm/bayeux-transport.js'
+import { json, stubServer } from '../../helpers/http-stub.js'
+import { BayeuxTransport, CookieJar } from '../../../integrations/crm/bayeux-transport.js'
 
 t.test('the cookie jar keeps what Set-Cookie sets and forgets what it expires, by Max-Age or by a past Expires', async t => {
   const jar = new CookieJar()

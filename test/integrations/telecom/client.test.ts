@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { TelecomApiError, TelecomClient, type TelecomClientOptions } from '../../integrations/telecom/client.js'
-import { TelecomSimulator, startSandbox } from '../../dev/sandbox/index.js'
-import { json, stubServer } from '../helpers/http-stub.js'
-import { leaks, readable, upstreamClients } from './helpers.js'
+import { TelecomApiError, TelecomClient, type TelecomClientOptions } from '../../../integrations/telecom/client.js'
+import { TelecomSimulator, startSandbox } from '../../../dev/sandbox/index.js'
+import { json, stubServer } from '../../helpers/http-stub.js'
+import { leaks, readable, upstreamClients } from '../../helpers/integrations.js'
 
 const sandbox = await startSandbox()
 const { telecom } = sandbox

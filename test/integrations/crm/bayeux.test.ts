@@ -3,12 +3,11 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import { pino } from 'pino'
 import t, { type Test } from 'tap'
-import {
-  PlatformEventSubscriber, type CrmSessions, type PlatformEventMessage, type PlatformEventSubscriberOptions, type SubscriberState
-} from '../../integrations/crm/bayeux.js'
-import { ORDER_PROVISION_CHANNEL, startSandbox } from '../../dev/sandbox/index.js'
-import { json, stubServer } from '../helpers/http-stub.js'
-import { leaks, sandboxCrmClient } from './helpers.js'
+import { PlatformEventSubscriber, type CrmSessions, type PlatformEventSubscriberOptions, type SubscriberState } from '../../../integrations/crm/bayeux.js'
+import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
+import { ORDER_PROVISION_CHANNEL, startSandbox } from '../../../dev/sandbox/index.js'
+import { json, stubServer } from '../../helpers/http-stub.js'
+import { leaks, sandboxCrmClient } from '../../helpers/integrations.js'
 
 const CONNECT_TIMEOUT_MS = 500
 const MARGIN_MS = 500

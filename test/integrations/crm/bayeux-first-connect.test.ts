@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
-import { PlatformEventSubscriber } from '../../integrations/crm/bayeux.js'
-import { ORDER_PROVISION_CHANNEL, startSandbox, type CrmSimulator, type StreamingOptions } from '../../dev/sandbox/index.js'
-import { sandboxCrmClient } from './helpers.js'
+import { PlatformEventSubscriber } from '../../../integrations/crm/bayeux.js'
+import { ORDER_PROVISION_CHANNEL, startSandbox, type CrmSimulator, type StreamingOptions } from '../../../dev/sandbox/index.js'
+import { sandboxCrmClient } from '../../helpers/integrations.js'
 
 // Bayeux: a client subscribes once connected. These tests watch the order of the messages the
 // subscriber sends, against a CometD-like server and against one that holds the first connect.
