@@ -93,3 +93,12 @@ t.test('a path that exists, asked with a method it does not take, is the same 40
   t.equal(response.statusCode, 404)
   t.match(response.json(), { statusCode: 404, code: 'NOT_FOUND', message: 'Route DELETE /health not found' })
 })
+
+t.test('a method Fastify knows but no route takes (QUERY, without a body or content type) is the same 404', async (t) => {
+  const app = await buildTestApp(t)
+  for (const url of ['/api/orders', '/no-such-route']) {
+    const response = await app.inject({ method: 'QUERY' as 'GET', url })
+    t.equal(response.statusCode, 404, `QUERY ${url}`)
+    t.match(response.json(), { statusCode: 404, code: 'NOT_FOUND', message: `Route QUERY ${url} not found` })
+  }
+})

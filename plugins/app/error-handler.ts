@@ -46,6 +46,11 @@ function toServiceError (error: FastifyError): FastifyError {
   return !clientError && isDatabaseUnavailable(error) ? new DatabaseUnavailableError({ cause: error }) : error
 }
 
+function notFound (request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const error = new NotFoundError(`${request.method} ${request.url.split('?')[0]}`)
+  return reply.code(404).send(errorBody(request, 404, error.code, error.message))
+}
+
 async function errorHandler (fastify: FastifyInstance) {
   fastify.addSchema(ErrorResponse)
 
@@ -57,13 +62,13 @@ async function errorHandler (fastify: FastifyInstance) {
       const shown = isPublicError(error.code)
       return reply.code(statusCode).send(errorBody(request, statusCode, shown ? error.code : 'INTERNAL_ERROR', shown ? error.message : 'Internal Server Error'))
     }
+    // A request no route takes is a 404, whatever Fastify found wrong with it on the way (a QUERY
+    // without a content type is refused before the not-found handler runs).
+    if (request.is404) return notFound(request, reply)
     return reply.code(statusCode).send(errorBody(request, statusCode, error.code ?? 'BAD_REQUEST', error.message))
   })
 
-  fastify.setNotFoundHandler((request, reply) => {
-    const error = new NotFoundError(`${request.method} ${request.url.split('?')[0]}`)
-    return reply.code(404).send(errorBody(request, 404, error.code, error.message))
-  })
+  fastify.setNotFoundHandler(notFound)
 }
 
 export default fp(errorHandler, { name: 'error-handler', fastify: '5.x' })
