@@ -1,5 +1,6 @@
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, alertName, valueExpr } from '../dev/scripts/alert-rules.js'
 import { projectRoot } from '../lib/project-root.js'
@@ -45,4 +46,17 @@ t.test('promtool: the rules are valid and each fires at its threshold', { skip: 
   t.match(check.output, `SUCCESS: ${2 * THRESHOLDS.length} rules found`)
   const test = promtool(['test', 'rules', RULE_TESTS_FILE])
   t.equal(test.code, 0, 'promtool test rules: every rule fires just past its threshold and not before', { output: test.output })
+})
+
+t.test('promtool: the shipped scrape configuration is valid and authorizes with the operations token file', { skip: !installed && process.env.CI === undefined && 'promtool is not installed (Debian package prometheus; .ci/run installs it)' }, async (t) => {
+  const directory = mkdtempSync(join(tmpdir(), 'portal-bff-prometheus-'))
+  t.teardown(() => rmSync(directory, { recursive: true, force: true }))
+  for (const file of ['prometheus.yml', 'alerts.yml']) copyFileSync(join(projectRoot, 'monitoring/prometheus', file), join(directory, file))
+  const config = readFileSync(join(directory, 'prometheus.yml'), 'utf8')
+  t.match(config, /authorization:\n\s+type: Bearer\n\s+credentials_file: portal-bff-ops-token/, 'the token is read from a file, never written in the configuration')
+  t.not(promtool(['check', 'config', join(directory, 'prometheus.yml')]).code, 0, 'without the token file, the configuration is refused')
+  writeFileSync(join(directory, 'portal-bff-ops-token'), 'an-operations-token-of-the-test', { mode: 0o600 })
+  const check = promtool(['check', 'config', join(directory, 'prometheus.yml')])
+  t.equal(check.code, 0, 'promtool check config', { output: check.output })
+  t.match(check.output, /SUCCESS: \d+ rules found/)
 })
