@@ -31,6 +31,8 @@ t.test('the caller\'s invoices, normalised and paged', async (t) => {
   const detail = await app.inject({ url: `/api/invoices/${unpaid.id}`, headers: bearer(token) })
   t.equal(detail.statusCode, 200)
   t.match(detail.json(), { id: unpaid.id, datePaid: null, total: Number, balance: Number, items: Array })
+  t.equal(unpaid.currencyCode, 'GBP', 'the list names the currency (GetInvoices does)')
+  t.equal(detail.json().currencyCode, unpaid.currencyCode, 'and one invoice names the same, from its client (GetInvoice names none)')
 })
 
 t.test('another client\'s invoice is 404', async (t) => {

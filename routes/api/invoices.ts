@@ -59,7 +59,12 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     ).catch(billingUnavailable)
     // Another client's invoice is as absent as one that does not exist.
     if (invoice === null || invoice.clientId !== clientIdOf(request)) throw new InvoiceNotFoundError()
-    return invoice
+    if (invoice.currencyCode !== null) return invoice
+    // WHMCS's GetInvoice names no currency (GetInvoices does): an invoice is in its client's.
+    const client = await servicesCache.getOrLoad('client', String(invoice.clientId), () =>
+      billingQueue.run((deadline) => billing.getClientsDetails(invoice.clientId, deadline))
+    ).catch(billingUnavailable)
+    return { ...invoice, currencyCode: client?.currencyCode ?? null }
   })
 }
 
