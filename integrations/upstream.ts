@@ -93,10 +93,15 @@ export class Upstream {
   readonly #logged = new WeakSet<UpstreamFailure>()
   #closed = false
 
-  constructor (readonly name: UpstreamName, options: UpstreamOptions) {
+  readonly #secrets: string[]
+
+  /** `secrets`: the client's credentials, never to appear in a failure's message (an upstream may echo a request). */
+  constructor (readonly name: UpstreamName, options: UpstreamOptions, secrets: string[] = []) {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
     this.log = options.log ?? SILENT
     this.#onCall = options.onCall
+    // The longest first, so that a secret holding another is hidden whole.
+    this.#secrets = secrets.filter((secret) => secret.length >= 4).sort((a, b) => b.length - a.length)
   }
 
   failure (failure: FailureClass, message: string): UpstreamFailure {
@@ -117,6 +122,7 @@ export class Upstream {
       return result
     } catch (error) {
       const failure = this.#classify(operation, error, deadline, until)
+      failure.message = this.#scrub(failure.message)
       if (failure instanceof UpstreamRefusal) {
         const durationMs = this.#report(operation, started, 'ok')
         this.log.warn({ upstream: this.name, operation, durationMs, refused: true }, failure.message)
@@ -173,6 +179,10 @@ export class Upstream {
     const failure = classifyFailure(error)
     // The network error's code names the problem; its message may carry host names, so it stays in the cause.
     return new UpstreamFailure(failure, this.name, `${operation}: ${networkCode(error) ?? failure}`, { cause: error })
+  }
+
+  #scrub (text: string): string {
+    return this.#secrets.reduce((scrubbed, secret) => scrubbed.replaceAll(secret, '[redacted]'), text)
   }
 
   #report (operation: string, started: number, outcome: UpstreamCall['outcome']): number {

@@ -41,7 +41,7 @@ export class BillingClient {
   #fallbackPaymentMethod = FALLBACK_PAYMENT_METHOD
 
   constructor (options: BillingClientOptions) {
-    this.#upstream = new Upstream('billing', options)
+    this.#upstream = new Upstream('billing', options, [options.identifier, options.secret])
     this.#url = options.url
     this.#identifier = options.identifier
     this.#secret = options.secret

@@ -86,7 +86,7 @@ export class CrmClient {
   #limitsRefresh: NodeJS.Timeout | undefined
 
   constructor (options: CrmClientOptions) {
-    this.#upstream = new Upstream('crm', options)
+    this.#upstream = new Upstream('crm', options, [options.clientId])
     this.#loginUrl = options.loginUrl.replace(/\/+$/, '')
     this.#audience = options.audience ?? this.#loginUrl
     this.#clientId = options.clientId

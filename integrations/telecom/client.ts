@@ -53,7 +53,7 @@ export class TelecomClient {
   readonly #apiKey: string
 
   constructor (options: TelecomClientOptions) {
-    this.#upstream = new Upstream('telecom', options)
+    this.#upstream = new Upstream('telecom', options, [options.apiKey])
     this.#url = options.url.replace(/\/+$/, '')
     this.#apiKey = options.apiKey
   }

@@ -355,3 +355,20 @@ t.test('GetOrders: the status of an order, or null for an unknown one', async t 
   t.equal(await whmcs.getOrderStatus(placed.orderId), 'Active', 'accepted')
   t.equal(await whmcs.getOrderStatus(999_999), null)
 })
+
+t.test('an answer that echoes the API credentials: the failure and its log line carry them redacted, the excerpt bounded', async t => {
+  const identifier = 'an-identifier-of-the-test'
+  const secret = 'a-secret-of-the-test-0123456789'
+  const url = await stubServer(t, () => json(200, { result: 'error', message: `Request with identifier ${identifier} and secret ${secret} rejected: ${'x'.repeat(500)}` }))
+  const whmcs = client({ url: `${url}/includes/api.php`, identifier, secret })
+  const before = recorded.lines.length
+  const refused = await failure(whmcs.getInvoices({ clientId: 1, limitStart: 0, limitNum: 10 }))
+  const logged = JSON.stringify(recorded.lines.slice(before))
+  for (const [name, text] of [['the failure', refused.message], ['the log', logged]] as const) {
+    t.notMatch(text, secret, `${name}: no secret`)
+    t.notMatch(text, identifier, `${name}: no identifier`)
+    t.match(text, '[redacted]', `${name}: said to be hidden`)
+  }
+  t.ok(refused.message.length < 260, `the excerpt is bounded (${refused.message.length} characters)`)
+  t.match(recorded.lines.slice(before), [{ level: 'error', details: { upstream: 'billing', operation: 'GetInvoices', failure: 'upstream_error' } }], 'logged once, with its class')
+})
