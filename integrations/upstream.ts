@@ -1,7 +1,7 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Deadline, type Cancellation } from '../lib/deadline.js'
-import { classifyFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/failure.js'
+import { classifyFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/errors.js'
 
 export type UpstreamName = 'billing' | 'crm' | 'telecom'
 

@@ -1,5 +1,11 @@
 import createError, { type FastifyErrorConstructor } from '@fastify/error'
 
+/*
+ * The service's errors in one place: the public catalogue (each code and its message, safe to show
+ * even on a 5xx, as Fastify's FST_ERR_* are), the classes every upstream or dependency failure is
+ * sorted into, and what makes a database error "unreachable".
+ */
+
 const publicCodes = new Set<string>()
 
 /**
@@ -32,3 +38,72 @@ export const OrderNotFoundError = definePublicError('ORDER_NOT_FOUND', 'Order no
 export const TooManyStreamsError = definePublicError('TOO_MANY_STREAMS', 'This account holds the most event streams it may (%s); close one first', 429)
 export const StreamsUnavailableError = definePublicError('STREAMS_UNAVAILABLE', 'This instance holds the most event streams it may; retry shortly', 503)
 export const TooManyFailedSignInsError = definePublicError('TOO_MANY_FAILED_SIGN_INS', 'Too many failed sign-ins: retry in %s', 429)
+
+/**
+ * The classes every upstream or dependency failure is sorted into, once, where it happens.
+ * Everything above the integration clients uses the class, never the raw error text.
+ */
+export const FAILURE_CLASSES = ['timeout', 'connection_refused', 'auth_failed', 'http_5xx', 'quota_exceeded', 'upstream_error'] as const
+export type FailureClass = typeof FAILURE_CLASSES[number]
+
+export class UpstreamFailure extends Error {
+  constructor (readonly failure: FailureClass, readonly upstream: string, message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = 'UpstreamFailure'
+  }
+}
+
+/**
+ * The upstream answered and refused this request for a reason of the request's own (AddOrder of a
+ * product that does not exist): an answer, not a failure of the upstream. It still rejects the
+ * call, but neither the upstream's error rate nor its request queue counts it as failed.
+ */
+export class UpstreamRefusal extends UpstreamFailure {
+  constructor (upstream: string, message: string) {
+    super('upstream_error', upstream, message)
+    this.name = 'UpstreamRefusal'
+  }
+}
+
+const NETWORK_CODES: Record<string, FailureClass> = {
+  ECONNREFUSED: 'connection_refused',
+  ECONNRESET: 'connection_refused',
+  EHOSTUNREACH: 'connection_refused',
+  ENOTFOUND: 'connection_refused',
+  EPIPE: 'connection_refused',
+  ETIMEDOUT: 'timeout',
+  UND_ERR_CONNECT_TIMEOUT: 'timeout',
+  UND_ERR_HEADERS_TIMEOUT: 'timeout',
+  UND_ERR_BODY_TIMEOUT: 'timeout',
+  UND_ERR_SOCKET: 'connection_refused',
+  ABORT_ERR: 'timeout'
+}
+
+function codeOf (error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined
+  const { code, cause } = error as { code?: unknown, cause?: unknown }
+  if (typeof code === 'string' && code in NETWORK_CODES) return code
+  return codeOf(cause) ?? (typeof code === 'string' ? code : undefined)
+}
+
+export function classifyFailure (error: unknown): FailureClass {
+  if (error instanceof UpstreamFailure) return error.failure
+  if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) return 'timeout'
+  if (error instanceof Error && /timeout|timed out/i.test(error.message)) return 'timeout'
+  const code = codeOf(error)
+  return (code !== undefined ? NETWORK_CODES[code] : undefined) ?? 'upstream_error'
+}
+
+// SQLSTATE classes and driver errors that mean "the database cannot be reached", as opposed
+// to a query that is wrong: 08 connection exception, 53300 too_many_connections (the server
+// refuses new connections), 57P01-57P03 shutdown or not yet accepting connections.
+const UNAVAILABLE_SQLSTATE = /^(08...|53300|57P0[1-3])$/
+const UNAVAILABLE_NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'])
+const UNAVAILABLE_MESSAGES = /timeout exceeded when trying to connect|Connection terminated|Query read timeout|Client has encountered a connection error/
+
+export function isDatabaseUnavailable (error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false
+  const { code, message } = error as { code?: unknown, message?: unknown }
+  if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_NETWORK_CODES.has(code))) return true
+  return typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message)
+}

@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { classifyFailure, type FailureClass } from './failure.js'
+import { classifyFailure, type FailureClass } from './errors.js'
 
 export type CheckStatus = 'ok' | 'fail'
 

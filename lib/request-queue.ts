@@ -1,7 +1,7 @@
 import PQueue from 'p-queue'
 import { abortable } from './abortable.js'
 import { Deadline } from './deadline.js'
-import { UpstreamFailure, UpstreamRefusal } from './failure.js'
+import { UpstreamFailure, UpstreamRefusal } from './errors.js'
 import { SlidingWindow } from './sliding-window.js'
 
 /** Specification 2.2: counters are cumulative; the two averages are in milliseconds over the recent window. */

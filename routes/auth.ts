@@ -1,9 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { BillingUnavailableError, InvalidCredentialsError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError } from '../lib/errors.js'
+import { BillingUnavailableError, InvalidCredentialsError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../lib/errors.js'
 import { FailureLimiter, type Limit } from '../lib/failure-limiter.js'
-import { UpstreamFailure } from '../lib/failure.js'
 import { AccessToken, LoginRequest } from '../schemas/auth.js'
 import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse } from '../schemas/error.js'
 

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { FAILURE_CLASSES } from '../lib/failure.js'
+import { FAILURE_CLASSES } from '../lib/errors.js'
 import { StringEnum } from './string-enum.js'
 
 const NullableNumber = (description: string) => Type.Union([Type.Number(), Type.Null()], { description })

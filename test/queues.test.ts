@@ -1,6 +1,6 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { UpstreamRefusal } from '../lib/failure.js'
+import { UpstreamRefusal } from '../lib/errors.js'
 import { RequestQueue } from '../lib/request-queue.js'
 import { buildTestApp, startTestSandbox } from './helpers/app.js'
 import { waitFor } from './helpers/processes.js'

@@ -1,4 +1,4 @@
-import { UpstreamFailure, UpstreamRefusal } from '../../lib/failure.js'
+import { UpstreamFailure, UpstreamRefusal } from '../../lib/errors.js'
 import { brief } from '../upstream.js'
 
 /** WHMCS answered the action with an error (`result: error`): it refused it, for the reason its message gives. */

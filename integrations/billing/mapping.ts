@@ -1,6 +1,6 @@
 // WHMCS answers read into the service's types: pure functions, which throw an UpstreamFailure
 // (`upstream_error`) on a value they cannot read.
-import { UpstreamFailure } from '../../lib/failure.js'
+import { UpstreamFailure } from '../../lib/errors.js'
 import { asRecord } from '../upstream.js'
 
 export type WhmcsAnswer = Record<string, unknown>

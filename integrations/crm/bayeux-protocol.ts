@@ -1,7 +1,7 @@
 // The Bayeux 1.0 protocol as the Streaming API speaks it: the messages the subscriber sends, and what
 // the replies, their advice and their error codes mean. Pure functions: the subscriber's loop
 // (bayeux.ts) decides what to do about them.
-import { UpstreamFailure } from '../../lib/failure.js'
+import { UpstreamFailure } from '../../lib/errors.js'
 import { StreamInterruption, type BayeuxMessage, type StreamFailure } from './bayeux-transport.js'
 import { asRecord, brief, isRecord } from '../upstream.js'
 

@@ -1,5 +1,5 @@
 import { Headers, Pool, getSetCookies } from 'undici'
-import { classifyFailure, type FailureClass } from '../../lib/failure.js'
+import { classifyFailure, type FailureClass } from '../../lib/errors.js'
 import { asRecord, isRecord } from '../upstream.js'
 
 export type BayeuxMessage = Record<string, unknown>

@@ -1,4 +1,4 @@
-import { UpstreamFailure, type FailureClass } from '../../lib/failure.js'
+import { UpstreamFailure, type FailureClass } from '../../lib/errors.js'
 import { asRecord, errorBody } from '../upstream.js'
 
 /** A REST error answer: Salesforce's `errorCode` (NOT_FOUND, INVALID_FIELD...) and the HTTP status. */

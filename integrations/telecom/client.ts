@@ -1,5 +1,5 @@
 import type { Cancellation } from '../../lib/deadline.js'
-import { UpstreamFailure, type FailureClass } from '../../lib/failure.js'
+import { UpstreamFailure, type FailureClass } from '../../lib/errors.js'
 import { Upstream, asRecord, brief, errorBody, type UpstreamOptions, type UpstreamResponse } from '../upstream.js'
 
 export interface TelecomClientOptions extends UpstreamOptions {

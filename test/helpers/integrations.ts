@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis'
 import { CrmClient } from '../../integrations/crm/client.js'
 import { DailyUsageStore } from '../../integrations/crm/daily-usage.js'
-import { UpstreamFailure } from '../../lib/failure.js'
+import { UpstreamFailure } from '../../lib/errors.js'
 import type { UpstreamCall, UpstreamLogger } from '../../integrations/upstream.js'
 
 export interface LogLine {

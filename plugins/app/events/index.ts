@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import { EventSubscription, type SubscriptionStats } from './subscription.js'
-import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/failure.js'
+import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/errors.js'
 import type { Order } from '../orders/store.js'
 import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 

@@ -1,5 +1,4 @@
-import { BillingUnavailableError, CrmUnavailableError, OrderRejectedError } from '../../../lib/errors.js'
-import { classifyFailure, UpstreamFailure, UpstreamRefusal } from '../../../lib/failure.js'
+import { BillingUnavailableError, CrmUnavailableError, OrderRejectedError, UpstreamFailure, UpstreamRefusal, classifyFailure } from '../../../lib/errors.js'
 import { QueueFullError } from '../../../lib/request-queue.js'
 import type { OrderEvents } from './status-events.js'
 import type { Order, OrderStore } from './store.js'

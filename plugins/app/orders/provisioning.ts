@@ -3,7 +3,7 @@ import { BillingRefusal, OrderNotPendingError } from '../../../integrations/bill
 import type { CrmOrderFields } from '../../../integrations/crm/client.js'
 import type { Activation, ActivationRequest } from '../../../integrations/telecom/client.js'
 import type { Deadline } from '../../../lib/deadline.js'
-import { UpstreamFailure } from '../../../lib/failure.js'
+import { UpstreamFailure } from '../../../lib/errors.js'
 import type { OrderEvents } from './status-events.js'
 import type { Order, OrderStatus, OrderStore } from './store.js'
 
