@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util'
 import { projectRoot } from '../../lib/project-root.js'
 
 /**
- * `npm run soak -- --minutes 10`: runs test/soak.test.ts for that long (CI runs it for 60 s within
+ * `npm run soak -- --minutes 10`: runs test/app/soak.test.ts for that long (CI runs it for 60 s within
  * `npm test`). tap's own per-file timeout is raised to cover the soak and its drain.
  */
 const { values } = parseArgs({ options: { minutes: { type: 'string', default: '1' } } })
@@ -13,7 +13,7 @@ if (!Number.isFinite(minutes) || minutes < 1) {
   process.exit(2)
 }
 const seconds = Math.round(minutes * 60)
-const tap = spawn('npx', ['tap', '--disable-coverage', `--timeout=${seconds + 300}`, 'test/soak.test.ts'], {
+const tap = spawn('npx', ['tap', '--disable-coverage', `--timeout=${seconds + 300}`, 'test/app/soak.test.ts'], {
   cwd: projectRoot,
   env: { ...process.env, SOAK_SECONDS: String(seconds) },
   stdio: 'inherit'

@@ -1,0 +1,62 @@
+import t from 'tap'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, alertName, valueExpr } from '../../dev/scripts/alert-rules.js'
+import { projectRoot } from '../../lib/project-root.js'
+import { THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
+import { generatedFiles, outOfDate } from '../../dev/scripts/generate-alert-rules.js'
+import { findPromtool, promtool } from '../../dev/scripts/promtool.js'
+
+t.test('the checked-in rules, rule tests and dashboard are what plugins/app/monitoring/thresholds.ts generates', async (t) => {
+  for (const { path, content } of generatedFiles()) {
+    t.equal(readFileSync(join(projectRoot, path), 'utf8'), content, `${path} is up to date (npm run monitoring:generate)`)
+  }
+  t.same(outOfDate(), [], 'the generator\'s --check agrees')
+})
+
+t.test('a warning and a critical rule per row of the thresholds table', async (t) => {
+  const rules = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
+  t.equal(rules.match(/^ {6}- alert: /gm)?.length, 2 * THRESHOLDS.length, `${2 * THRESHOLDS.length} rules`)
+  for (const row of THRESHOLDS) {
+    const direction = row.comparison === 'above' ? '>' : '<'
+    for (const [severity, limit] of [['warning', row.warning], ['critical', row.critical]] as const) {
+      const expr = JSON.stringify(`${valueExpr(row.prometheus)} ${direction} ${limit}`)
+      const rule = new RegExp(`- alert: ${alertName(row)}\\n {8}expr: ${expr.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\n.*\\n {8}labels:\\n {10}severity: "${severity}"\\n {10}measure: "${row.measure}"`)
+      t.match(rules, rule, `${row.measure}: the ${severity} rule compares with ${direction} ${limit}`)
+    }
+  }
+})
+
+t.test('the dashboard has a panel per row, on the rule\'s expression, with its thresholds', async (t) => {
+  const dashboard = JSON.parse(readFileSync(join(projectRoot, DASHBOARD_FILE), 'utf8')) as { panels: Array<{ title: string, targets: Array<{ expr: string }>, fieldConfig: { defaults: { thresholds: { steps: Array<{ value: number | null }> } } } }> }
+  for (const row of THRESHOLDS) {
+    const panel = dashboard.panels.find((candidate) => candidate.title === row.description)
+    t.ok(panel, `${row.measure} has a panel`)
+    t.equal(panel?.targets[0]?.expr, valueExpr(row.prometheus, ['instance=~"$instance"']), `${row.measure}: the same measure as the rule`)
+    t.same(panel?.fieldConfig.defaults.thresholds.steps.map((step) => step.value).filter((value) => value !== null).sort((a, b) => a! - b!), [row.warning, row.critical].sort((a, b) => a - b), `${row.measure}: its thresholds`)
+  }
+})
+
+const installed = findPromtool() !== undefined
+t.test('promtool: the rules are valid and each fires at its threshold', { skip: !installed && process.env.CI === undefined && 'promtool is not installed (Debian package prometheus; .ci/run installs it)' }, async (t) => {
+  t.ok(installed, 'promtool is installed')
+  const check = promtool(['check', 'rules', RULES_FILE])
+  t.equal(check.code, 0, 'promtool check rules', { output: check.output })
+  t.match(check.output, `SUCCESS: ${2 * THRESHOLDS.length} rules found`)
+  const test = promtool(['test', 'rules', RULE_TESTS_FILE])
+  t.equal(test.code, 0, 'promtool test rules: every rule fires just past its threshold and not before', { output: test.output })
+})
+
+t.test('promtool: the shipped scrape configuration is valid and authorizes with the operations token file', { skip: !installed && process.env.CI === undefined && 'promtool is not installed (Debian package prometheus; .ci/run installs it)' }, async (t) => {
+  const directory = mkdtempSync(join(tmpdir(), 'portal-bff-prometheus-'))
+  t.teardown(() => rmSync(directory, { recursive: true, force: true }))
+  for (const file of ['prometheus.yml', 'alerts.yml']) copyFileSync(join(projectRoot, 'monitoring/prometheus', file), join(directory, file))
+  const config = readFileSync(join(directory, 'prometheus.yml'), 'utf8')
+  t.match(config, /authorization:\n\s+type: Bearer\n\s+credentials_file: portal-bff-ops-token/, 'the token is read from a file, never written in the configuration')
+  t.not(promtool(['check', 'config', join(directory, 'prometheus.yml')]).code, 0, 'without the token file, the configuration is refused')
+  writeFileSync(join(directory, 'portal-bff-ops-token'), 'an-operations-token-of-the-test', { mode: 0o600 })
+  const check = promtool(['check', 'config', join(directory, 'prometheus.yml')])
+  t.equal(check.code, 0, 'promtool check config', { output: check.output })
+  t.match(check.output, /SUCCESS: \d+ rules found/)
+})

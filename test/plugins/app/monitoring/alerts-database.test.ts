@@ -1,0 +1,38 @@
+import t from 'tap'
+import type pg from 'pg'
+import { buildTestApp } from '../../../helpers/app.js'
+import { expectLevel } from '../../../helpers/alerts.js'
+
+// The database measures through the business pool itself: held connections and slow queries.
+
+t.test('database pool usage: > 80 % warns, > 95 % is critical', async (t) => {
+  const app = await buildTestApp(t, { DATABASE_POOL_MAX: '10' })
+  const held: pg.PoolClient[] = []
+  t.teardown(() => { for (const client of held) client.release() })
+  const hold = async (n: number) => { for (let i = 0; i < n; i++) held.push(await app.pg.connect()) }
+
+  await hold(8)
+  await expectLevel(t, app, 'database_pool_usage', 'ok', '8 of 10 connections lent')
+  await hold(1)
+  await expectLevel(t, app, 'database_pool_usage', 'warning', '9 of 10')
+  await hold(1)
+  const critical = await expectLevel(t, app, 'database_pool_usage', 'critical', '10 of 10')
+  t.match(critical, { value: 100, priority: 'P1' })
+})
+
+t.test('query duration p95: > 500 ms warns, > 2 s is critical, whichever way the query is made', async (t) => {
+  const app = await buildTestApp(t)
+  await app.pg.query('SELECT 1')
+  await expectLevel(t, app, 'query_duration', 'ok', 'a fast query')
+  await app.pg.query('SELECT pg_sleep(0.52)')
+  await expectLevel(t, app, 'query_duration', 'warning', 'a 520 ms query (pool.query)')
+  const client = await app.pg.connect()
+  try {
+    await client.query('SELECT pg_sleep(2.05)')
+  } finally {
+    client.release()
+  }
+  await expectLevel(t, app, 'query_duration', 'critical', 'a 2050 ms query (client.query)')
+  await t.rejects(app.pg.query('SELECT * FROM no_such_table'), 'a failing query')
+  t.match((await app.inject('/metrics')).body, /portal_bff_db_query_duration_seconds_count\{outcome="error"\} 1/, 'is counted as an error')
+})

@@ -1,0 +1,71 @@
+import t from 'tap'
+import { buildTestApp, startTestSandbox } from '../helpers/app.js'
+import { PrivateRedis } from '../helpers/private-redis.js'
+import { findPromtool, parseExposition, promtool, typeOf } from '../../dev/scripts/promtool.js'
+import { THRESHOLDS, type PrometheusSource } from '../../plugins/app/monitoring/thresholds.js'
+
+/** The series a row's rule reads. */
+function seriesOf (source: PrometheusSource): string[] {
+  switch (source.kind) {
+    case 'gauge': case 'failing': return [source.metric]
+    case 'quotient': return [source.numerator, source.denominator]
+    case 'ratio': return [source.metric]
+    case 'quantile': return [`${source.histogram}_bucket`]
+  }
+}
+
+t.test('/metrics is Prometheus text carrying every measure and the process metrics', async (t) => {
+  const redis = await PrivateRedis.start()
+  t.teardown(() => redis.kill())
+  const admin = redis.client(t)
+  await admin.config('SET', 'maxmemory', String(64 * 1024 * 1024))
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { REDIS_URL: redis.url }, sandbox)
+
+  // One of everything, so that every series has a sample.
+  await app.crmQueue.run((deadline) => app.crm.getLimits(deadline))
+  await app.telecom.health(AbortSignal.timeout(5000))
+  await app.billing.health(AbortSignal.timeout(5000))
+  await app.servicesCache.getOrLoad('client', 'metrics-test', async () => ({}))
+  await app.pg.query('SELECT 1')
+  await app.inject('/no-such-route')
+
+  const response = await app.inject('/metrics')
+  t.equal(response.statusCode, 200)
+  t.match(response.headers['content-type'], /^text\/plain; version=0\.0\.4/)
+  const exposition = parseExposition(response.body)
+  t.pass('parses as Prometheus text')
+  const names = new Set(exposition.samples.map((sample) => sample.name))
+  for (const row of THRESHOLDS) {
+    for (const series of seriesOf(row.prometheus)) t.ok(names.has(series), `${row.measure}: ${series}`)
+  }
+  for (const name of ['process_cpu_user_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_used_bytes']) {
+    t.ok(names.has(name), `default process metric ${name}`)
+  }
+  for (const name of names) t.ok(typeOf(exposition, name), `${name} has a TYPE`)
+  t.match(response.body, /^portal_bff_health_check_up\{check="database"\} 1$/m)
+  t.match(response.body, /^portal_bff_cache_memory_max_bytes 67108864$/m, 'Redis maxmemory, as set')
+  t.match(response.body, /^portal_bff_db_pool_connections_max 10$/m)
+
+  if (findPromtool() !== undefined) {
+    // prom-client's own default metrics have one known lint finding (nodejs_active_handles_total is a gauge).
+    const lint = promtool(['check', 'metrics'], { input: response.body })
+    t.notMatch(lint.output, /portal_bff_/, 'promtool check metrics finds no problem with the service\'s metrics', { output: lint.output })
+  }
+})
+
+t.test('HTTP metrics: route patterns, no probes, and one registry per app instance', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const first = await buildTestApp(t, {}, sandbox)
+  const second = await buildTestApp(t, {}, sandbox)
+  t.equal((await first.inject('/api/invoices/12345')).statusCode, 401)
+  for (let i = 0; i < 3; i++) await first.inject('/health')
+  await first.inject('/health/alerts')
+  await first.inject('/status')
+
+  const text = (await first.inject('/metrics')).body
+  t.match(text, /^portal_bff_http_request_duration_seconds_count\{route="\/api\/invoices\/:id",method="GET",status_class="4xx"\} 1$/m, 'labelled by the route pattern, not the path')
+  t.notMatch(text, /route="\/health/, 'probes are not counted')
+  t.notMatch(text, /route="\/status/, 'nor is the status page')
+  t.notMatch((await second.inject('/metrics')).body, /route="\/api\/invoices/, 'the other instance has its own registry')
+})

@@ -1,0 +1,131 @@
+import t from 'tap'
+import { ConfigError, loadConfig } from '../../schemas/config.js'
+import { runServer } from '../helpers/service-process.js'
+
+const base = { NODE_ENV: 'test' }
+
+const COMPLETE_PRODUCTION: Record<string, string> = {
+  NODE_ENV: 'production',
+  DATABASE_URL: 'postgres://db/portal',
+  REDIS_URL: 'redis://cache:6379',
+  BILLING_API_URL: 'https://billing.example/includes/api.php',
+  BILLING_API_IDENTIFIER: 'id',
+  BILLING_API_SECRET: 'secret',
+  CRM_LOGIN_URL: 'https://login.example',
+  CRM_CLIENT_ID: 'client',
+  CRM_USERNAME: 'user@example.com',
+  CRM_PRIVATE_KEY: '-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----',
+  TELECOM_API_URL: 'https://telecom.example',
+  TELECOM_API_KEY: 'key',
+  JWT_SECRET: 'x'.repeat(32)
+}
+
+/** The setting a bad configuration is rejected for. */
+function rejectedSetting (env: NodeJS.ProcessEnv): string | undefined {
+  try {
+    loadConfig(env)
+  } catch (error) {
+    if (error instanceof ConfigError) return error.setting
+    throw error
+  }
+  return undefined
+}
+
+const invalid: Array<[string, string]> = [
+  ['PORT', 'abc'],
+  ['PORT', '70000'],
+  ['DATABASE_URL', 'not a url'],
+  ['REDIS_URL', '::'],
+  ['LOG_LEVEL', 'loud'],
+  ['HEALTH_CHECK_TIMEOUT_MS', '-5'],
+  ['CRM_EVENTS_ENABLED', 'maybe'],
+  ['CRM_EVENTS_REPLAY', 'SOME'],
+  ['AUTH_BLACKLIST_FAIL_CLOSED', 'perhaps'],
+  ['BILLING_API_URL', 'billing'],
+  ['CRM_API_VERSION', 'sixty'],
+  ['CRM_DAILY_API_LIMIT', '0'],
+  ['JWT_SECRET', 'short'],
+  ['CORS_ORIGIN', 'portal'],
+  ['CRM_PRIVATE_KEY', 'not a key'],
+  ['CRM_PRIVATE_KEY_PATH', '/nonexistent/key.pem'],
+  ['BILLING_PAYMENT_METHOD', 'Bank Transfer'],
+  // An Order's id, where an Account's is wanted.
+  ['CRM_ORDER_ACCOUNT_ID', '8015g00000435Ai'],
+  // A lease this long would let a takeover come later than the contract's 30 s.
+  ['CRM_EVENTS_LEASE_TTL_MS', '30000']
+]
+
+t.test('every invalid setting is reported by name', async (t) => {
+  for (const [name, value] of invalid) {
+    t.equal(rejectedSetting({ ...base, [name]: value }), name, `${name}=${value}`)
+  }
+})
+
+t.test('secrets are not echoed in the message, nor the password of a URL', async (t) => {
+  const error = t.throws(() => loadConfig({ ...base, JWT_SECRET: 'short-secret' })) as ConfigError
+  t.notMatch(error.message, 'short-secret')
+  for (const [name, value] of [
+    ['DATABASE_URL', 'postgres://portal:s3cretpw@db:99999/portal'],
+    ['DATABASE_URL', 'postgres://portal:s3cretpw@x@db:99999/portal'],
+    ['DATABASE_URL', 'postgres://db:99999/portal?user=portal&password=s3cretpw'],
+    ['REDIS_URL', 'redis://:s3cretpw@cache:99999'],
+    ['REDIS_URL', 'redis://:s3cret#pw@cache:6379'],
+    ['BILLING_API_URL', 'https://api:s3cretpw@billing.example.com:99999/includes/api.php']
+  ]) {
+    const refused = t.throws(() => loadConfig({ ...base, [name!]: value })) as ConfigError
+    t.match(refused.message, name!, `${name}: named`)
+    t.notMatch(refused.message, /s3cret/, `${value}: its password hidden`)
+  }
+})
+
+t.test('defaults and conversions', async (t) => {
+  const { config, warnings } = loadConfig({ ...base, PORT: '8080', CRM_EVENTS_ENABLED: 'true', CRM_DAILY_API_LIMIT: '15000' })
+  t.equal(config.PORT, 8080)
+  t.equal(config.CRM_EVENTS_ENABLED, true)
+  t.equal(config.CRM_DAILY_API_LIMIT, 15000)
+  t.equal(config.AUTH_BLACKLIST_FAIL_CLOSED, true)
+  t.equal(config.HEALTH_CHECK_TIMEOUT_MS, 1000)
+  t.equal(config.SERVICE_NAME, 'portal-bff')
+  t.equal(config.BILLING_PAYMENT_METHOD, undefined, 'no payment method: the billing client chooses one WHMCS accepts')
+  t.equal(config.DATABASE_URL, 'postgres://postgres@127.0.0.1:5432/postgres')
+  t.ok(config.JWT_SECRET.length >= 32, 'a random JWT secret outside production')
+  t.match(warnings, [/JWT_SECRET/])
+  t.ok(config.missingUpstreamSettings.includes('BILLING_API_URL'))
+})
+
+t.test('outside production an upstream is configured whole or left to the sandbox, never in part', async (t) => {
+  t.same(loadConfig({ ...base }).config.missingUpstreamSettings.length, 9, 'none given: the sandbox fills in all')
+  const billing = { BILLING_API_URL: 'https://billing.example/includes/api.php', BILLING_API_IDENTIFIER: 'id', BILLING_API_SECRET: 'secret' }
+  t.same(loadConfig({ ...base, ...billing }).config.missingUpstreamSettings.filter((name) => name.startsWith('BILLING')), [], 'billing given whole')
+  t.equal(rejectedSetting({ ...base, BILLING_API_URL: billing.BILLING_API_URL }), 'BILLING_API_IDENTIFIER', 'a real URL without its credentials')
+  t.equal(rejectedSetting({ ...base, TELECOM_API_KEY: 'key' }), 'TELECOM_API_URL')
+  t.equal(rejectedSetting({ ...base, CRM_LOGIN_URL: 'https://login.example', CRM_CLIENT_ID: 'c', CRM_USERNAME: 'u' }), 'CRM_PRIVATE_KEY')
+  t.equal(rejectedSetting({ ...base, CRM_LOGIN_URL: 'https://login.example', CRM_CLIENT_ID: 'c', CRM_USERNAME: 'u', CRM_PRIVATE_KEY_PATH: '/nonexistent/key.pem' }), 'CRM_PRIVATE_KEY_PATH', 'a key file counts as the key')
+})
+
+t.test('production requires every upstream setting and JWT_SECRET', async (t) => {
+  t.equal(rejectedSetting({ NODE_ENV: 'production' }), 'DATABASE_URL')
+  const complete = COMPLETE_PRODUCTION
+  t.equal(loadConfig(complete).config.isProduction, true)
+  for (const name of Object.keys(complete).filter((name) => name !== 'NODE_ENV')) {
+    const { [name]: _omitted, ...rest } = complete
+    t.equal(rejectedSetting(rest), name === 'CRM_PRIVATE_KEY' ? 'CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH' : name, `without ${name}`)
+  }
+})
+
+t.test('the server exits non-zero with one line naming the setting', async (t) => {
+  const bad = runServer({ NODE_ENV: 'test', PORT: 'eighty' })
+  t.not(await bad.exit, 0)
+  t.match(bad.stderr().trim(), /^Invalid setting PORT: .*'eighty'/)
+
+  const production = runServer({ NODE_ENV: 'production', DATABASE_URL: 'postgres://db/x', REDIS_URL: 'redis://r:6379' })
+  t.not(await production.exit, 0)
+  t.match(production.stderr(), /Invalid setting BILLING_API_URL: required in production/)
+})
+
+t.test('production without JWT_SECRET refuses to start', async (t) => {
+  const { JWT_SECRET: _omitted, ...withoutSecret } = COMPLETE_PRODUCTION
+  const server = runServer(withoutSecret)
+  t.not(await server.exit, 0)
+  t.equal(server.stderr().trim(), 'Invalid setting JWT_SECRET: required in production')
+})
