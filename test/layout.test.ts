@@ -175,6 +175,13 @@ t.test('the production build holds the product only', async (t) => {
   t.test('.dockerignore keeps dev and test out of the build context', async (t) => {
     t.strictSame(dockerignoreProblems(readFileSync(join(root, '.dockerignore'), 'utf8'), HARNESS_FOLDERS), [])
   })
+
+  t.test('no product file is over 400 lines', async (t) => {
+    const files = productionBuildFiles()
+    const long = files.map((file) => ({ file, lines: readFileSync(join(root, file), 'utf8').split('\n').length - 1 })).filter(({ lines }) => lines > 400)
+    t.ok(files.length > 50, `${files.length} files read`)
+    t.strictSame(long, [], 'a file that grows past 400 lines holds more than one thing: split it where it has a seam')
+  })
 })
 
 // ---------------------------------------------------------------------------------------------------------------
