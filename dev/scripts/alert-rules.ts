@@ -1,6 +1,6 @@
 import { HISTOGRAMS } from '../../plugins/app/monitoring/metrics.js'
 import {
-  INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, THRESHOLDS,
+  INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, ROWS, THRESHOLDS,
   type Level, type Matchers, type PrometheusSource, type Threshold, type Unit
 } from '../../plugins/app/monitoring/thresholds.js'
 
@@ -38,6 +38,30 @@ function sumWithout (labels: readonly string[] | undefined, expression: string):
   return labels === undefined || labels.length === 0 ? expression : `sum without (${labels.join(', ')}) (${expression})`
 }
 
+/** The samples a ratio or percentile is of over the rate window, with the value's labels. */
+function sampleCount (source: PrometheusSource, extra: readonly string[], without: readonly string[] | undefined): string {
+  if (source.kind === 'ratio') return sumWithout(without, `increase(${selector(source.metric, {}, extra)}[${RATE_WINDOW}])`)
+  if (source.kind === 'quantile') return sumWithout(without, `increase(${selector(`${source.histogram}_count`, source.match, extra)}[${RATE_WINDOW}])`)
+  throw new Error(`a ${source.kind} row has no samples to count`)
+}
+
+/**
+ * The PromQL of a row's value, in the row's unit, where the service would judge it: a share or
+ * percentile of fewer than the row's `minSamples` has no value, as in /health/alerts. `extra`
+ * matchers go into every selector (the dashboard's instance filter).
+ */
+export function judgedExpr (row: Row, extra: readonly string[] = []): string {
+  const source = row.prometheus
+  if (row.minSamples === undefined) return valueExpr(source, extra)
+  if (source.kind === 'quantile' && source.maxOver !== undefined) {
+    // Each value of `maxOver` (each upstream) is judged on its own samples before the highest is taken.
+    const perValue = `histogram_quantile(0.95, ${sumWithout(source.without, `rate(${selector(`${source.histogram}_bucket`, source.match, extra)}[${RATE_WINDOW}])`)})`
+    return `1000 * max without (${source.maxOver}) (${perValue} and ${sampleCount(source, extra, source.without)} >= ${row.minSamples})`
+  }
+  const without = source.kind === 'ratio' || source.kind === 'quantile' ? source.without : undefined
+  return `(${valueExpr(source, extra)}) and ${sampleCount(source, extra, without)} >= ${row.minSamples}`
+}
+
 /**
  * The PromQL of a row's value, in the row's unit. `extra` matchers go into every selector (the
  * dashboard's instance filter).
@@ -68,7 +92,8 @@ function limitOf (row: Row, level: Exclude<Level, 'ok'>): number {
 }
 
 export function ruleExpr (row: Row, level: Exclude<Level, 'ok'>): string {
-  return `${valueExpr(row.prometheus)} ${row.comparison === 'above' ? '>' : '<'} ${limitOf(row, level)}`
+  const value = judgedExpr(row)
+  return `${row.minSamples === undefined ? value : `(${value})`} ${row.comparison === 'above' ? '>' : '<'} ${limitOf(row, level)}`
 }
 
 export function alertName (row: Row): string {
@@ -192,13 +217,38 @@ export function seriesAt (row: Row, limit: number, past: boolean): InputSeries[]
       const within = past ? 94 : 96
       const labels = firstValues(source.match)
       const edges = [...bucketsOf(source.histogram).map(String), '+Inf']
-      return edges.map((le) => {
-        const bound = le === '+Inf' ? Infinity : Number(le)
-        const count = (bound >= at ? within : 0) + (bound >= next ? 100 - within : 0)
-        return { series: seriesName(`${source.histogram}_bucket`, { ...labels, le }), values: increasing(count) }
-      })
+      return [
+        ...edges.map((le) => {
+          const bound = le === '+Inf' ? Infinity : Number(le)
+          const count = (bound >= at ? within : 0) + (bound >= next ? 100 - within : 0)
+          return { series: seriesName(`${source.histogram}_bucket`, { ...labels, le }), values: increasing(count) }
+        }),
+        { series: seriesName(`${source.histogram}_count`, labels), values: increasing(100) }
+      ]
     }
   }
+}
+
+/** Input series past a row's critical threshold, but of one sample a minute: too few to judge. */
+export function fewSamplesSeries (row: Row): InputSeries[] {
+  const source = row.prometheus
+  if (source.kind === 'ratio') {
+    const failing = row.comparison === 'above'
+    return [
+      { series: seriesName(source.metric, { [source.label]: source.example.part }), values: increasing(failing ? 1 : 0) },
+      { series: seriesName(source.metric, { [source.label]: source.example.rest }), values: increasing(failing ? 0 : 1) }
+    ]
+  }
+  if (source.kind !== 'quantile') throw new Error(`${row.measure}: a ${source.kind} row has no samples to count`)
+  const { next } = nextBucket(source.histogram, row.critical)
+  const labels = firstValues(source.match)
+  return [
+    ...[...bucketsOf(source.histogram).map(String), '+Inf'].map((le) => ({
+      series: seriesName(`${source.histogram}_bucket`, { ...labels, le }),
+      values: increasing((le === '+Inf' ? Infinity : Number(le)) >= next ? 1 : 0)
+    })),
+    { series: seriesName(`${source.histogram}_count`, labels), values: increasing(1) }
+  ]
 }
 
 /** The alerts a level fires for a row: the warning from warning on, both at critical. */
@@ -246,7 +296,7 @@ export function renderRuleTests (tests: RuleTest[], rulesPath: string, targetLab
 
 /** For every row: ok side of the warning threshold, past it, and past the critical one. */
 export function thresholdTests (): RuleTest[] {
-  return THRESHOLDS.flatMap((row): RuleTest[] => {
+  return ROWS.flatMap((row): RuleTest[] => {
     const test = (label: string, limit: number, past: boolean, level: Level): RuleTest =>
       ({ name: `${row.measure}: ${label}`, series: seriesAt(row, limit, past), alertname: alertName(row), level, row })
     const direction = row.comparison === 'above' ? 'above' : 'below'
@@ -254,7 +304,10 @@ export function thresholdTests (): RuleTest[] {
       test(`not past the warning threshold (${direction} ${row.warning}): nothing fires`, row.warning, false, 'ok'),
       // Where warning and critical coincide (core status), past one is past the other.
       ...(row.warning === row.critical ? [] : [test('past the warning threshold: the warning fires', row.warning, true, 'warning')]),
-      test(`past the critical threshold (${direction} ${row.critical}): warning and critical fire`, row.critical, true, 'critical')
+      test(`past the critical threshold (${direction} ${row.critical}): warning and critical fire`, row.critical, true, 'critical'),
+      ...(row.minSamples === undefined
+        ? []
+        : [{ name: `${row.measure}: past the critical threshold on too few samples (fewer than ${row.minSamples}): nothing fires`, series: fewSamplesSeries(row), alertname: alertName(row), level: 'ok' as const, row }])
     ]
   })
 }
@@ -318,7 +371,7 @@ export function renderDashboard (): string {
     const gridPos = { x: (index % 3) * 8, y: 4 + Math.floor(index / 3) * 8, w: 8, h: 8 }
     const direction = row.comparison === 'above' ? '>' : '<'
     const description = `${row.description}. Warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)} (specification §8).`
-    panels.push(timeseries(++id, row.description, description, valueExpr(row.prometheus, [INSTANCE]), GRAFANA_UNITS[row.unit], gridPos, thresholdSteps(row)))
+    panels.push(timeseries(++id, row.description, description, judgedExpr(row, [INSTANCE]), GRAFANA_UNITS[row.unit], gridPos, thresholdSteps(row)))
   })
   const y = 4 + Math.ceil(THRESHOLDS.length / 3) * 8
   panels.push(

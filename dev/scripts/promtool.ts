@@ -83,8 +83,9 @@ export function typeOf (exposition: Exposition, name: string): string | undefine
 
 /**
  * A scrape of /metrics as promtool input series, as if the service had kept going at the same pace:
- * a gauge keeps its value; a counter grows by its value every minute, so every rate, ratio and
- * histogram percentile over 5 minutes equals the one of the scrape.
+ * a gauge keeps its value; a counter grows by a fifth of its value every minute, so that 5 minutes
+ * hold as many samples as the scrape counts (what a minimum of samples is judged on), and every
+ * rate, ratio and histogram percentile over them equals the one of the scrape.
  */
 export function scrapedSeries (exposition: Exposition, prefix = 'portal_bff_'): InputSeries[] {
   const series: InputSeries[] = []
@@ -94,7 +95,7 @@ export function scrapedSeries (exposition: Exposition, prefix = 'portal_bff_'): 
     const all = { ...labels, job: 'portal-bff', instance: 'portal-bff:3000' }
     series.push({
       series: `${name}{${Object.entries(all).map(([label, labelValue]) => `${label}=${JSON.stringify(labelValue)}`).join(',')}}`,
-      values: cumulative ? `0+${value}x15` : `${value}+0x15`
+      values: cumulative ? `0+${value / 5}x15` : `${value}+0x15`
     })
   }
   return series

@@ -92,7 +92,7 @@ async function db (fastify: FastifyInstance) {
     read: () => ({ ...poolUsage(pool), queries: queries.summary() }),
     measures: {
       database_pool_usage: (database) => ({ value: percentOf(database.inUse, database.max) }),
-      query_duration: (database) => windowed(database.queries.p95, 'queries')
+      query_duration: ({ queries }) => windowed(queries.p95, queries.count, 'queries')
     },
     metrics: [
       poolMetric('portal_bff_db_pool_connections_in_use', 'Connections of the business pool lent out', (usage) => usage.inUse),

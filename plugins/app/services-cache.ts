@@ -87,10 +87,15 @@ export class ServicesCache {
     }
   }
 
-  /** Percent of the reads of the last 5 minutes served from the cache; null when there were none. */
-  recentHitRate (): number | null {
-    const { failureRate } = this.#reads.summary()
-    return failureRate === null ? null : 100 - failureRate
+  /** The reads of the last 5 minutes, and the percent of them served from the cache (null when there were none). */
+  recentReads (): { count: number, hitRate: number | null } {
+    const { count, failureRate } = this.#reads.summary()
+    return { count, hitRate: failureRate === null ? null : 100 - failureRate }
+  }
+
+  /** Commands Redis answered within the last 5 minutes, which the latency is of. */
+  recentCommands (): number {
+    return this.#latency.count()
   }
 
   async memory (): Promise<RedisMemory> {
@@ -132,7 +137,7 @@ declare module 'fastify' {
 
 declare module './monitoring/index.js' {
   interface MonitoringParts {
-    cache: ServicesCacheStats & { recentHitRate: number | null }
+    cache: ServicesCacheStats & { recentReads: { count: number, hitRate: number | null }, recentCommands: number }
     cacheMemory: RedisMemory
   }
 }
@@ -145,10 +150,10 @@ async function servicesCache (fastify: FastifyInstance) {
 
   fastify.monitoring.register('cache', {
     description: 'the services cache',
-    read: () => ({ ...cache.stats(), recentHitRate: cache.recentHitRate() }),
+    read: () => ({ ...cache.stats(), recentReads: cache.recentReads(), recentCommands: cache.recentCommands() }),
     measures: {
-      cache_hit_rate: (stats) => windowed(stats.recentHitRate, 'cache reads'),
-      cache_latency: (stats) => windowed(stats.latency.p95Ms, 'cache commands')
+      cache_hit_rate: ({ recentReads }) => windowed(recentReads.hitRate, recentReads.count, 'cache reads'),
+      cache_latency: ({ latency, recentCommands }) => windowed(latency.p95Ms, recentCommands, 'cache commands')
     },
     metrics: [
       {

@@ -7,7 +7,8 @@ import { TelecomClient } from '../../integrations/telecom/client.js'
 import type { UpstreamCall, UpstreamName } from '../../integrations/upstream.js'
 import { percentOf } from '../../lib/numbers.js'
 import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
-import { combinedFailureRate, highest, windowed } from './monitoring/alerts.js'
+import { combinedFailureRate, highest, windowed, type Reading } from './monitoring/alerts.js'
+import { threshold } from './monitoring/thresholds.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -19,6 +20,19 @@ declare module 'fastify' {
     /** Every upstream call's duration and outcome, over the recent window. */
     upstreamCalls: Record<UpstreamName, SlidingWindow>
   }
+}
+
+/**
+ * The slower of several upstreams' p95, each judged only on enough calls of its own: a few slow
+ * calls to one upstream must not stand for it while the other has plenty.
+ */
+function slowest (windows: WindowSummary[], what: string): Reading {
+  const { minSamples } = threshold('crm_billing_response_time')
+  const known = windows.filter((window) => window.p95 !== null)
+  const judged = known.filter((window) => window.count >= (minSamples ?? 0))
+  const pool = judged.length > 0 ? judged : known
+  const value = highest(pool.map((window) => window.p95))
+  return windowed(value, Math.max(0, ...pool.map((window) => window.count)), what)
 }
 
 /** The CRM's daily API usage as the health endpoints report it: `used` counts against `limit`. */
@@ -91,9 +105,12 @@ async function upstreams (fastify: FastifyInstance) {
     description: 'the upstream calls',
     read: () => ({ billing: upstreamCalls.billing.summary(), crm: upstreamCalls.crm.summary(), telecom: upstreamCalls.telecom.summary() }),
     measures: {
-      crm_billing_response_time: (calls) => windowed(highest([calls.crm.p95, calls.billing.p95]), 'CRM or billing calls'),
-      telecom_response_time: (calls) => windowed(calls.telecom.p95, 'telecom calls'),
-      external_error_rate: (calls) => windowed(combinedFailureRate(Object.values(calls)), 'upstream calls')
+      crm_billing_response_time: (calls) => slowest([calls.crm, calls.billing], 'CRM or billing calls'),
+      telecom_response_time: ({ telecom }) => windowed(telecom.p95, telecom.count, 'telecom calls'),
+      external_error_rate: (calls) => {
+        const windows = Object.values(calls)
+        return windowed(combinedFailureRate(windows), windows.reduce((sum, window) => sum + window.count, 0), 'upstream calls')
+      }
     }
   })
   fastify.monitoring.register('crmUsage', {

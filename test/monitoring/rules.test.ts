@@ -2,9 +2,9 @@ import t from 'tap'
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, alertName, valueExpr } from '../../dev/scripts/alert-rules.js'
+import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, alertName, judgedExpr } from '../../dev/scripts/alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
-import { THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
+import { ROWS, THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
 import { generatedFiles, outOfDate } from '../../dev/scripts/generate-alert-rules.js'
 import { findPromtool, promtool } from '../../dev/scripts/promtool.js'
 
@@ -18,10 +18,11 @@ t.test('the checked-in rules, rule tests and dashboard are what plugins/app/moni
 t.test('a warning and a critical rule per row of the thresholds table', async (t) => {
   const rules = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
   t.equal(rules.match(/^ {6}- alert: /gm)?.length, 2 * THRESHOLDS.length, `${2 * THRESHOLDS.length} rules`)
-  for (const row of THRESHOLDS) {
+  for (const row of ROWS) {
     const direction = row.comparison === 'above' ? '>' : '<'
     for (const [severity, limit] of [['warning', row.warning], ['critical', row.critical]] as const) {
-      const expr = JSON.stringify(`${valueExpr(row.prometheus)} ${direction} ${limit}`)
+      const judged = judgedExpr(row)
+      const expr = JSON.stringify(`${row.minSamples === undefined ? judged : `(${judged})`} ${direction} ${limit}`)
       const rule = new RegExp(`- alert: ${alertName(row)}\\n {8}expr: ${expr.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\n.*\\n {8}labels:\\n {10}severity: "${severity}"\\n {10}measure: "${row.measure}"`)
       t.match(rules, rule, `${row.measure}: the ${severity} rule compares with ${direction} ${limit}`)
     }
@@ -33,7 +34,7 @@ t.test('the dashboard has a panel per row, on the rule\'s expression, with its t
   for (const row of THRESHOLDS) {
     const panel = dashboard.panels.find((candidate) => candidate.title === row.description)
     t.ok(panel, `${row.measure} has a panel`)
-    t.equal(panel?.targets[0]?.expr, valueExpr(row.prometheus, ['instance=~"$instance"']), `${row.measure}: the same measure as the rule`)
+    t.equal(panel?.targets[0]?.expr, judgedExpr(row, ['instance=~"$instance"']), `${row.measure}: the same measure as the rule`)
     t.same(panel?.fieldConfig.defaults.thresholds.steps.map((step) => step.value).filter((value) => value !== null).sort((a, b) => a! - b!), [row.warning, row.critical].sort((a, b) => a - b), `${row.measure}: its thresholds`)
   }
 })

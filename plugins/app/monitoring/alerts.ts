@@ -9,14 +9,16 @@ import {
 /** A measure's value in its row's unit, or why there is none. */
 export interface Reading {
   value: number | null
+  /** For a share or percentile of the recent window: how many samples it is of. */
+  samples?: number
   note?: string
 }
 
 export type Readings = Record<MeasureName, Reading>
 
-/** A value judged over the recent window, or why there is none. */
-export function windowed (value: number | null, what: string): Reading {
-  return value === null ? { value: null, note: `no data: no ${what} in the last 5 minutes` } : { value }
+/** A value of the recent window, of `samples` samples, or why there is none. */
+export function windowed (value: number | null, samples: number, what: string): Reading {
+  return value === null || samples === 0 ? { value: null, samples, note: `no data: no ${what} in the last 5 minutes` } : { value, samples }
 }
 
 /** The share of failed samples of several windows together, in percent; null when they are empty. */
@@ -49,10 +51,17 @@ export interface Judgement {
   alerts: Alert[]
 }
 
+/** A reading of fewer samples than its row needs has no value yet, and says why. */
+function withEnoughSamples (row: typeof THRESHOLDS[number], reading: Reading): Reading {
+  const minSamples = 'minSamples' in row ? row.minSamples : undefined
+  if (minSamples === undefined || reading.value === null || reading.samples === undefined || reading.samples >= minSamples) return reading
+  return { value: null, samples: reading.samples, note: `too few samples to judge: ${reading.samples} of the ${minSamples} needed in the last 5 minutes` }
+}
+
 /** Every row judged against its thresholds, and the overall level: the worst of them. */
 export function judge (readings: Readings): Judgement {
   const alerts = THRESHOLDS.map((row): Alert => {
-    const { value, note } = readings[row.measure]
+    const { value, note } = withEnoughSamples(row, readings[row.measure])
     const level = levelOf(row.measure, value)
     const rowNote = 'note' in row ? row.note : undefined
     return {

@@ -159,8 +159,8 @@ async function monitoring (fastify: FastifyInstance) {
     description: 'the request log',
     read: () => metrics.httpRequests.summary(),
     measures: {
-      api_response_time_p95: (http) => windowed(http.p95, 'requests'),
-      http_5xx_rate: (http) => windowed(http.failureRate, 'requests')
+      api_response_time_p95: (http) => windowed(http.p95, http.count, 'requests'),
+      http_5xx_rate: (http) => windowed(http.failureRate, http.count, 'requests')
     }
   })
 

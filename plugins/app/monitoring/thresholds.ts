@@ -60,6 +60,11 @@ export interface Threshold {
   priority: 'P1' | 'P2'
   /** Shown with the value: what the row counts, or why it is judged as it is. */
   note?: string
+  /**
+   * A share or percentile of the recent window is judged only on at least this many samples (the
+   * service and the rules alike): 1 failure of 1 request, or 1 miss of 5 reads, means nothing yet.
+   */
+  minSamples?: number
   prometheus: PrometheusSource
 }
 
@@ -139,6 +144,7 @@ export const THRESHOLDS = [
     critical: 5000,
     priority: 'P2',
     note: 'every request but the probes (health, metrics, status page)',
+    minSamples: 20,
     prometheus: { kind: 'quantile', histogram: 'portal_bff_http_request_duration_seconds', without: HTTP_LABELS }
   },
   {
@@ -150,6 +156,7 @@ export const THRESHOLDS = [
     critical: 5,
     priority: 'P1',
     note: 'every request but the probes (health, metrics, status page)',
+    minSamples: 20,
     prometheus: { kind: 'ratio', metric: 'portal_bff_http_request_duration_seconds_count', label: 'status_class', part: { is: '5xx' }, example: { part: '5xx', rest: '2xx' }, without: HTTP_LABELS }
   },
   {
@@ -160,6 +167,7 @@ export const THRESHOLDS = [
     warning: 2000,
     critical: 5000,
     priority: 'P2',
+    minSamples: 10,
     prometheus: { kind: 'quantile', histogram: 'portal_bff_upstream_request_duration_seconds', match: { upstream: ['billing', 'crm'] }, without: ['outcome'], maxOver: 'upstream' }
   },
   {
@@ -170,6 +178,7 @@ export const THRESHOLDS = [
     warning: 3000,
     critical: 10_000,
     priority: 'P2',
+    minSamples: 10,
     prometheus: { kind: 'quantile', histogram: 'portal_bff_upstream_request_duration_seconds', match: { upstream: 'telecom' }, without: ['outcome', 'upstream'] }
   },
   {
@@ -180,6 +189,7 @@ export const THRESHOLDS = [
     warning: 1,
     critical: 5,
     priority: 'P2',
+    minSamples: 20,
     prometheus: { kind: 'ratio', metric: 'portal_bff_upstream_request_duration_seconds_count', label: 'outcome', part: { not: 'ok' }, example: { part: 'http_5xx', rest: 'ok' }, without: ['upstream', 'outcome'] }
   },
   {
@@ -190,6 +200,7 @@ export const THRESHOLDS = [
     warning: 80,
     critical: 60,
     priority: 'P2',
+    minSamples: 20,
     prometheus: { kind: 'ratio', metric: 'portal_bff_cache_reads_total', label: 'result', part: { is: 'hit' }, example: { part: 'hit', rest: 'miss' }, without: ['result'] }
   },
   {
@@ -200,6 +211,7 @@ export const THRESHOLDS = [
     warning: 10,
     critical: 50,
     priority: 'P2',
+    minSamples: 20,
     prometheus: { kind: 'quantile', histogram: 'portal_bff_cache_command_duration_seconds' }
   },
   {
@@ -231,11 +243,15 @@ export const THRESHOLDS = [
     warning: 500,
     critical: 2000,
     priority: 'P2',
+    minSamples: 20,
     prometheus: { kind: 'quantile', histogram: 'portal_bff_db_query_duration_seconds', without: ['outcome'] }
   }
 ] as const satisfies readonly Threshold[]
 
 export type MeasureName = typeof THRESHOLDS[number]['measure']
+
+/** The table's rows as the general row type, for code that reads every field of any row. */
+export const ROWS: readonly Threshold[] = THRESHOLDS
 
 export const MEASURES: readonly MeasureName[] = THRESHOLDS.map((row) => row.measure)
 

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import SwaggerParser from '@apidevtools/swagger-parser'
 import { buildTestApp, tempDir } from '../../../helpers/app.js'
+import { bearer, login } from '../../../helpers/tokens.js'
 import { buildTestAppOnPrivateRedis } from '../../../helpers/private-redis.js'
 import { waitFor } from '../../../helpers/processes.js'
 import { pino } from 'pino'
@@ -85,7 +86,7 @@ function monitoringWithLog () {
 
 t.test('a measure without data has no value, level ok and says why', async (t) => {
   const { monitoring } = monitoringWithLog()
-  monitoring.register('http', { description: 'the request log', read: () => quiet, measures: { api_response_time_p95: (http) => windowed(http.p95, 'requests') } })
+  monitoring.register('http', { description: 'the request log', read: () => quiet, measures: { api_response_time_p95: (http) => windowed(http.p95, http.count, 'requests') } })
   monitoring.register('jobs', {
     description: 'the provisioning job queue',
     read: () => new Promise(() => {}),
@@ -140,4 +141,33 @@ t.test('the change log: one line per change, at the level of the new state', asy
     await monitoring.evaluate()
   }
   t.same(lines.map((line) => [line.level, line.message]), [[40, 'alert level warning'], [50, 'alert level critical'], [40, 'alert level warning'], [30, 'alert level ok again']])
+})
+
+t.test('a share or percentile is judged only on enough samples: below the row\'s minimum it is null, ok, and says so', async (t) => {
+  const { monitoring } = monitoringWithLog()
+  let window = { count: 5, failures: 4, failureRate: 80, average: 9000, p95: 9000 }
+  monitoring.register('http', {
+    description: 'the request log',
+    read: () => window,
+    measures: {
+      api_response_time_p95: (http) => windowed(http.p95, http.count, 'requests'),
+      http_5xx_rate: (http) => windowed(http.failureRate, http.count, 'requests')
+    }
+  })
+  const row = async (measure: string) => (await monitoring.evaluate()).judgement.alerts.find((alert) => alert.measure === measure)
+  t.match(await row('http_5xx_rate'), { value: null, level: 'ok', note: 'too few samples to judge: 5 of the 20 needed in the last 5 minutes' })
+  t.match(await row('api_response_time_p95'), { value: null, level: 'ok', note: /too few samples/ })
+  window = { count: 20, failures: 4, failureRate: 20, average: 9000, p95: 9000 }
+  t.match(await row('http_5xx_rate'), { value: 20, level: 'critical' }, 'twenty requests are judged')
+  t.match(await row('api_response_time_p95'), { value: 9000, level: 'critical' })
+})
+
+t.test('a fresh instance, a sign-in and five invoice reads: every row ok, the overall level ok', async (t) => {
+  const app = await buildTestApp(t)
+  const token = await login(app)
+  for (let i = 0; i < 5; i++) t.equal((await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode, 200)
+  const report = (await app.inject('/health/alerts')).json()
+  t.same(report.alerts.filter((alert: { level: string }) => alert.level !== 'ok').map((alert: { measure: string }) => alert.measure), [], 'no row warns')
+  t.equal(report.level, 'ok')
+  t.match(report.alerts.find((alert: { measure: string }) => alert.measure === 'cache_hit_rate'), { value: null, note: /too few samples to judge: 5 of the 20/ }, 'one hit in five reads is not yet a hit rate')
 })
