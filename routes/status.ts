@@ -18,6 +18,8 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of alertSchemas) fastify.addSchema(schema)
   // The page, its files and its data alike.
   fastify.addHook('onRequest', fastify.requireOpsToken)
+  // An open page polls: its files and data are probes, logged at debug and not counted as API requests.
+  fastify.addHook('onRoute', (route) => { route.config = { ...route.config, probe: true } })
 
   // The page's files are few and small; `no-cache` has the browser ask again, so a new release shows at once.
   await fastify.register(fastifyStatic, {
