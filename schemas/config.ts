@@ -74,6 +74,8 @@ export const SettingsSchema = Type.Object({
   SSE_MAX_STREAMS_PER_USER: Type.Integer({ minimum: 1, maximum: 100, default: 5, description: 'open /api/events streams of one portal user on one instance' }),
   SSE_MAX_STREAMS: Type.Integer({ minimum: 1, maximum: 100_000, default: 10_000, description: 'open /api/events streams of one instance' }),
   INTEGRATION_CHECK_CACHE_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000, description: 'how long a finished GET /auth/health-check run is reused' }),
+  ORDERS_PENDING_WARNING_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 900, description: 'age of the oldest portal order still in Pending Review at which /health/alerts warns' }),
+  ORDERS_PENDING_CRITICAL_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 3600, description: 'the same, critical (the shipped rules page at it)' }),
   REQUEST_RECEIVE_TIMEOUT_MS: Milliseconds(30_000, 'the longest a client may take to send a whole request, headers and body'),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 32 })),
   CORS_ORIGIN: Type.Optional(Url('the portal origin'))
@@ -203,6 +205,9 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     if (missing.length > 0 && missing.length < names.length) {
       throw new ConfigError(missing[0]!, `required: the other ${upstream} settings are given, and an upstream is configured whole or not at all`)
     }
+  }
+  if (rest.ORDERS_PENDING_CRITICAL_S <= rest.ORDERS_PENDING_WARNING_S) {
+    throw new ConfigError('ORDERS_PENDING_CRITICAL_S', `must be above ORDERS_PENDING_WARNING_S (${rest.ORDERS_PENDING_WARNING_S})`)
   }
   if (isProduction && rest.OPS_TOKEN === undefined) {
     warnings.push('OPS_TOKEN is not set: /metrics, /health/alerts and /status are public; set it to keep operator data from anonymous callers')

@@ -103,6 +103,7 @@ export function alertName (row: Row): string {
 function amount (value: number, unit: Unit): string {
   if (unit === 'percent') return `${value}%`
   if (unit === 'ms') return `${value} ms`
+  if (unit === 'seconds') return `${value} s`
   return `${value} ${unit}`
 }
 
@@ -319,7 +320,7 @@ export function renderAlertRuleTests (): string {
 
 // --- Grafana
 
-const GRAFANA_UNITS: Record<Unit, string> = { ms: 'ms', percent: 'percent', requests: 'short', jobs: 'short', 'failing checks': 'short' }
+const GRAFANA_UNITS: Record<Unit, string> = { ms: 'ms', seconds: 's', percent: 'percent', requests: 'short', jobs: 'short', 'failing checks': 'short' }
 
 function thresholdSteps (row: Row) {
   return row.comparison === 'above'

@@ -3,7 +3,7 @@ import { round } from '../../../lib/numbers.js'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
 import {
   INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, THRESHOLDS, levelOf, priorityOf, worstLevel,
-  type Comparison, type Level, type MeasureName, type Unit
+  type Comparison, type Level, type Limits, type MeasureName, type Unit
 } from './thresholds.js'
 
 /** A measure's value in its row's unit, or why there is none. */
@@ -58,11 +58,12 @@ function withEnoughSamples (row: typeof THRESHOLDS[number], reading: Reading): R
   return { value: null, samples: reading.samples, note: `too few samples to judge: ${reading.samples} of the ${minSamples} needed in the last 5 minutes` }
 }
 
-/** Every row judged against its thresholds, and the overall level: the worst of them. */
-export function judge (readings: Readings): Judgement {
+/** Every row judged against its thresholds (or the limits the settings give it), and the overall level: the worst of them. */
+export function judge (readings: Readings, limits: Limits = {}): Judgement {
   const alerts = THRESHOLDS.map((row): Alert => {
     const { value, note } = withEnoughSamples(row, readings[row.measure])
-    const level = levelOf(row.measure, value)
+    const level = levelOf(row.measure, value, limits)
+    const { warning, critical } = limits[row.measure] ?? row
     const rowNote = 'note' in row ? row.note : undefined
     return {
       measure: row.measure,
@@ -70,7 +71,7 @@ export function judge (readings: Readings): Judgement {
       value: value === null ? null : round(value),
       unit: row.unit,
       level,
-      threshold: { comparison: row.comparison, warning: row.warning, critical: row.critical },
+      threshold: { comparison: row.comparison, warning, critical },
       crossed: level === 'ok' ? null : level,
       priority: priorityOf(row.measure, level),
       ...((note ?? rowNote) !== undefined && { note: note ?? rowNote })

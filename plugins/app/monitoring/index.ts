@@ -3,7 +3,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
 import { ChangeLog, judge, windowed, type Judgement, type Reading, type Readings } from './alerts.js'
 import { ServiceMetrics, type Sample } from './metrics.js'
-import { MEASURES, type MeasureName } from './thresholds.js'
+import { MEASURES, type Limits, type MeasureName } from './thresholds.js'
 
 /**
  * The parts of a monitoring snapshot, each reported by the plugin that owns the concern: a plugin
@@ -74,6 +74,8 @@ export interface MonitoringOptions {
   log: FastifyBaseLogger
   /** How long one part's read may take. */
   readTimeoutMs: number
+  /** Rows whose limits the settings move from the table's defaults. */
+  limits?: Limits
 }
 
 export class Monitoring {
@@ -81,12 +83,14 @@ export class Monitoring {
   readonly #metrics: ServiceMetrics
   readonly #changes: ChangeLog
   readonly #readTimeoutMs: number
+  readonly #limits: Limits
   #inFlight: Promise<MonitoringSnapshot> | undefined
 
-  constructor ({ metrics, log, readTimeoutMs }: MonitoringOptions) {
+  constructor ({ metrics, log, readTimeoutMs, limits = {} }: MonitoringOptions) {
     this.#metrics = metrics
     this.#changes = new ChangeLog(log)
     this.#readTimeoutMs = readTimeoutMs
+    this.#limits = limits
   }
 
   /** Adds a concern's part: its reading, the measures it gives values to, and its scrape-time metrics. */
@@ -122,7 +126,7 @@ export class Monitoring {
   /** The snapshot judged against the thresholds; a change of level is logged once. */
   async evaluate (): Promise<{ snapshot: MonitoringSnapshot, judgement: Judgement }> {
     const snapshot = await this.snapshot()
-    const judgement = judge(this.readings(snapshot))
+    const judgement = judge(this.readings(snapshot), this.#limits)
     this.#changes.observe(snapshot.parts.core, judgement)
     return { snapshot, judgement }
   }
@@ -149,7 +153,13 @@ async function monitoring (fastify: FastifyInstance) {
   if (fastify.hasDecorator('monitoring')) throw new Error('The monitoring plugin is already registered')
   const metrics = new ServiceMetrics()
   // A part bounded by the health-check timeout itself (the core checks) answers within it.
-  const instance = new Monitoring({ metrics, log: fastify.log, readTimeoutMs: fastify.config.HEALTH_CHECK_TIMEOUT_MS + 250 })
+  const { HEALTH_CHECK_TIMEOUT_MS, ORDERS_PENDING_WARNING_S, ORDERS_PENDING_CRITICAL_S } = fastify.config
+  const instance = new Monitoring({
+    metrics,
+    log: fastify.log,
+    readTimeoutMs: HEALTH_CHECK_TIMEOUT_MS + 250,
+    limits: { orders_pending_age: { warning: ORDERS_PENDING_WARNING_S, critical: ORDERS_PENDING_CRITICAL_S } }
+  })
   fastify.decorate('metrics', metrics)
   fastify.decorate('monitoring', instance)
   fastify.decorate('requestObserver', (request, reply, durationMs) => {

@@ -7,7 +7,7 @@ export type Level = 'ok' | 'warning' | 'critical'
 
 export type Comparison = 'above' | 'below'
 
-export type Unit = 'failing checks' | 'requests' | 'jobs' | 'percent' | 'ms'
+export type Unit = 'failing checks' | 'requests' | 'jobs' | 'percent' | 'ms' | 'seconds'
 
 /** Specification §8: incident response times by priority. */
 export type Priority = 'P1' | 'P2' | 'P3' | 'P4'
@@ -136,6 +136,19 @@ export const THRESHOLDS = [
     prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_recent_failed_jobs', match: { queue: 'provisioning' }, without: ['queue'] }
   },
   {
+    measure: 'orders_pending_age',
+    description: 'portal orders in Pending Review: age of the oldest',
+    unit: 'seconds',
+    comparison: 'above',
+    // ORDERS_PENDING_WARNING_S and ORDERS_PENDING_CRITICAL_S; these are their defaults, which the shipped rules use.
+    warning: 900,
+    critical: 3600,
+    // The specification's incident: platform events stop arriving and orders are never provisioned.
+    priority: 'P2',
+    note: 'orders wait here for their platform event; an old one means events are not arriving',
+    prometheus: { kind: 'gauge', metric: 'portal_bff_orders_pending_oldest_age_seconds' }
+  },
+  {
     measure: 'api_response_time_p95',
     description: 'API response time, 95th percentile over 5 minutes',
     unit: 'ms',
@@ -261,15 +274,19 @@ export function threshold (measure: MeasureName): Threshold {
   return byMeasure.get(measure) as Threshold
 }
 
+/** A row's limits where the deployment's settings move them from the table's defaults. */
+export type Limits = Partial<Record<MeasureName, { warning: number, critical: number }>>
+
 /** Whether a value is past a limit in the row's direction (strictly: a value at the limit is not). */
 export function crosses (comparison: Comparison, value: number, limit: number): boolean {
   return comparison === 'above' ? value > limit : value < limit
 }
 
-/** The level of a value against a row of the table; `ok` when there is no value to judge. */
-export function levelOf (measure: MeasureName, value: number | null): Level {
+/** The level of a value against a row of the table (or the limits given for it); `ok` when there is no value to judge. */
+export function levelOf (measure: MeasureName, value: number | null, limits: Limits = {}): Level {
   if (value === null) return 'ok'
-  const { comparison, warning, critical } = threshold(measure)
+  const { comparison } = threshold(measure)
+  const { warning, critical } = limits[measure] ?? threshold(measure)
   if (crosses(comparison, value, critical)) return 'critical'
   if (crosses(comparison, value, warning)) return 'warning'
   return 'ok'

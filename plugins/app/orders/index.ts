@@ -13,6 +13,13 @@ declare module 'fastify' {
   }
 }
 
+declare module '../monitoring/index.js' {
+  interface MonitoringParts {
+    /** Portal orders waiting in `Pending Review` for their platform event. */
+    ordersPending: { count: number, oldestAgeSeconds: number | null }
+  }
+}
+
 // Enough for a client that reconnects after a short outage to miss nothing.
 const BACKLOG_LENGTH = 100
 // A backlog only serves such a reconnection: a client with no change for a day has its key removed.
@@ -45,10 +52,26 @@ async function orders (fastify: FastifyInstance) {
     },
     crmAccountId: fastify.config.CRM_ORDER_ACCOUNT_ID
   }))
+  fastify.monitoring.register('ordersPending', {
+    description: 'the orders store',
+    read: () => store.pendingReview(),
+    measures: {
+      orders_pending_age: ({ count, oldestAgeSeconds }) => ({ value: oldestAgeSeconds ?? 0, ...(count === 0 && { note: 'no order waits in Pending Review' }) })
+    },
+    metrics: [
+      { name: 'portal_bff_orders_pending', help: 'Portal orders in Pending Review, waiting for their platform event', type: 'gauge', samples: ({ count }) => [{ value: count }] },
+      {
+        name: 'portal_bff_orders_pending_oldest_age_seconds',
+        help: 'Age of the oldest portal order in Pending Review; 0 when none waits',
+        type: 'gauge',
+        samples: ({ oldestAgeSeconds }) => [{ value: Math.round(oldestAgeSeconds ?? 0) }]
+      }
+    ]
+  })
   fastify.addHook('onClose', async () => {
     orderEvents.stop()
     await closeRedis(subscriber)
   })
 }
 
-export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['db', 'redis', 'upstreams', 'request-queues'], decorators: { fastify: ['config'] } })
+export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['db', 'redis', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })

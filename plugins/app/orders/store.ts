@@ -119,6 +119,14 @@ export class OrderStore {
     return { orders, total: Number(rows[0]?.total ?? 0) }
   }
 
+  /** The orders waiting in `Pending Review`, and how long the oldest has (seconds; null when none waits). */
+  async pendingReview (): Promise<{ count: number, oldestAgeSeconds: number | null }> {
+    const { rows } = await this.pool.query<{ count: number, oldest: number | null }>(
+      `SELECT count(*)::int AS count, extract(epoch FROM now() - min(created_at))::float8 AS oldest
+       FROM orders WHERE status = 'Pending Review'`)
+    return { count: rows[0]?.count ?? 0, oldestAgeSeconds: rows[0]?.oldest ?? null }
+  }
+
   async setCrmOrderId (id: string, crmOrderId: string): Promise<Order> {
     return this.#update(id, 'crm_order_id = $2', [crmOrderId])
   }
