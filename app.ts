@@ -1,7 +1,8 @@
 import type { Socket } from 'node:net'
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Config } from './schemas/config.js'
-import { LazyChildLogger, createLogger } from './lib/logger.js'
+import { ContextLogger, LazyChildLogger, createLogger } from './lib/logger.js'
+import { runInContext } from './lib/log-context.js'
 import { CORRELATION_HEADER, RequestLogController, correlationIdOf } from './lib/request-log.js'
 import { exactBodyValidator } from './lib/validator.js'
 import { BODY_LIMIT_BYTES } from './schemas/error.js'
@@ -43,6 +44,8 @@ declare module 'fastify' {
     config: Config
     /** Opens the log files again by name, for logrotate's renaming rotation (SIGHUP in server.ts). */
     reopenLogFiles: () => void
+    /** A logger of the service's own work (an order's provisioning), whose lines carry its id. */
+    logFor: (correlationId: string) => FastifyBaseLogger
   }
 }
 
@@ -63,7 +66,8 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
   const logger = createLogger({ level: config.LOG_LEVEL, service: config.SERVICE_NAME, logDir: config.LOG_DIR, stdout: logToStdout })
   await logger.ready
   const app = Fastify({
-    loggerInstance: logger.system as FastifyBaseLogger,
+    // Fastify's logger type is pino's whole interface; these two are the part of it Fastify calls.
+    loggerInstance: new ContextLogger(logger.system as FastifyBaseLogger) as unknown as FastifyBaseLogger,
     // Request loggers descend from the root logger, so their correlation id replaces the system one.
     childLoggerFactory: (_logger, bindings, options) => new LazyChildLogger(logger.root, bindings, options) as unknown as FastifyBaseLogger,
     genReqId: correlationIdOf,
@@ -87,8 +91,19 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     schemaController: { compilersFactory: { buildValidator: exactBodyValidator() } }
   })
 
+  // Everything a request does runs in its log context: the service's own lines carry its correlation
+  // id, and its upstream calls send it on. Probes, which log nothing of their own, skip the cost.
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.routeOptions.config.probe === true) {
+      done()
+      return
+    }
+    runInContext({ correlationId: request.id, log: request.log }, done)
+  })
+
   app.decorate('config', config)
   app.decorate('reopenLogFiles', () => logger.reopen())
+  app.decorate('logFor', (correlationId: string) => logger.root.child({ correlationId }) as FastifyBaseLogger)
   app.addHook('onClose', async () => logger.flush())
 
   // A plugin that fails to start must not leave the others' pools and sockets open.

@@ -1,6 +1,7 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Deadline, type Cancellation } from '../lib/deadline.js'
+import { currentContext, traceparentOf } from '../lib/log-context.js'
 import { classifyFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/errors.js'
 
 export type UpstreamName = 'billing' | 'crm' | 'telecom'
@@ -143,7 +144,10 @@ export class Upstream {
   async send ({ url, method, headers, body, signal }: UpstreamRequest): Promise<UpstreamResponse> {
     if (this.#closed) throw this.failure('upstream_error', `${this.name} client is closed`)
     const { origin, pathname, search } = new URL(url)
-    const response = await this.#pool(origin).request({ path: `${pathname}${search}`, method, headers, body, signal })
+    // The work this call is for (a request, an order's provisioning) is named to the upstream too.
+    const context = currentContext()
+    const traced = context === undefined ? headers : { ...headers, 'x-correlation-id': context.correlationId, traceparent: traceparentOf(context.correlationId) }
+    const response = await this.#pool(origin).request({ path: `${pathname}${search}`, method, headers: traced, body, signal })
     return { status: response.statusCode, headers: response.headers, text: await response.body.text() }
   }
 

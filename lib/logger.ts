@@ -2,6 +2,8 @@ import { once } from 'node:events'
 import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { join } from 'node:path'
 import { destination, multistream, pino, type Bindings, type ChildLoggerOptions, type Logger, type StreamEntry } from 'pino'
+import type { FastifyBaseLogger } from 'fastify'
+import { currentContext } from './log-context.js'
 
 export interface LoggerSettings {
   level: string
@@ -78,6 +80,40 @@ export function createLogger ({ level, service, logDir, stdout = true }: LoggerS
 }
 
 type LogMethod = (...args: unknown[]) => void
+
+/**
+ * The service's own logger (`fastify.log`): a line written while a request or a job is being served
+ * goes through that work's logger, so that it carries the work's correlation id (an upstream's
+ * failure, a retry, a cache or database error inside a request); any other line is the system's.
+ */
+export class ContextLogger {
+  constructor (private readonly system: FastifyBaseLogger) {}
+
+  fatal (...args: unknown[]): void { (this.#logger.fatal as LogMethod)(...args) }
+  error (...args: unknown[]): void { (this.#logger.error as LogMethod)(...args) }
+  warn (...args: unknown[]): void { (this.#logger.warn as LogMethod)(...args) }
+  info (...args: unknown[]): void { (this.#logger.info as LogMethod)(...args) }
+  debug (...args: unknown[]): void { (this.#logger.debug as LogMethod)(...args) }
+  trace (...args: unknown[]): void { (this.#logger.trace as LogMethod)(...args) }
+  silent (...args: unknown[]): void { (this.#logger.silent as LogMethod)(...args) }
+
+  get #logger (): FastifyBaseLogger {
+    return currentContext()?.log ?? this.system
+  }
+
+  get level (): string {
+    return this.system.level
+  }
+
+  set level (level: string) {
+    this.system.level = level
+  }
+
+  /** A child of the system logger that still writes through the current work's logger (Fastify makes one of its logger). */
+  child (bindings: Bindings, options?: ChildLoggerOptions): ContextLogger {
+    return new ContextLogger(this.system.child(bindings, options))
+  }
+}
 
 /**
  * A request's logger, made into a pino child only when the request first logs. A child per

@@ -22,8 +22,8 @@ function debugEnabled (level: string): boolean {
   return (levels.values[level] ?? Infinity) <= levels.values.debug!
 }
 
-/** Ids of the service's own work (lines that belong to no request): a client may not send them. */
-const RESERVED_CORRELATION_ID = /^system$/i
+/** Ids of the service's own work (lines of no request, an order's provisioning): a client may not send them. */
+const RESERVED_CORRELATION_ID = /^(system$|order:)/i
 
 /** Fastify's genReqId: the caller's correlation id when it is well formed and not reserved, else a new one. */
 export function correlationIdOf (request: IncomingMessage): string {

@@ -25,7 +25,7 @@ t.test('log lines carry the contract fields, redact secrets and split by level',
 
   const longest = 'x'.repeat(128)
   t.equal((await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-correlation-id': longest } })).headers['x-correlation-id'], longest, '128 characters are kept')
-  for (const bad of ['x'.repeat(129), 'x'.repeat(10 * 1024), 'has spaces', 'semi;colon', 'system', 'SYSTEM']) {
+  for (const bad of ['x'.repeat(129), 'x'.repeat(10 * 1024), 'has spaces', 'semi;colon', 'system', 'SYSTEM', 'order:801000000000001AAA']) {
     const response = await app.inject({ method: 'GET', url: '/health/live', headers: { 'x-correlation-id': bad } })
     t.match(response.headers['x-correlation-id'], /^[0-9a-f-]{36}$/, `${bad.slice(0, 20)}: an invalid or reserved one is replaced by a new UUID`)
   }

@@ -1,6 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
+import { runInContext } from '../../../lib/log-context.js'
+import { orderWorkId } from '../orders/job-queue.js'
 import { EventSubscription, type SubscriptionStats } from './subscription.js'
 import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/errors.js'
 import type { Order } from '../orders/store.js'
@@ -53,6 +55,12 @@ async function eventSubscriber (fastify: FastifyInstance) {
       log.warn({ replayId }, 'OrderProvisionRequested__e without an OrderId__c: skipped')
       return
     }
+    // The hand-off's lines, and its CRM read, carry the order's id, as its provisioning's do.
+    const correlationId = orderWorkId(caseSafeId(crmOrderId))
+    await runInContext({ correlationId, log: fastify.logFor(correlationId) }, () => handOffOrder(crmOrderId, replayId))
+  }
+
+  async function handOffOrder (crmOrderId: string, replayId: number): Promise<void> {
     const order = await orderOf(crmOrderId)
     if (order === null) {
       log.warn({ replayId, crmOrderId }, 'OrderProvisionRequested__e names an order the CRM does not have: skipped')

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { Queue, Worker, type Job } from 'bullmq'
 import { Redis } from 'ioredis'
 import { abortable } from '../../../lib/abortable.js'
+import { runInContext } from '../../../lib/log-context.js'
 import { classifyFailure } from '../../../lib/errors.js'
 import { JOB_STATES, failOrder, provisionOrder, type JobCounts, type ProvisioningDependencies } from './provisioning.js'
 import { healthOf, levelOf, worstLevel, type QueueHealth } from '../monitoring/thresholds.js'
@@ -11,6 +12,11 @@ import { closeRedis } from '../../external/redis.js'
 export const PROVISIONING_QUEUE = 'provisioning'
 
 interface ProvisioningJob { crmOrderId: string }
+
+/** The correlation id of an order's work (its hand-off and provisioning): reserved, no client may send it. */
+export function orderWorkId (crmOrderId: string): string {
+  return `order:${crmOrderId}`
+}
 
 /** The job id derives from the CRM order id, so a replayed or duplicated event never makes a second job. */
 export function jobIdOf (crmOrderId: string): string {
@@ -109,6 +115,13 @@ async function jobQueue (fastify: FastifyInstance) {
   }
   const worker = new Worker<ProvisioningJob>(PROVISIONING_QUEUE, async (job: Job<ProvisioningJob>) => {
     const { crmOrderId } = job.data
+    // Every line of the job, its upstream calls' included, carries the order's id: grep it from event to Active.
+    const correlationId = orderWorkId(crmOrderId)
+    await runInContext({ correlationId, log: fastify.logFor(correlationId) }, () => provision(job))
+  }, { connection: consumer, prefix, concurrency: config.PROVISIONING_CONCURRENCY, lockDuration: config.PROVISIONING_LOCK_MS, stalledInterval: config.PROVISIONING_LOCK_MS })
+
+  async function provision (job: Job<ProvisioningJob>): Promise<void> {
+    const { crmOrderId } = job.data
     try {
       await provisionOrder(deps, crmOrderId)
     } catch (error) {
@@ -118,7 +131,7 @@ async function jobQueue (fastify: FastifyInstance) {
       if (last) await failOrder(deps, crmOrderId, reason)
       throw error
     }
-  }, { connection: consumer, prefix, concurrency: config.PROVISIONING_CONCURRENCY, lockDuration: config.PROVISIONING_LOCK_MS, stalledInterval: config.PROVISIONING_LOCK_MS })
+  }
   // BullMQ re-emits connection errors on the queue and the worker: unheard, an 'error' event throws.
   worker.on('error', (error) => fastify.log.warn({ err: error }, 'provisioning worker error'))
   queue.on('error', (error) => fastify.log.warn({ err: error }, 'provisioning queue error'))

@@ -1,0 +1,34 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
+import { createHash, randomBytes } from 'node:crypto'
+import type { FastifyBaseLogger } from 'fastify'
+
+/** The work a line is written for: a request, or the service's own (an event, a provisioning job). */
+export interface LogContext {
+  correlationId: string
+  log: FastifyBaseLogger
+}
+
+/*
+ * Node's AsyncLocalStorage, by hand: @fastify/request-context keeps a context per request only,
+ * and provisioning jobs and platform events need one of their own too.
+ */
+const storage = new AsyncLocalStorage<LogContext>()
+
+/** Runs `work` (and everything it starts) as part of `context`. */
+export function runInContext<T> (context: LogContext, work: () => T): T {
+  return storage.run(context, work)
+}
+
+export function currentContext (): LogContext | undefined {
+  return storage.getStore()
+}
+
+/**
+ * A W3C `traceparent` for an outbound call of the current work: its trace id is the correlation
+ * id's (the UUID itself, or a digest of another id), the parent id new for each call.
+ */
+export function traceparentOf (correlationId: string): string {
+  const hex = correlationId.replaceAll('-', '').toLowerCase()
+  const traceId = /^[0-9a-f]{32}$/.test(hex) && !/^0+$/.test(hex) ? hex : createHash('sha256').update(correlationId).digest('hex').slice(0, 32)
+  return `00-${traceId}-${randomBytes(8).toString('hex')}-01`
+}
