@@ -1,6 +1,6 @@
 import t from 'tap'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
-import { PrivateRedis } from '../helpers/private-redis.js'
+import { PrivateRedis, buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
 import { findPromtool, parseExposition, promtool, typeOf } from '../../dev/scripts/promtool.js'
 import { THRESHOLDS, type PrometheusSource } from '../../plugins/app/monitoring/thresholds.js'
 
@@ -68,4 +68,23 @@ t.test('HTTP metrics: route patterns, no probes, and one registry per app instan
   t.notMatch(text, /route="\/health/, 'probes are not counted')
   t.notMatch(text, /route="\/status/, 'nor is the status page')
   t.notMatch((await second.inject('/metrics')).body, /route="\/api\/invoices/, 'the other instance has its own registry')
+})
+
+t.test('with Redis hung, /metrics answers within 250 ms, serving what does not answer as last read, and soon says the cache check fails', async (t) => {
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { HEALTH_CHECK_TIMEOUT_MS: '1000', REDIS_COMMAND_TIMEOUT_MS: '1000' })
+  t.match((await app.inject('/metrics')).body, /^portal_bff_health_check_up\{check="cache"\} 1$/m, 'the cache up before')
+  redis.hang()
+  const timings: number[] = []
+  let failing = false
+  for (let i = 0; i < 12 && !failing; i++) {
+    const started = performance.now()
+    const body = (await app.inject('/metrics')).body
+    timings.push(performance.now() - started)
+    failing = /^portal_bff_health_check_up\{check="cache"\} 0$/m.test(body)
+    t.match(body, /^portal_bff_monitoring_reading_age_seconds\{part="core"\} /m, 'each part\'s age is told')
+    if (!failing) await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  redis.resume()
+  t.ok(failing, 'the failing cache check reaches /metrics, for the core-status alert to fire')
+  t.ok(Math.max(...timings) < 250, `every scrape answered within 250 ms (the longest ${Math.round(Math.max(...timings))} ms)`)
 })

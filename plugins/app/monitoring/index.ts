@@ -42,7 +42,8 @@ export interface MonitoringSnapshot {
 }
 
 interface RegisteredSource {
-  read: (into: Partial<MonitoringParts>, timeoutMs: number) => Promise<void>
+  /** Reads the part into each of `targets`; leaves them as they are when it fails or takes too long. */
+  read: (targets: Array<Partial<MonitoringParts>>, timeoutMs: number) => Promise<void>
   readings: (parts: Partial<MonitoringParts>, into: Partial<Readings>) => void
 }
 
@@ -57,6 +58,13 @@ declare module 'fastify' {
 
 /** How often the measures are judged even when nobody looks, so that a change is logged when it happens. */
 export const EVALUATION_INTERVAL_MS = 30_000
+
+/**
+ * The longest a scrape waits for a fresh reading. A part that has not answered by then is served
+ * as last read (its age is a metric of its own): a hung dependency must not make scrapes time out,
+ * or the alert about it would never fire.
+ */
+export const SCRAPE_WAIT_MS = 150
 
 /** The work's result, or undefined when it fails or takes longer than `ms`. */
 async function bounded<T> (work: () => T | Promise<T>, ms: number): Promise<T | undefined> {
@@ -84,6 +92,9 @@ export class Monitoring {
   readonly #changes: ChangeLog
   readonly #readTimeoutMs: number
   readonly #limits: Limits
+  /** Each part as last read, and when. */
+  readonly #latest: Partial<MonitoringParts> = {}
+  readonly #readAt = new Map<PartName, number>()
   #inFlight: Promise<MonitoringSnapshot> | undefined
 
   constructor ({ metrics, log, readTimeoutMs, limits = {} }: MonitoringOptions) {
@@ -98,9 +109,11 @@ export class Monitoring {
     if (this.#sources.has(part)) throw new Error(`Monitoring part '${part}' is already registered`)
     const measures = Object.entries(source.measures ?? {}) as Array<[MeasureName, (value: MonitoringParts[K]) => Reading]>
     this.#sources.set(part, {
-      read: async (into, timeoutMs) => {
+      read: async (targets, timeoutMs) => {
         const value = await bounded(source.read, timeoutMs)
-        if (value !== undefined) into[part] = value
+        if (value === undefined) return
+        for (const target of targets) target[part] = value
+        this.#readAt.set(part, performance.now())
       },
       readings: (parts, into) => {
         const value = parts[part]
@@ -111,7 +124,7 @@ export class Monitoring {
     })
     for (const metric of source.metrics ?? []) {
       this.#metrics.live(metric.name, metric.help, metric.type, async () => {
-        const value = (await this.snapshot()).parts[part]
+        const value = (await this.recent(SCRAPE_WAIT_MS)).parts[part]
         return value === undefined ? [] : metric.samples(value)
       })
     }
@@ -121,6 +134,27 @@ export class Monitoring {
   snapshot (): Promise<MonitoringSnapshot> {
     this.#inFlight ??= this.#read().finally(() => { this.#inFlight = undefined })
     return this.#inFlight
+  }
+
+  /**
+   * A reading within `waitMs`: the fresh one when every part answers by then, else each part as
+   * last read (the reading goes on, and the next call gets what it finds).
+   */
+  async recent (waitMs: number): Promise<MonitoringSnapshot> {
+    const fresh = this.snapshot()
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<undefined>((resolve) => { timer = setTimeout(() => resolve(undefined), waitMs) })
+    try {
+      return await Promise.race([fresh, late]) ?? { timestamp: new Date().toISOString(), parts: { ...this.#latest } }
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /** Seconds since each part was last read. */
+  ages (): Array<{ part: PartName, seconds: number }> {
+    const now = performance.now()
+    return [...this.#readAt].map(([part, at]) => ({ part, seconds: (now - at) / 1000 }))
   }
 
   /** The snapshot judged against the thresholds; a change of level is logged once. */
@@ -140,7 +174,7 @@ export class Monitoring {
 
   async #read (): Promise<MonitoringSnapshot> {
     const parts: Partial<MonitoringParts> = {}
-    await Promise.all([...this.#sources.values()].map((source) => source.read(parts, this.#readTimeoutMs)))
+    await Promise.all([...this.#sources.values()].map((source) => source.read([parts, this.#latest], this.#readTimeoutMs)))
     return { timestamp: new Date().toISOString(), parts }
   }
 }
@@ -165,6 +199,8 @@ async function monitoring (fastify: FastifyInstance) {
   fastify.decorate('requestObserver', (request, reply, durationMs) => {
     metrics.observeHttpRequest(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode, durationMs)
   })
+  metrics.live('portal_bff_monitoring_reading_age_seconds', 'Seconds since each part of the monitoring was last read; a scrape serves a part that does not answer in time as last read', 'gauge', async () =>
+    instance.ages().map(({ part, seconds }) => ({ labels: { part }, value: seconds })))
   instance.register('http', {
     description: 'the request log',
     read: () => metrics.httpRequests.summary(),
