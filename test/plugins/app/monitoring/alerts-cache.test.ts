@@ -41,8 +41,8 @@ t.test('cache hit rate over 5 minutes: < 80 % warns, < 60 % is critical', async 
 
 t.test('cache latency p95: > 10 ms warns, > 50 ms is critical', async (t) => {
   const { redis, app } = await privateRedisApp(t)
-  // Enough samples that a cold first command or two cannot be the 95th percentile.
-  for (let i = 0; i < 40; i++) await read(app, `key-${i}`)
+  // Enough samples that the cold first commands (a few, on a busy machine) cannot be the 95th percentile.
+  for (let i = 0; i < 100; i++) await read(app, `key-${i % 40}`)
   await expectLevel(t, app, 'cache_latency', 'ok', 'Redis answers at once')
   // Reads sent while redis-server is stopped wait for it: their latency is the pause.
   const pausedReads = async (n: number, ms: number) => {
