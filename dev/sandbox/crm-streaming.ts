@@ -125,6 +125,7 @@ function requestedReplayId (message: Message, channel: string): unknown {
  * with the replay extension and the BAYEUX_BROWSER cookie that ties a client to its server.
  */
 export class StreamingApi {
+  #muted = false
   readonly stats: StreamingStats = { handshakes: 0, subscribes: 0, unsubscribes: 0, connects: 0, disconnects: 0 }
   readonly connectTimeoutMs: number
   readonly clientTimeoutMs: number
@@ -193,9 +194,18 @@ export class StreamingApi {
     return replayId
   }
 
+  /**
+   * While muted, events are kept (a subscription replaying from before them gets them) but not
+   * pushed to the connected clients: a stream that looks connected and receives nothing.
+   */
+  muteDelivery (muted: boolean): void {
+    this.#muted = muted
+  }
+
   #offer (event: PlatformEventMessage): void {
     this.#events.push(event)
     this.#events.splice(0, Math.max(0, this.#events.length - this.retainedEvents))
+    if (this.#muted) return
     for (const client of this.#clients.values()) {
       if (!client.subscribed) continue
       client.queue.push(event)

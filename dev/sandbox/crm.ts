@@ -165,6 +165,11 @@ export class CrmSimulator extends Simulator {
     return id
   }
 
+  /** Keeps events from the connected subscribers (they stay connected); a new subscription replays them. */
+  muteEventDelivery (muted: boolean): void {
+    this.#streaming.muteDelivery(muted)
+  }
+
   publishOrderProvisionRequested (orderId: string): number {
     return this.#streaming.publish({ OrderId__c: orderId, CreatedDate: new Date().toISOString(), CreatedById: this.userId })
   }

@@ -115,11 +115,40 @@ async function eventSubscriber (fastify: FastifyInstance) {
         help: 'When the last platform event was received (Unix time)',
         type: 'gauge',
         samples: ({ lastEventAt }) => lastEventAt === null ? [] : [{ value: Date.parse(lastEventAt) / 1000 }]
+      },
+      {
+        name: 'portal_bff_event_subscriber_resubscribes_total',
+        help: 'Subscriptions made again from the stored replay position because orders waited in Pending Review past ORDERS_PENDING_WARNING_S while the subscription looked connected',
+        type: 'counter',
+        samples: () => [{ value: resubscribes }]
       }
     ]
   })
+
+  // The specification's incident, healed without a restart: a subscription that looks connected
+  // while the oldest order waits past the warning age subscribes again from its stored position
+  // (replayed events are harmless: the job id is the CRM order id), at most once a warning period.
+  const warningMs = config.ORDERS_PENDING_WARNING_S * 1000
+  let resubscribes = 0
+  let resubscribedAt = -Infinity
+  async function healStuckOrders (): Promise<void> {
+    if (subscription.stats().state !== 'connected' || performance.now() - resubscribedAt < warningMs) return
+    const { count, oldestAgeSeconds } = await orders.pendingReview()
+    if (oldestAgeSeconds === null || oldestAgeSeconds * 1000 < warningMs) return
+    resubscribedAt = performance.now()
+    if (!await subscription.resubscribe()) return
+    resubscribes++
+    log.warn({ pendingOrders: count, oldestAgeSeconds: Math.round(oldestAgeSeconds), resubscribes }, 'platform events: connected, but an order has waited in Pending Review past ORDERS_PENDING_WARNING_S; subscribing again from the stored replay position')
+  }
+  const healing = config.CRM_EVENTS_ENABLED
+    ? setInterval(() => { healStuckOrders().catch((error: unknown) => log.warn({ err: error }, 'stuck-order check failed')) }, Math.min(30_000, warningMs / 2)).unref()
+    : undefined
+
   fastify.addHook('onReady', async () => subscription.start())
-  fastify.addHook('onClose', async () => subscription.stop())
+  fastify.addHook('onClose', async () => {
+    clearInterval(healing)
+    await subscription.stop()
+  })
 }
 
 export default fp(eventSubscriber, { name: 'event-subscriber', fastify: '5.x', dependencies: ['orders', 'job-queue', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })

@@ -121,6 +121,17 @@ export class EventSubscription {
     }
   }
 
+  /**
+   * Subscribes again from the stored replay position, when this instance holds the subscription:
+   * events delivered while the old one looked connected but received nothing are replayed.
+   */
+  async resubscribe (): Promise<boolean> {
+    if (this.#subscriber === undefined) return false
+    await this.#stopSubscriber('connecting')
+    this.#startSubscriber()
+    return true
+  }
+
   stats (): SubscriptionStats {
     const subscriber = this.#subscriber?.stats()
     return {
