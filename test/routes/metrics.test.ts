@@ -67,7 +67,7 @@ t.test('HTTP metrics: route patterns, no probes, and one registry per app instan
   t.match(text, /^portal_bff_http_request_duration_seconds_count\{route="\/api\/invoices\/:id",method="GET",status_class="4xx"\} 1$/m, 'labelled by the route pattern, not the path')
   t.notMatch(text, /route="\/health/, 'probes are not counted')
   t.notMatch(text, /route="\/status/, 'nor is the status page')
-  t.notMatch((await second.inject('/metrics')).body, /route="\/api\/invoices/, 'the other instance has its own registry')
+  t.match((await second.inject('/metrics')).body, /^portal_bff_http_request_duration_seconds_count\{route="\/api\/invoices\/:id",method="GET",status_class="4xx"\} 0$/m, 'the other instance has its own registry')
 })
 
 t.test('with Redis hung, /metrics answers within 250 ms, serving what does not answer as last read, and soon says the cache check fails', async (t) => {
@@ -87,4 +87,14 @@ t.test('with Redis hung, /metrics answers within 250 ms, serving what does not a
   redis.resume()
   t.ok(failing, 'the failing cache check reaches /metrics, for the core-status alert to fire')
   t.ok(Math.max(...timings) < 250, `every scrape answered within 250 ms (the longest ${Math.round(Math.max(...timings))} ms)`)
+})
+
+t.test('every known label set is there at 0 before its first event, so that rate() sees the first failure', async (t) => {
+  const app = await buildTestApp(t)
+  const text = (await app.inject('/metrics')).body
+  t.match(text, /^portal_bff_upstream_request_duration_seconds_count\{upstream="billing",outcome="http_5xx"\} 0$/m, 'an upstream failure class')
+  t.match(text, /^portal_bff_upstream_request_duration_seconds_count\{upstream="telecom",outcome="timeout"\} 0$/m)
+  t.match(text, /^portal_bff_db_query_duration_seconds_count\{outcome="error"\} 0$/m, 'a failed query')
+  t.match(text, /^portal_bff_http_request_duration_seconds_count\{route="\/api\/invoices",method="GET",status_class="5xx"\} 0$/m, 'a route\'s 5xx')
+  t.notMatch(text, /route="\/(health|status|metrics)/, 'probes are not counted, not even at 0')
 })

@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin'
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance, RouteOptions } from 'fastify'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
 import { ChangeLog, judge, windowed, type Judgement, type Reading, type Readings } from './alerts.js'
 import { ServiceMetrics, type Sample } from './metrics.js'
@@ -198,6 +198,15 @@ async function monitoring (fastify: FastifyInstance) {
   fastify.decorate('monitoring', instance)
   fastify.decorate('requestObserver', (request, reply, durationMs) => {
     metrics.observeHttpRequest(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode, durationMs)
+  })
+  // Judged once every route is known: a scope may mark its routes as probes after this hook has seen them.
+  const routes: RouteOptions[] = []
+  fastify.addHook('onRoute', (route) => { routes.push(route) })
+  fastify.addHook('onReady', async () => {
+    for (const route of routes.splice(0)) {
+      if (route.config?.probe === true) continue
+      for (const method of [route.method].flat()) metrics.knowRoute(route.url, method)
+    }
   })
   metrics.live('portal_bff_monitoring_reading_age_seconds', 'Seconds since each part of the monitoring was last read; a scrape serves a part that does not answer in time as last read', 'gauge', async () =>
     instance.ages().map(({ part, seconds }) => ({ labels: { part }, value: seconds })))

@@ -1,4 +1,5 @@
 import { Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client'
+import { FAILURE_CLASSES } from '../../../lib/errors.js'
 import { SlidingWindow } from '../../../lib/sliding-window.js'
 
 /**
@@ -56,6 +57,8 @@ class LiveMetric {
 }
 
 const statusClass = (statusCode: number) => `${Math.floor(statusCode / 100)}xx`
+const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const
+const UPSTREAMS = ['billing', 'crm', 'telecom'] as const
 
 /**
  * The service's metrics registry (one per app instance, so several instances in one process do not
@@ -78,6 +81,17 @@ export class ServiceMetrics {
     this.#upstream = new Histogram({ ...HISTOGRAMS.upstream, labelNames: [...HISTOGRAMS.upstream.labelNames], buckets: [...HISTOGRAMS.upstream.buckets], registers })
     this.#cacheCommand = new Histogram({ ...HISTOGRAMS.cacheCommand, labelNames: [], buckets: [...HISTOGRAMS.cacheCommand.buckets], registers })
     this.#query = new Histogram({ ...HISTOGRAMS.query, labelNames: [...HISTOGRAMS.query.labelNames], buckets: [...HISTOGRAMS.query.buckets], registers })
+    // Every known label set starts at 0: a series born on its first failure has no earlier sample,
+    // so rate() and increase() would not see that failure.
+    for (const upstream of UPSTREAMS) {
+      for (const outcome of ['ok', ...FAILURE_CLASSES]) this.#upstream.zero({ upstream, outcome })
+    }
+    for (const outcome of ['ok', 'error']) this.#query.zero({ outcome })
+  }
+
+  /** A route's request series, one per status class, at 0 from the start. */
+  knowRoute (route: string, method: string): void {
+    for (const statusClass of STATUS_CLASSES) this.#http.zero({ route, method, status_class: statusClass })
   }
 
   /** A finished request; `route` is the route pattern (`unmatched` for a 404), never the raw path. */
