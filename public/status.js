@@ -7,7 +7,8 @@ const REFRESH_MS = 30_000
 const LEVEL_OF = { ok: 'ok', fail: 'critical', healthy: 'ok', degraded: 'warning', unhealthy: 'critical' }
 // standby (another instance holds the subscription) and disabled are normal: no colour.
 const SUBSCRIBER_LEVEL = { connected: 'ok', connecting: 'warning', failed: 'critical' }
-const UNITS = { ms: ' ms', percent: ' %', requests: '', jobs: '', 'failing checks': '' }
+const UNITS = { ms: ' ms', seconds: ' s', percent: ' %', requests: '', jobs: '', 'failing checks': '' }
+const RUNBOOKS = 'docs/runbooks'
 
 const $ = (selector) => document.querySelector(selector)
 
@@ -105,7 +106,7 @@ function renderStreams (list, streams) {
 function renderAlerts (body, alerts) {
   body.replaceChildren(...alerts.map((alert) => {
     const comparison = alert.threshold.comparison === 'above' ? '>' : '<'
-    const row = element('tr', undefined, { 'data-level': alert.level, 'data-measure': alert.measure })
+    const row = element('tr', undefined, { id: `alert-${alert.measure}`, 'data-level': alert.level, 'data-measure': alert.measure })
     const level = element('span', alert.level, { class: 'badge', 'data-level': alert.level })
     const levelCell = element('td')
     levelCell.append(level)
@@ -116,7 +117,8 @@ function renderAlerts (body, alerts) {
       element('td', `${comparison} ${withUnit(alert.threshold.critical, alert.unit)}`, { class: 'num' }),
       levelCell,
       element('td', alert.priority ?? ''),
-      element('td', alert.note ?? '', { class: 'nodata' })
+      element('td', alert.note ?? '', { class: 'nodata' }),
+      element('td', `${RUNBOOKS}/${alert.measure}.md`, { class: 'runbook' })
     )
     return row
   }))
@@ -126,6 +128,14 @@ function render (summary) {
   const alerts = Object.fromEntries(summary.alerts.map((alert) => [alert.measure, alert]))
   document.body.dataset.level = summary.level
   badge($('#overall'), summary.level, summary.level)
+  // The rows that set the overall level, each a link to its row and its runbook.
+  const cause = $('#cause')
+  const setting = summary.alerts.filter((alert) => alert.level === summary.level && alert.level !== 'ok')
+  cause.replaceChildren(...setting.flatMap((alert, index) => [
+    ...(index === 0 ? [] : [document.createTextNode(', ')]),
+    element('a', alert.description, { href: `#alert-${alert.measure}`, title: `runbook: ${RUNBOOKS}/${alert.measure}.md`, 'data-measure': alert.measure })
+  ]))
+  cause.hidden = setting.length === 0
   const updated = $('#updated')
   updated.textContent = new Date(summary.timestamp).toLocaleTimeString()
   updated.dateTime = summary.timestamp

@@ -62,6 +62,7 @@ t.test('in headless Chromium: the ok state, then a stopped Redis as a failing ca
   await page.waitForSelector('body[data-loaded="true"]', { timeout: 10_000 })
   t.equal(await page.getAttribute('body', 'data-level'), 'ok', 'overall: ok')
   t.equal(await page.textContent('#overall'), 'ok')
+  t.equal(await page.isVisible('#cause'), false, 'nothing to explain while ok')
   t.equal(await page.textContent('#core [data-field=status]'), 'ok', 'core health ok')
   t.equal(await page.locator('#alerts tbody tr').count(), THRESHOLDS.length, 'every alert')
   t.equal(await page.locator('#alerts tbody tr[data-level="ok"]').count(), THRESHOLDS.length, 'all of them ok')
@@ -81,6 +82,10 @@ t.test('in headless Chromium: the ok state, then a stopped Redis as a failing ca
   t.equal(await cache.getAttribute('data-level'), 'critical', 'in red')
   t.equal(await page.getAttribute('#alerts tr[data-measure="core_status"]', 'data-level'), 'critical', 'a critical alert')
   t.match(await page.textContent('#alerts tr[data-measure="core_status"]'), /P1/, 'with its priority')
+  const cause = page.locator('#cause a[data-measure="core_status"]')
+  t.equal(await cause.getAttribute('href'), '#alert-core_status', 'the badge names the row that set it, and links to it')
+  t.match(await cause.getAttribute('title'), 'docs/runbooks/core_status.md', 'and to its runbook')
+  t.match(await page.textContent('#alerts tr[data-measure="core_status"] .runbook'), 'docs/runbooks/core_status.md')
   await page.screenshot({ path: join(screenshots, 'status-cache-down.png'), fullPage: true })
 
   t.same(problems, [], 'no script error and no content security policy violation')
