@@ -262,7 +262,7 @@ t.test('an error answer: upstream_error with its message', async t => {
   const error = await failure(whmcs.getInvoices({ clientId: 1 }))
   t.match(error, { failure: 'upstream_error', upstream: 'billing', message: 'GetInvoices: Database connection failed' })
   t.match(recorded.calls.at(-1), { operation: 'GetInvoices', outcome: 'upstream_error' })
-  t.match(recorded.lines.at(-1), { level: 'error', details: { upstream: 'billing', operation: 'GetInvoices', failure: 'upstream_error' } }, 'an error in the error log, as the seed says')
+  t.match(recorded.lines.at(-1), { level: 'error', details: { upstream: 'billing', operation: 'GetInvoices', failure: 'upstream_error' } }, 'an error in the error log, as the specification says')
 })
 
 t.test('wrong credentials: auth_failed', async t => {
