@@ -49,7 +49,7 @@ t.test('queue metrics follow a slow upstream at concurrency 1', async (t) => {
   t.same(after.crm.metrics.totalRequests, 0, 'the CRM queue is separate')
 })
 
-t.test('health crosses to degraded and unhealthy at the specification's thresholds, and comes back', async (t) => {
+t.test('health crosses to degraded and unhealthy at the thresholds of the specification, and comes back', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { QUEUE_HEALTH_WINDOW_MS: '2000' }, sandbox)
   sandbox.billing.injectFault({ kind: 'http5xx', status: 503 })
