@@ -1,7 +1,7 @@
 import { HISTOGRAMS } from '../../plugins/app/monitoring/metrics.js'
 import {
   INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, ROWS, THRESHOLDS,
-  type Level, type Matchers, type PrometheusSource, type Threshold, type Unit
+  type Level, type Matchers, type PrometheusSource, type Priority, type Threshold, type Unit
 } from '../../plugins/app/monitoring/thresholds.js'
 
 /**
@@ -17,6 +17,14 @@ export const GROUP_NAME = 'portal-bff'
 export const RULES_FILE = 'monitoring/prometheus/alerts.yml'
 export const RULE_TESTS_FILE = 'monitoring/prometheus/alerts.test.yml'
 export const DASHBOARD_FILE = 'monitoring/grafana/portal-bff.json'
+/**
+ * Where the runbooks live, relative to the root of this repository: every rule's `runbook_url` is
+ * this directory and `<measure>.md`. It is relative on purpose (no host is assumed): an operator
+ * resolves it against the site that publishes these docs, in the Alertmanager notification
+ * template (see monitoring/alertmanager/alertmanager.yml), or renders the rules with a base of
+ * their own (`renderAlertRules(base)`). The status page names the same path (public/status.js).
+ */
+export const RUNBOOK_DIRECTORY = 'docs/runbooks'
 
 const HEADER = [
   '# Generated from plugins/app/monitoring/thresholds.ts by dev/scripts/generate-alert-rules.ts: do not edit by hand.',
@@ -107,20 +115,41 @@ function amount (value: number, unit: Unit): string {
   return `${value} ${unit}`
 }
 
-function ruleLabels (row: Row, level: Exclude<Level, 'ok'>): Record<string, string> {
-  return { severity: level, measure: row.measure, ...(level === 'critical' && { priority: row.priority }) }
+/**
+ * The incident priority of a rule, the `priority` label Alertmanager routes on: a critical rule has
+ * its row's (P1 or P2); a warning is lower: P3 for a P1 row and P4 for a P2 row, so that a
+ * warning opens a ticket and only a critical pages.
+ */
+export function rulePriority (row: Row, level: Exclude<Level, 'ok'>): Priority {
+  if (level === 'critical') return row.priority
+  return row.priority === 'P1' ? 'P3' : 'P4'
 }
 
-function ruleAnnotations (row: Row, level: Exclude<Level, 'ok'>): Record<string, string> {
+/** A row's runbook, relative to `base` (by default the root of this repository). */
+export function runbookUrl (row: Row, base = ''): string {
+  return `${base}${RUNBOOK_DIRECTORY}/${row.measure}.md`
+}
+
+function ruleLabels (row: Row, level: Exclude<Level, 'ok'>): Record<string, string> {
+  return { severity: level, measure: row.measure, priority: rulePriority(row, level) }
+}
+
+function duration (minutes: number): string {
+  if (minutes % 60 !== 0) return `${minutes} minutes`
+  const hours = minutes / 60
+  return hours === 1 ? '1 hour' : `${hours} hours`
+}
+
+function ruleAnnotations (row: Row, level: Exclude<Level, 'ok'>, runbookBase = ''): Record<string, string> {
   const direction = row.comparison === 'above' ? 'above' : 'below'
   const thresholds = `Thresholds (specification §8): warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)}.`
-  const { respondWithinMinutes, postIncidentReview } = INCIDENT_PRIORITIES[row.priority]
-  const response = level === 'critical'
-    ? ` Suggested incident priority ${row.priority}: respond within ${respondWithinMinutes} minutes${postIncidentReview ? `, post-incident review within ${POST_INCIDENT_REVIEW_BUSINESS_DAYS} business days` : ''}.`
-    : ''
+  const priority = rulePriority(row, level)
+  const { respondWithinMinutes, postIncidentReview } = INCIDENT_PRIORITIES[priority]
+  const response = ` Incident priority ${priority}: respond within ${duration(respondWithinMinutes)}${postIncidentReview ? `, post-incident review within ${POST_INCIDENT_REVIEW_BUSINESS_DAYS} business days` : ''}.`
   return {
-    summary: `${row.description}: ${direction} ${amount(limitOf(row, level), row.unit)} (${level})`,
-    description: `${thresholds}${'note' in row && row.note !== undefined ? ` Note: ${row.note}.` : ''}${response} Current values of every measure: GET /health/alerts.`
+    summary: `${row.description}: ${direction} ${amount(limitOf(row, level), row.unit)} (${level}, ${priority})`,
+    description: `${thresholds}${'note' in row && row.note !== undefined ? ` Note: ${row.note}.` : ''}${response} Current values of every measure: GET /health/alerts.`,
+    runbook_url: runbookUrl(row, runbookBase)
   }
 }
 
@@ -130,8 +159,11 @@ function yamlMap (indent: string, map: Record<string, string>): string[] {
   return Object.entries(map).map(([key, value]) => `${indent}${key}: ${q(value)}`)
 }
 
-/** monitoring/prometheus/alerts.yml: a warning and a critical rule per row. */
-export function renderAlertRules (): string {
+/**
+ * monitoring/prometheus/alerts.yml: a warning and a critical rule per row. `runbookBase` prefixes
+ * every `runbook_url` (the checked-in file has none: the URLs stay relative).
+ */
+export function renderAlertRules (runbookBase = ''): string {
   const lines = [...HEADER, 'groups:', `  - name: ${GROUP_NAME}`, '    rules:']
   for (const row of THRESHOLDS) {
     for (const level of ['warning', 'critical'] as const) {
@@ -142,7 +174,7 @@ export function renderAlertRules (): string {
         '        labels:',
         ...yamlMap('          ', ruleLabels(row, level)),
         '        annotations:',
-        ...yamlMap('          ', ruleAnnotations(row, level))
+        ...yamlMap('          ', ruleAnnotations(row, level, runbookBase))
       )
     }
   }

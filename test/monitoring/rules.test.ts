@@ -1,8 +1,8 @@
 import t from 'tap'
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, alertName, judgedExpr } from '../../dev/scripts/alert-rules.js'
+import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, RUNBOOK_DIRECTORY, alertName, judgedExpr, renderAlertRules, rulePriority } from '../../dev/scripts/alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { ROWS, THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
 import { generatedFiles, outOfDate } from '../../dev/scripts/generate-alert-rules.js'
@@ -26,6 +26,51 @@ t.test('a warning and a critical rule per row of the thresholds table', async (t
       const rule = new RegExp(`- alert: ${alertName(row)}\\n {8}expr: ${expr.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\n.*\\n {8}labels:\\n {10}severity: "${severity}"\\n {10}measure: "${row.measure}"`)
       t.match(rules, rule, `${row.measure}: the ${severity} rule compares with ${direction} ${limit}`)
     }
+  }
+})
+
+/** The rules of the rules file, each as its name and its quoted labels and annotations. */
+function parseRules (text: string): Array<{ alert: string, fields: Record<string, string> }> {
+  return text.split(/^ {6}- alert: /m).slice(1).map((block) => ({
+    alert: block.slice(0, block.indexOf('\n')),
+    fields: Object.fromEntries([...block.matchAll(/^ {10}([a-z_]+): ("(?:[^"\\]|\\.)*")$/gm)].map(([, key, value]) => [key!, JSON.parse(value!) as string]))
+  }))
+}
+
+t.test('every rule has a priority P1-P4, a summary, a description and a runbook that exists', async (t) => {
+  const rules = parseRules(readFileSync(join(projectRoot, RULES_FILE), 'utf8'))
+  t.equal(rules.length, 2 * THRESHOLDS.length, 'every rule is read')
+  for (const { alert, fields } of rules) {
+    const what = `${alert} ${fields.severity ?? '?'}`
+    t.match(fields.priority, /^P[1-4]$/, `${what}: priority P1-P4`)
+    t.ok((fields.summary ?? '').length > 0, `${what}: a summary`)
+    t.ok((fields.description ?? '').length > 0, `${what}: a description`)
+    t.equal(fields.runbook_url, `${RUNBOOK_DIRECTORY}/${fields.measure ?? '?'}.md`, `${what}: runbook_url is relative, of its measure`)
+    t.ok(existsSync(join(projectRoot, fields.runbook_url ?? 'missing')), `${what}: ${fields.runbook_url ?? '?'} exists`)
+  }
+  for (const row of ROWS) {
+    for (const level of ['warning', 'critical'] as const) {
+      const rule = rules.find(({ alert, fields }) => alert === alertName(row) && fields.severity === level)
+      const expected = level === 'critical' ? row.priority : (row.priority === 'P1' ? 'P3' : 'P4')
+      t.equal(rule?.fields.priority, expected, `${row.measure}: the ${level} rule is ${expected}`)
+      t.equal(rulePriority(row, level), expected)
+      t.match(rule?.fields.description, `Incident priority ${expected}: respond within`, `${row.measure}: the ${level} rule says its response time`)
+    }
+  }
+  t.match(renderAlertRules('https://docs.test/'), `runbook_url: "https://docs.test/${RUNBOOK_DIRECTORY}/core_status.md"`, 'the runbook base can be given when rendering')
+})
+
+t.test('the runbook index lists every measure with the priority of each level', async (t) => {
+  const index = readFileSync(join(projectRoot, RUNBOOK_DIRECTORY, 'README.md'), 'utf8')
+  for (const row of ROWS) {
+    const line = index.split('\n').find((candidate) => candidate.includes(`(${row.measure}.md)`))
+    t.ok(line, `${row.measure} is in the index`)
+    t.match(line, `| ${rulePriority(row, 'warning')} | ${rulePriority(row, 'critical')} |`, `${row.measure}: warning ${rulePriority(row, 'warning')}, critical ${rulePriority(row, 'critical')}`)
+  }
+  for (const file of ROWS.map((row) => `${row.measure}.md`)) {
+    const page = readFileSync(join(projectRoot, RUNBOOK_DIRECTORY, file), 'utf8')
+    for (const section of ['## What it means', '## First checks', '## Fix', '## Escalate']) t.match(page, section, `${file}: ${section}`)
+    t.notMatch(page, /\bseed\b/i, `${file} says specification`)
   }
 })
 

@@ -1,0 +1,206 @@
+import t from 'tap'
+import { spawn, spawnSync } from 'node:child_process'
+import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { alertName, rulePriority, TARGET_LABELS } from '../../dev/scripts/alert-rules.js'
+import { projectRoot } from '../../lib/project-root.js'
+import { INCIDENT_PRIORITIES, ROWS, threshold, type MeasureName, type Priority } from '../../plugins/app/monitoring/thresholds.js'
+
+const CONFIG = 'monitoring/alertmanager/alertmanager.yml'
+
+/** The first of `names` that is an executable on the PATH. */
+function findExecutable (...names: string[]): string | undefined {
+  for (const directory of (process.env.PATH ?? '').split(delimiter)) {
+    for (const name of names) {
+      const candidate = join(directory, name)
+      try {
+        accessSync(candidate, constants.X_OK)
+        return candidate
+      } catch {}
+    }
+  }
+  return undefined
+}
+
+const amtool = findExecutable('amtool')
+// Debian's package prometheus-alertmanager names the binary prometheus-alertmanager; upstream, alertmanager.
+const alertmanager = findExecutable('prometheus-alertmanager', 'alertmanager')
+const skipWithout = (missing: boolean, what: string) => missing && process.env.CI === undefined && `${what} is not installed (Debian package prometheus-alertmanager; .ci/run installs it)`
+
+function runAmtool (args: string[]): { code: number | null, output: string, stdout: string } {
+  if (amtool === undefined) throw new Error('amtool is not installed')
+  const result = spawnSync(amtool, args, { cwd: projectRoot, encoding: 'utf8', timeout: 30_000 })
+  return { code: result.status, output: `${result.stdout}${result.stderr}`, stdout: result.stdout }
+}
+
+function routeOf (labels: Record<string, string>): string {
+  const result = runAmtool(['config', 'routes', 'test', `--config.file=${CONFIG}`, ...Object.entries(labels).map(([label, value]) => `${label}=${value}`)])
+  if (result.code !== 0) throw new Error(`amtool config routes test failed: ${result.output}`)
+  return result.stdout.trim()
+}
+
+const PAGED: Record<Priority, string> = { P1: 'pager', P2: 'pager', P3: 'tickets', P4: 'tickets' }
+
+/** Alertmanager's duration of a number of minutes, as the configuration writes it. */
+function interval (minutes: number): string {
+  return minutes % 60 === 0 ? `${minutes / 60}h` : `${minutes}m`
+}
+
+t.test('amtool: the configuration is valid and routes on the priority label', { skip: skipWithout(amtool === undefined, 'amtool') }, async (t) => {
+  t.ok(amtool, 'amtool is installed')
+  const check = runAmtool(['check-config', CONFIG])
+  t.equal(check.code, 0, 'amtool check-config', { output: check.output })
+  t.match(check.output, /SUCCESS/)
+  t.match(check.output, '3 inhibit rules')
+
+  t.equal(routeOf({ alertname: 'PortalBffCoreStatus', severity: 'critical', priority: 'P1' }), 'pager', 'P1 pages')
+  t.equal(routeOf({ alertname: 'PortalBffJobQueueWaiting', severity: 'critical', priority: 'P2' }), 'pager', 'P2 pages')
+  t.equal(routeOf({ alertname: 'PortalBffCoreStatus', severity: 'warning', priority: 'P3' }), 'tickets', 'P3 is a ticket')
+  t.equal(routeOf({ alertname: 'PortalBffJobQueueWaiting', severity: 'warning', priority: 'P4' }), 'tickets', 'P4 is a ticket')
+  t.equal(routeOf({ alertname: 'SomethingElse', severity: 'critical' }), 'default', 'an alert with no priority goes to the default receiver')
+  t.equal(routeOf({ alertname: 'SomethingElse', priority: 'P9' }), 'default', 'an unknown priority too')
+
+  // Every rule of the table, at both levels, reaches the receiver of its priority.
+  for (const row of ROWS) {
+    for (const level of ['warning', 'critical'] as const) {
+      const priority = rulePriority(row, level)
+      const verify = runAmtool(['config', 'routes', 'test', `--config.file=${CONFIG}`, `--verify.receivers=${PAGED[priority]}`, `alertname=${alertName(row)}`, `severity=${level}`, `measure=${row.measure}`, `priority=${priority}`, `instance=${TARGET_LABELS.instance}`])
+      t.equal(verify.code, 0, `${alertName(row)} ${level} (${priority}) goes to ${PAGED[priority]}`, { output: verify.output })
+    }
+  }
+})
+
+t.test('each priority repeats at its response time and groups by alert and instance', async (t) => {
+  const config = readFileSync(join(projectRoot, CONFIG), 'utf8')
+  t.match(config, /^route:\n {2}receiver: default\n {2}group_by: \[alertname, instance\]\n/m, 'the root route: default receiver, grouped by alertname and instance')
+  for (const [priority, { respondWithinMinutes }] of Object.entries(INCIDENT_PRIORITIES) as Array<[Priority, { respondWithinMinutes: number }]>) {
+    const route = new RegExp(`- matchers: \\['priority="${priority}"'\\]\\n {6}receiver: ${PAGED[priority]}\\n {6}group_wait: \\S+\\n {6}group_interval: \\S+\\n {6}repeat_interval: ${interval(respondWithinMinutes)}\\n`)
+    t.match(config, route, `${priority} → ${PAGED[priority]}, repeated every ${interval(respondWithinMinutes)}`)
+  }
+  t.match(config, /webhook_configs:\n\s+- url: http:\/\/127\.0\.0\.1:\d+\//, 'the receivers are loopback placeholders')
+  t.notMatch(config, /https?:\/\/(?!127\.0\.0\.1)[a-z]/i, 'no invented host')
+})
+
+interface Alert { fingerprint: string, labels: Record<string, string>, status: { state: string, inhibitedBy: string[] } }
+
+async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => { if (address !== null && typeof address === 'object') resolve(address.port); else reject(new Error('no port')) })
+    })
+  })
+}
+
+/** The labels a rule of the table fires with, on an instance. */
+function ruleAlert (measure: MeasureName, level: 'warning' | 'critical', instance: string): Record<string, string> {
+  const row = threshold(measure)
+  return { alertname: alertName(row), severity: level, measure, priority: rulePriority(row, level), job: TARGET_LABELS.job, instance }
+}
+
+t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWithout(alertmanager === undefined, 'prometheus-alertmanager') }, async (t) => {
+  t.ok(alertmanager, 'prometheus-alertmanager is installed')
+  const storage = mkdtempSync(join(tmpdir(), 'portal-bff-alertmanager-'))
+  const port = await freePort()
+  const base = `http://127.0.0.1:${port}`
+  const child = spawn(alertmanager!, [
+    `--config.file=${join(projectRoot, CONFIG)}`,
+    `--storage.path=${storage}`,
+    `--web.listen-address=127.0.0.1:${port}`,
+    '--cluster.listen-address=',
+    '--log.level=warn'
+  ], { stdio: ['ignore', 'ignore', 'pipe'] })
+  let log = ''
+  child.stderr.on('data', (chunk: Buffer) => { log += chunk.toString() })
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  t.teardown(async () => {
+    if (child.exitCode === null && child.pid !== undefined) {
+      process.kill(child.pid, 'SIGTERM')
+      await Promise.race([exited, sleep(5000)])
+      if (child.exitCode === null && child.signalCode === null) process.kill(child.pid, 'SIGKILL')
+    }
+    rmSync(storage, { recursive: true, force: true })
+  })
+
+  let ready = false
+  for (let attempt = 0; attempt < 100 && !ready && child.exitCode === null; attempt++) {
+    ready = await fetch(`${base}/-/ready`).then((response) => response.ok, () => false)
+    if (!ready) await sleep(100)
+  }
+  if (!t.ok(ready, 'Alertmanager is ready', { log })) return
+
+  const alerts = {
+    critical: ruleAlert('http_5xx_rate', 'critical', 'bff-a:3000'),
+    warningTwin: ruleAlert('http_5xx_rate', 'warning', 'bff-a:3000'),
+    otherWarning: ruleAlert('billing_queue_size', 'warning', 'bff-a:3000'),
+    coreDown: ruleAlert('core_status', 'critical', 'bff-b:3000'),
+    latency: ruleAlert('api_response_time_p95', 'warning', 'bff-b:3000'),
+    pool: ruleAlert('database_pool_usage', 'critical', 'bff-b:3000'),
+    queueWithCoreDown: ruleAlert('job_queue_waiting', 'warning', 'bff-b:3000'),
+    latencyElsewhere: ruleAlert('api_response_time_p95', 'warning', 'bff-c:3000'),
+    instanceDown: { alertname: 'PortalBffInstanceDown', severity: 'critical', priority: 'P1', job: TARGET_LABELS.job, instance: 'bff-d:3000' },
+    onDownInstance: ruleAlert('job_queue_failed', 'critical', 'bff-d:3000'),
+    warningOnDownInstance: ruleAlert('crm_daily_usage', 'warning', 'bff-d:3000')
+  }
+  const startsAt = new Date(Date.now() - 60_000).toISOString()
+  const endsAt = new Date(Date.now() + 3_600_000).toISOString()
+  const posted = await fetch(`${base}/api/v2/alerts`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(Object.values(alerts).map((labels) => ({ labels, annotations: { summary: 'test' }, startsAt, endsAt })))
+  })
+  t.equal(posted.status, 200, 'the alerts are taken', { body: await posted.text() })
+
+  const key = (labels: Record<string, string>) => JSON.stringify(Object.entries(labels).sort())
+  const expectedInhibitor: Record<keyof typeof alerts, keyof typeof alerts | null> = {
+    critical: null,
+    warningTwin: 'critical',
+    otherWarning: null,
+    coreDown: null,
+    latency: 'coreDown',
+    pool: 'coreDown',
+    queueWithCoreDown: null,
+    latencyElsewhere: null,
+    instanceDown: null,
+    onDownInstance: 'instanceDown',
+    warningOnDownInstance: 'instanceDown'
+  }
+  // The inhibitor takes the alerts in asynchronously: poll until every alert is there and settled.
+  let byKey = new Map<string, Alert>()
+  const settled = () => Object.entries(expectedInhibitor).every(([name, inhibitor]) => {
+    const alert = byKey.get(key(alerts[name as keyof typeof alerts]))
+    return alert !== undefined && (inhibitor === null ? alert.status.inhibitedBy.length === 0 : alert.status.inhibitedBy.length > 0)
+  })
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const listed = await (await fetch(`${base}/api/v2/alerts`)).json() as Alert[]
+    byKey = new Map(listed.map((alert) => [key(alert.labels), alert]))
+    if (settled()) break
+    await sleep(100)
+  }
+  t.equal(byKey.size, Object.keys(alerts).length, 'every alert is listed')
+
+  for (const [name, inhibitor] of Object.entries(expectedInhibitor) as Array<[keyof typeof alerts, keyof typeof alerts | null]>) {
+    const alert = byKey.get(key(alerts[name]))
+    const what = `${alerts[name].alertname} ${alerts[name].severity} on ${alerts[name].instance}`
+    if (inhibitor === null) {
+      t.same(alert?.status.inhibitedBy, [], `${what} is not inhibited`)
+      t.equal(alert?.status.state, 'active', `${what} is active`)
+    } else {
+      const source = byKey.get(key(alerts[inhibitor]))
+      t.same(alert?.status.inhibitedBy, [source?.fingerprint], `${what} is inhibited by ${alerts[inhibitor].alertname} ${alerts[inhibitor].severity}`)
+      t.equal(alert?.status.state, 'suppressed', `${what} is suppressed`)
+    }
+  }
+
+  const inhibited = await (await fetch(`${base}/api/v2/alerts?active=false&inhibited=true&silenced=false&unprocessed=false`)).json() as Alert[]
+  t.same(
+    inhibited.map((alert) => key(alert.labels)).sort(),
+    Object.entries(expectedInhibitor).filter(([, inhibitor]) => inhibitor !== null).map(([name]) => key(alerts[name as keyof typeof alerts])).sort(),
+    'GET /api/v2/alerts?inhibited=true lists exactly the inhibited alerts'
+  )
+})
