@@ -81,23 +81,30 @@ export function createLogger ({ level, service, logDir, stdout = true }: LoggerS
 
 type LogMethod = (...args: unknown[]) => void
 
+/** pino's log methods, each passed on to the logger `target` names at the time of the call. */
+abstract class DelegatingLogger {
+  protected abstract get target (): Pick<FastifyBaseLogger, 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'>
+
+  fatal (...args: unknown[]): void { (this.target.fatal as LogMethod)(...args) }
+  error (...args: unknown[]): void { (this.target.error as LogMethod)(...args) }
+  warn (...args: unknown[]): void { (this.target.warn as LogMethod)(...args) }
+  info (...args: unknown[]): void { (this.target.info as LogMethod)(...args) }
+  debug (...args: unknown[]): void { (this.target.debug as LogMethod)(...args) }
+  trace (...args: unknown[]): void { (this.target.trace as LogMethod)(...args) }
+  silent (...args: unknown[]): void { (this.target.silent as LogMethod)(...args) }
+}
+
 /**
  * The service's own logger (`fastify.log`): a line written while a request or a job is being served
  * goes through that work's logger, so that it carries the work's correlation id (an upstream's
  * failure, a retry, a cache or database error inside a request); any other line is the system's.
  */
-export class ContextLogger {
-  constructor (private readonly system: FastifyBaseLogger) {}
+export class ContextLogger extends DelegatingLogger {
+  constructor (private readonly system: FastifyBaseLogger) {
+    super()
+  }
 
-  fatal (...args: unknown[]): void { (this.#logger.fatal as LogMethod)(...args) }
-  error (...args: unknown[]): void { (this.#logger.error as LogMethod)(...args) }
-  warn (...args: unknown[]): void { (this.#logger.warn as LogMethod)(...args) }
-  info (...args: unknown[]): void { (this.#logger.info as LogMethod)(...args) }
-  debug (...args: unknown[]): void { (this.#logger.debug as LogMethod)(...args) }
-  trace (...args: unknown[]): void { (this.#logger.trace as LogMethod)(...args) }
-  silent (...args: unknown[]): void { (this.#logger.silent as LogMethod)(...args) }
-
-  get #logger (): FastifyBaseLogger {
+  protected get target (): FastifyBaseLogger {
     return currentContext()?.log ?? this.system
   }
 
@@ -120,20 +127,14 @@ export class ContextLogger {
  * request (with redaction over its bindings) costs a third of a probe's throughput, and most
  * probe requests never log. Its methods live on the prototype: one is made per request.
  */
-export class LazyChildLogger {
+export class LazyChildLogger extends DelegatingLogger {
   #child: Logger | undefined
 
-  constructor (private readonly parent: Logger, private readonly bindings: Bindings, private readonly options: ChildLoggerOptions) {}
+  constructor (private readonly parent: Logger, private readonly bindings: Bindings, private readonly options: ChildLoggerOptions) {
+    super()
+  }
 
-  fatal (...args: unknown[]): void { (this.#logger.fatal as LogMethod)(...args) }
-  error (...args: unknown[]): void { (this.#logger.error as LogMethod)(...args) }
-  warn (...args: unknown[]): void { (this.#logger.warn as LogMethod)(...args) }
-  info (...args: unknown[]): void { (this.#logger.info as LogMethod)(...args) }
-  debug (...args: unknown[]): void { (this.#logger.debug as LogMethod)(...args) }
-  trace (...args: unknown[]): void { (this.#logger.trace as LogMethod)(...args) }
-  silent (...args: unknown[]): void { (this.#logger.silent as LogMethod)(...args) }
-
-  get #logger (): Logger {
+  protected get target (): Logger {
     this.#child ??= this.parent.child(this.bindings, this.options)
     return this.#child
   }
@@ -143,10 +144,10 @@ export class LazyChildLogger {
   }
 
   set level (level: string) {
-    this.#logger.level = level
+    this.target.level = level
   }
 
   child (bindings: Bindings, options?: ChildLoggerOptions): Logger {
-    return this.#logger.child(bindings, options)
+    return this.target.child(bindings, options)
   }
 }
