@@ -58,7 +58,11 @@ export const EventsReport = Type.Object({
   replayId: Type.Union([Type.Integer(), Type.Null()], { description: 'last event handed to the job queue' }),
   received: Count('events handed to the job queue'),
   reconnects: Count('handshakes after the first'),
-  lastError: Type.Union([Type.String(), Type.Null()], { description: 'short failure code' }),
+  dropped: Count('events the CRM delivered without a replayId or a payload, skipped'),
+  replaySupported: Type.Union([Type.Boolean(), Type.Null()], {
+    description: 'whether the CRM\'s last handshake granted the replay extension; false: degraded, events published while disconnected are lost; null before a handshake'
+  }),
+  lastError: Type.Union([Type.String(), Type.Null()], { description: 'short failure code (of the last failure, or of the last event dropped)' }),
   holder: Type.Union([
     Type.Object({
       heldHere: Type.Boolean({ description: 'whether this instance holds the lease (which one does is not told to anonymous callers)' }),

@@ -21,7 +21,7 @@ export type PlatformEventMessage = {
     schema: string
     /** Absent only in the malformed events a test publishes. */
     payload?: OrderProvisionRequested
-    /** EventUuid is absent in the events a test publishes as API versions before 52.0 deliver them. */
+    /** EventUuid is absent in the events a test publishes as API versions before 52.0 deliver them, replayId in malformed ones. */
     event: { replayId: number, EventUuid?: string }
   }
 }
@@ -35,15 +35,13 @@ export interface StreamingOptions {
   retainedEvents?: number
   /** Holds a client's first connect like the others (and whatever its advice asks), where CometD answers it at once. */
   holdFirstConnect?: boolean
+  /** false: a Bayeux server without the replay extension: the handshake grants none, a subscribe gets new events only. */
+  replayExtension?: boolean
+  /** What the events `publishMalformed` publishes lack: their payload (the default) or their replayId. */
+  malformedEventsLack?: 'payload' | 'replayId'
 }
 
-export interface StreamingStats {
-  handshakes: number
-  subscribes: number
-  unsubscribes: number
-  connects: number
-  disconnects: number
-}
+export type StreamingStats = Record<'handshakes' | 'subscribes' | 'unsubscribes' | 'connects' | 'disconnects', number>
 
 type Message = Record<string, unknown>
 /** Why a held /meta/connect is woken up. */
@@ -127,10 +125,7 @@ function requestedReplayId (message: Message, channel: string): unknown {
 export class StreamingApi {
   #muted = false
   readonly stats: StreamingStats = { handshakes: 0, subscribes: 0, unsubscribes: 0, connects: 0, disconnects: 0 }
-  readonly connectTimeoutMs: number
-  readonly clientTimeoutMs: number
-  readonly retainedEvents: number
-  readonly holdFirstConnect: boolean
+  readonly #options: Required<StreamingOptions>
   #isValidToken: (token: string) => boolean
   #clients = new Map<string, StreamingClient>()
   #events: PlatformEventMessage[] = []
@@ -139,20 +134,15 @@ export class StreamingApi {
 
   constructor (isValidToken: (token: string) => boolean, options: StreamingOptions = {}) {
     this.#isValidToken = isValidToken
-    this.connectTimeoutMs = options.connectTimeoutMs ?? 110_000
-    this.clientTimeoutMs = options.clientTimeoutMs ?? 40_000
-    this.retainedEvents = options.retainedEvents ?? 1000
-    this.holdFirstConnect = options.holdFirstConnect ?? false
+    const { connectTimeoutMs = 110_000, clientTimeoutMs = 40_000, retainedEvents = 1000, holdFirstConnect = false } = options
+    const { replayExtension = true, malformedEventsLack = 'payload' } = options
+    this.#options = { connectTimeoutMs, clientTimeoutMs, retainedEvents, holdFirstConnect, replayExtension, malformedEventsLack }
   }
 
-  get clientCount (): number {
-    return this.#clients.size
-  }
+  get clientCount (): number { return this.#clients.size }
 
   /** The events still available for replay, oldest first. */
-  get retained (): readonly PlatformEventMessage[] {
-    return [...this.#events]
-  }
+  get retained (): readonly PlatformEventMessage[] { return [...this.#events] }
 
   async handle (call: IncomingCall, token: string | undefined): Promise<Reply | undefined> {
     const messages = bayeuxMessages(call.body)
@@ -174,23 +164,19 @@ export class StreamingApi {
     return jsonReply(fault.status ?? 200, replies)
   }
 
-  publish (payload: OrderProvisionRequested): number {
-    const replayId = this.#nextReplayId++
-    this.#offer({ channel: ORDER_PROVISION_CHANNEL, data: { schema: EVENT_SCHEMA_ID, payload, event: { replayId, EventUuid: randomUUID() } } })
-    return replayId
-  }
-
+  publish (payload: OrderProvisionRequested): number { return this.#publish(payload, true) }
   /** An event as API versions before 52.0 deliver it: without EventUuid. */
-  publishWithoutUuid (payload: OrderProvisionRequested): number {
-    const replayId = this.#nextReplayId++
-    this.#offer({ channel: ORDER_PROVISION_CHANNEL, data: { schema: EVENT_SCHEMA_ID, payload, event: { replayId } } })
-    return replayId
+  publishWithoutUuid (payload: OrderProvisionRequested): number { return this.#publish(payload, false) }
+
+  /** An event without its payload (or replayId: `malformedEventsLack`), as a faulty publisher leaves it: a client must get past it. */
+  publishMalformed (): number {
+    return this.#publish(undefined, true, this.#options.malformedEventsLack === 'replayId')
   }
 
-  /** An event without its payload, as a faulty publisher might leave it: a client must get past it. */
-  publishMalformed (): number {
+  #publish (payload: OrderProvisionRequested | undefined, withUuid: boolean, withoutReplayId = false): number {
     const replayId = this.#nextReplayId++
-    this.#offer({ channel: ORDER_PROVISION_CHANNEL, data: { schema: EVENT_SCHEMA_ID, event: { replayId, EventUuid: randomUUID() } } })
+    const event = { ...(withoutReplayId ? {} : { replayId }), ...(withUuid ? { EventUuid: randomUUID() } : {}) } as PlatformEventMessage['data']['event']
+    this.#offer({ channel: ORDER_PROVISION_CHANNEL, data: { schema: EVENT_SCHEMA_ID, ...(payload === undefined ? {} : { payload }), event } })
     return replayId
   }
 
@@ -204,7 +190,7 @@ export class StreamingApi {
 
   #offer (event: PlatformEventMessage): void {
     this.#events.push(event)
-    this.#events.splice(0, Math.max(0, this.#events.length - this.retainedEvents))
+    this.#events.splice(0, Math.max(0, this.#events.length - this.#options.retainedEvents))
     if (this.#muted) return
     for (const client of this.#clients.values()) {
       if (!client.subscribed) continue
@@ -230,13 +216,8 @@ export class StreamingApi {
     for (const client of this.#clients.values()) client.wake?.('authentication-invalid')
   }
 
-  stopAnsweringConnects (): void {
-    this.#answeringConnects = false
-  }
-
-  resumeAnsweringConnects (): void {
-    this.#answeringConnects = true
-  }
+  stopAnsweringConnects (): void { this.#answeringConnects = false }
+  resumeAnsweringConnects (): void { this.#answeringConnects = true }
 
   async #process (message: Message, exchange: Exchange): Promise<Message[] | undefined> {
     switch (message.channel) {
@@ -262,7 +243,7 @@ export class StreamingApi {
   }
 
   #advice (): Message {
-    return { interval: 0, timeout: this.connectTimeoutMs, reconnect: 'retry' }
+    return { interval: 0, timeout: this.#options.connectTimeoutMs, reconnect: 'retry' }
   }
 
   #handshake (message: Message, exchange: Exchange): Message {
@@ -294,7 +275,7 @@ export class StreamingApi {
       minimumVersion: '1.0',
       supportedConnectionTypes: ['long-polling'],
       advice: this.#advice(),
-      ext: { replay: true, 'payload.format': true },
+      ext: this.#options.replayExtension ? { replay: true, 'payload.format': true } : { 'payload.format': true },
       successful: true
     })
   }
@@ -305,7 +286,7 @@ export class StreamingApi {
     if (authenticationError !== undefined) return { failure: authenticationFailure(message, authenticationError) }
     const client = typeof message.clientId === 'string' ? this.#clients.get(message.clientId) : undefined
     if (client === undefined) return { failure: unknownClient(message) }
-    if (client.wake === undefined && Date.now() - client.lastSeen > this.clientTimeoutMs) {
+    if (client.wake === undefined && Date.now() - client.lastSeen > this.#options.clientTimeoutMs) {
       this.#clients.delete(client.id)
       return { failure: unknownClient(message) }
     }
@@ -332,7 +313,7 @@ export class StreamingApi {
     }
     const connected = (fields: Message = {}): Message => replyTo(message, { clientId: client.id, ...fields, successful: true })
     // CometD answers a client's first connect at once, to hand it the advice.
-    if (!client.connected && !this.holdFirstConnect) {
+    if (!client.connected && !this.#options.holdFirstConnect) {
       client.connected = true
       return [...client.queue.splice(0), connected({ advice: this.#advice() })]
     }
@@ -358,7 +339,7 @@ export class StreamingApi {
         resolve(reason)
       }
       const onAbort = (): void => wake('empty')
-      const timer = setTimeout(() => wake('deliver'), this.connectTimeoutMs)
+      const timer = setTimeout(() => wake('deliver'), this.#options.connectTimeoutMs)
       signal.addEventListener('abort', onAbort, { once: true })
       client.wake = wake
     })
@@ -376,7 +357,8 @@ export class StreamingApi {
     if (subscription !== ORDER_PROVISION_CHANNEL) {
       return answer({ successful: false, error: `400::The channel you requested to subscribe to does not exist {${subscription}}` })
     }
-    const replayId = requestedReplayId(message, subscription)
+    // A server without the replay extension ignores the position asked for: new events only.
+    const replayId = this.#options.replayExtension ? requestedReplayId(message, subscription) : REPLAY_NEW
     if (replayId === REPLAY_NEW) {
       client.queue = []
     } else if (replayId === REPLAY_ALL) {

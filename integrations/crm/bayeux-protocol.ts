@@ -86,8 +86,11 @@ export function refusal (reply: BayeuxMessage): StreamInterruption {
   const message = `${text(reply.channel)}: ${reason}`
   const { interval } = asRecord(reply.advice)
   const advice = { intervalMs: typeof interval === 'number' && interval > 0 ? interval : 0 }
-  if (AUTHENTICATION.test(error) || AUTHENTICATION.test(failureReason)) return new StreamInterruption('auth_failed', message, advice)
+  // Bayeux: the error names the client the server no longer knows, whatever its code (CometD and
+  // Salesforce send 403, the specification's example 402, Faye 401): a new handshake with the same
+  // credentials. Only then is a 401 taken for a refused token.
   if (UNKNOWN_CLIENT.test(error)) return new StreamInterruption('unknown_client', message, advice)
+  if (AUTHENTICATION.test(error) || AUTHENTICATION.test(failureReason)) return new StreamInterruption('auth_failed', message, advice)
   if (/limit exceeded/i.test(`${error} ${failureReason}`)) return new StreamInterruption('quota_exceeded', message, advice)
   if (reconnect === 'handshake') return new StreamInterruption('handshake_advised', message, advice)
   if (reconnect === 'none') return new StreamInterruption('reconnect_none', message, advice)
@@ -105,10 +108,45 @@ export function isInvalidReplay (reply: BayeuxMessage): boolean {
   return INVALID_REPLAY.test(text(reply.error))
 }
 
+/**
+ * Whether a successful handshake reply grants the replay extension (`ext: {replay: true}`, as
+ * Salesforce answers). A server without it ignores the replay position a subscribe asks for.
+ */
+export function grantsReplay (reply: BayeuxMessage): boolean {
+  return asRecord(reply.ext).replay === true
+}
+
 export function interruptionOf (error: unknown): StreamInterruption {
   if (error instanceof StreamInterruption) return error
   if (error instanceof UpstreamFailure) return new StreamInterruption(error.failure, error.message)
   return new StreamInterruption('upstream_error', 'unexpected failure', { cause: error })
+}
+
+/** Why an event the channel delivered cannot be handed on: the short code the subscriber reports. */
+export type EventDefect = 'event_without_replay_id' | 'event_without_payload'
+
+/** What a delivered event lacks of what the service relies on, or undefined when it lacks nothing. */
+export function eventDefect (message: BayeuxMessage): EventDefect | undefined {
+  const data = asRecord(message.data)
+  const { replayId } = asRecord(data.event)
+  if (typeof replayId !== 'number' || !Number.isInteger(replayId)) return 'event_without_replay_id'
+  return isRecord(data.payload) ? undefined : 'event_without_payload'
+}
+
+/**
+ * The events of an answer on `channel`, in replayId order, and the ones dropped for what they lack
+ * (with their replayId when they have one).
+ */
+export function eventsIn (replies: BayeuxMessage[], channel: string): { events: PlatformEventMessage[], defective: Array<{ defect: EventDefect, replayId: unknown }> } {
+  const events: PlatformEventMessage[] = []
+  const defective: Array<{ defect: EventDefect, replayId: unknown }> = []
+  for (const candidate of replies) {
+    if (candidate.channel !== channel) continue
+    const event = platformEvent(candidate)
+    if (event !== undefined) events.push(event)
+    else defective.push({ defect: eventDefect(candidate) ?? 'event_without_payload', replayId: asRecord(asRecord(candidate.data).event).replayId })
+  }
+  return { events: events.sort((a, b) => a.data.event.replayId - b.data.event.replayId), defective }
 }
 
 /**

@@ -6,7 +6,9 @@ export type BayeuxMessage = Record<string, unknown>
 
 /** Why a subscription ended: a failure class, or what the Streaming API said. */
 export type StreamFailure = FailureClass |
-  'unknown_client' | 'handshake_advised' | 'reconnect_none' | 'events_rejected' | 'replay_unavailable'
+  'unknown_client' | 'handshake_advised' | 'reconnect_none' | 'events_rejected' | 'replay_unavailable' |
+  /** An event dropped for what it lacks (it ends no subscription). */
+  'event_without_replay_id' | 'event_without_payload'
 
 /** Ends one subscription; the supervisor decides when to handshake again. */
 export class StreamInterruption extends Error {

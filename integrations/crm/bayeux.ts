@@ -5,8 +5,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { abortable } from '../../lib/abortable.js'
 import { BayeuxTransport, StreamInterruption, type BayeuxMessage, type StreamFailure } from './bayeux-transport.js'
 import {
-  HANDSHAKE_AT_ONCE, LOST_ANSWERS, connectMessage, disconnectMessage, handshakeMessage, interruptionOf, isInvalidReplay,
-  isReconnectRefused, platformEvent, refusal, replyTo, subscribeMessage, type PlatformEventMessage
+  HANDSHAKE_AT_ONCE, LOST_ANSWERS, connectMessage, disconnectMessage, eventsIn, grantsReplay, handshakeMessage, interruptionOf,
+  isInvalidReplay, isReconnectRefused, refusal, replyTo, subscribeMessage, type PlatformEventMessage
 } from './bayeux-protocol.js'
 import type { CrmSession } from './client.js'
 import { asRecord, type UpstreamLogger } from '../upstream.js'
@@ -40,6 +40,11 @@ export interface SubscriberStats {
   received: number
   /** Handshakes after the first. */
   reconnects: number
+  /** Events delivered without a replayId or a payload: logged and skipped. */
+  dropped: number
+  /** Whether the last handshake granted the replay extension (null before one); without it nothing is replayed. */
+  replaySupported: boolean | null
+  /** The last failure, or the defect of the last event dropped, whichever came later. */
   lastError: StreamFailure | null
 }
 
@@ -124,6 +129,9 @@ export class PlatformEventSubscriber {
   #lastEventAt: string | null = null
   #replayId: number | null = null
   #received = 0
+  #dropped = 0
+  #replaySupported: boolean | null = null
+  #handshookAtOnceAt = -Infinity
 
   constructor (options: PlatformEventSubscriberOptions) {
     this.channel = options.channel
@@ -163,6 +171,8 @@ export class PlatformEventSubscriber {
       replayId: this.#replayId,
       received: this.#received,
       reconnects: Math.max(0, this.#handshakes - 1),
+      dropped: this.#dropped,
+      replaySupported: this.#replaySupported,
       lastError: this.#lastError
     }
   }
@@ -177,10 +187,12 @@ export class PlatformEventSubscriber {
       const details = { channel: this.channel, failure: interruption.failure, ...(interruption.cause === undefined ? {} : { err: interruption.cause }) }
       // Bayeux: the next handshake waits at least the interval the server advised (bounded here by the
       // longest backoff). A healthy stream that the server asks to handshake again does so after that
-      // alone; twice in a row backs off.
+      // alone; twice in a row backs off, as does a second one within the longest backoff (a server
+      // that takes the subscribe and forgets the client at once must not be handshaken in a loop).
       const intervalMs = Math.min(interruption.intervalMs, this.#backoffMaxMs)
-      if (HANDSHAKE_AT_ONCE.has(interruption.failure) && this.#failures === 0) {
+      if (HANDSHAKE_AT_ONCE.has(interruption.failure) && this.#failures === 0 && Date.now() - this.#handshookAtOnceAt >= this.#backoffMaxMs) {
         this.#failures = 1
+        this.#handshookAtOnceAt = Date.now()
         this.#log.info({ ...details, ...(intervalMs > 0 ? { retryInMs: intervalMs } : {}) }, `platform event stream: ${interruption.message}; handshaking again`)
         if (intervalMs > 0) await sleep(intervalMs, undefined, { signal }).catch(ignore)
         continue
@@ -221,7 +233,11 @@ export class PlatformEventSubscriber {
         this.#follow(connection, first)
       }
       const replayId = await this.#subscribe(connection, signal)
-      this.#log.info({ channel: this.channel, replayId }, `subscribed to ${this.channel}`)
+      // A session that subscribed is healthy: the next failure starts the backoff afresh.
+      this.#failures = 0
+      const degraded = this.#replaySupported === false
+      this.#log.info({ channel: this.channel, replayId, ...(degraded ? { replaySupported: false } : {}) },
+        degraded ? `subscribed to ${this.channel} without replay: the server ignores replayId ${replayId}` : `subscribed to ${this.channel}`)
       this.#setState('connected')
       let unsuccessful = 0
       for (;;) {
@@ -246,7 +262,6 @@ export class PlatformEventSubscriber {
         } else {
           if (isReconnectRefused(reply)) throw refusal(reply)
           this.#follow(connection, reply)
-          this.#failures = 0
           unsuccessful = 0
           continue
         }
@@ -278,6 +293,9 @@ export class PlatformEventSubscriber {
     this.#handshakes++
     const reply = await this.#send({ transport, session }, handshakeMessage(), this.#requestTimeoutMs, signal)
     if (reply.successful !== true || typeof reply.clientId !== 'string') throw refusal(reply)
+    // Degraded, not failed: the stream works, but what is published while it is down is lost.
+    this.#replaySupported = grantsReplay(reply)
+    if (!this.#replaySupported) this.#log.warn({ channel: this.channel, replaySupported: false }, 'platform event stream degraded: the handshake grants no replay extension; events published while disconnected are lost')
     const connection: Connection = { transport, session, clientId: reply.clientId, timeoutMs: DEFAULT_CONNECT_TIMEOUT_MS, intervalMs: 0 }
     this.#follow(connection, reply)
     this.#connection = connection
@@ -322,15 +340,15 @@ export class PlatformEventSubscriber {
     timeoutMs: number, signal: AbortSignal): Promise<BayeuxMessage> {
     const id = String(this.#nextMessageId++)
     const replies = await transport.send([{ ...message, id }], session.accessToken, timeoutMs, signal)
-    const events: PlatformEventMessage[] = []
-    for (const candidate of replies) {
-      if (candidate.channel !== this.channel) continue
-      const event = platformEvent(candidate)
-      // Ending the session for it would bring it back from the same position: the stream would stall on it.
-      if (event === undefined) this.#log.error({ channel: this.channel, replayId: asRecord(asRecord(candidate.data).event).replayId }, 'platform event stream: an event without its payload or replayId; skipped')
-      else events.push(event)
+    const { events, defective } = eventsIn(replies, this.channel)
+    // Ending the session for one would bring it back from the same position: the stream would stall on it.
+    for (const { defect, replayId } of defective) {
+      this.#dropped++
+      this.#lastError = defect
+      this.#log.error({ channel: this.channel, failure: defect, dropped: this.#dropped, replayId },
+        `platform event stream: an event without its ${defect === 'event_without_replay_id' ? 'replayId' : 'payload'}; skipped`)
     }
-    if (events.length > 0) await this.#deliver(events.sort((a, b) => a.data.event.replayId - b.data.event.replayId), signal)
+    if (events.length > 0) await this.#deliver(events, signal)
     return replyTo(replies, message, id)
   }
 

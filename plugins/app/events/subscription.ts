@@ -16,6 +16,10 @@ export interface SubscriptionStats {
   replayId: number | null
   received: number
   reconnects: number
+  /** Events the CRM delivered without a replayId or a payload, skipped. */
+  dropped: number
+  /** Whether the CRM's last handshake granted the replay extension; null before one. False: degraded, nothing is replayed. */
+  replaySupported: boolean | null
   lastError: string | null
 }
 
@@ -140,6 +144,8 @@ export class EventSubscription {
       replayId: subscriber?.replayId ?? null,
       received: subscriber?.received ?? 0,
       reconnects: subscriber?.reconnects ?? 0,
+      dropped: subscriber?.dropped ?? 0,
+      replaySupported: subscriber?.replaySupported ?? null,
       lastError: subscriber?.lastError ?? null
     }
   }

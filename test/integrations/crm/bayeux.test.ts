@@ -381,7 +381,7 @@ t.test('a malformed event is logged with its replayId and skipped; the stream go
   await until(() => stream.received().includes(event), 'the next event')
   t.same(stream.received(), [event])
   t.ok(logged().some(line => line.level === 50 && line.replayId === malformed && String(line.msg).includes('skipped')))
-  t.equal(stream.subscriber.stats().reconnects, 0, 'no new handshake for it')
+  t.match(stream.subscriber.stats(), { reconnects: 0, dropped: 1, lastError: 'event_without_payload' }, 'no new handshake for it; counted')
 })
 
 t.test('a quota refusal ("limit exceeded") is quota_exceeded: back off, then handshake again and receive', async t => {
