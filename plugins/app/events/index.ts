@@ -110,6 +110,13 @@ async function eventSubscriber (fastify: FastifyInstance) {
       },
       { name: 'portal_bff_event_subscriber_events_received_total', help: 'Platform events received', type: 'counter', samples: ({ received }) => [{ value: received }] },
       { name: 'portal_bff_event_subscriber_reconnects_total', help: 'Reconnections of the platform-event subscription', type: 'counter', samples: ({ reconnects }) => [{ value: reconnects }] },
+      { name: 'portal_bff_event_subscriber_events_dropped_total', help: 'Platform events delivered without a replayId or a payload, skipped', type: 'counter', samples: ({ dropped }) => [{ value: dropped }] },
+      {
+        name: 'portal_bff_event_subscriber_replay_supported',
+        help: 'Whether the CRM granted the replay extension at the last handshake (0: degraded, nothing missed is replayed); absent before one',
+        type: 'gauge',
+        samples: ({ replaySupported }) => replaySupported === null ? [] : [{ value: replaySupported ? 1 : 0 }]
+      },
       {
         name: 'portal_bff_event_subscriber_last_event_timestamp_seconds',
         help: 'When the last platform event was received (Unix time)',

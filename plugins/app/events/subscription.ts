@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
-import { PlatformEventSubscriber, type SubscriberState } from '../../../integrations/crm/bayeux.js'
+import { PlatformEventSubscriber, type SubscriberState, type SubscriberStats } from '../../../integrations/crm/bayeux.js'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import type { CrmClient } from '../../../integrations/crm/client.js'
 
@@ -10,18 +10,13 @@ export const ORDER_PROVISION_CHANNEL = '/event/OrderProvisionRequested__e'
 
 export type SubscriptionState = 'disabled' | 'standby' | 'connecting' | 'connected' | 'failed'
 
-export interface SubscriptionStats {
+/** The stream's own figures (SubscriberStats), with this instance's part in the subscription as its state. */
+export interface SubscriptionStats extends Omit<SubscriberStats, 'state'> {
   state: SubscriptionState
-  lastEventAt: string | null
-  replayId: number | null
-  received: number
-  reconnects: number
-  /** Events the CRM delivered without a replayId or a payload, skipped. */
-  dropped: number
-  /** Whether the CRM's last handshake granted the replay extension; null before one. False: degraded, nothing is replayed. */
-  replaySupported: boolean | null
-  lastError: string | null
 }
+
+/** The figures of a subscription with no stream running. */
+const NO_STREAM: Omit<SubscriptionStats, 'state'> = { lastEventAt: null, replayId: null, received: 0, reconnects: 0, dropped: 0, replaySupported: null, lastError: null }
 
 /** What the lease holder last said of its subscription, shared with every instance through Redis. */
 export interface HolderReport extends SubscriptionStats {
@@ -137,17 +132,8 @@ export class EventSubscription {
   }
 
   stats (): SubscriptionStats {
-    const subscriber = this.#subscriber?.stats()
-    return {
-      state: this.#state,
-      lastEventAt: subscriber?.lastEventAt ?? null,
-      replayId: subscriber?.replayId ?? null,
-      received: subscriber?.received ?? 0,
-      reconnects: subscriber?.reconnects ?? 0,
-      dropped: subscriber?.dropped ?? 0,
-      replaySupported: subscriber?.replaySupported ?? null,
-      lastError: subscriber?.lastError ?? null
-    }
+    const { state: _streamState, ...stream } = this.#subscriber?.stats() ?? { ...NO_STREAM, state: undefined }
+    return { ...stream, state: this.#state }
   }
 
   /** The holder's last report, whichever instance holds the lease; null when none reports. */
