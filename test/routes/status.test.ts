@@ -92,3 +92,11 @@ t.test('in headless Chromium: the ok state, then a stopped Redis as a failing ca
   // Before the service: an open page keeps connections to it.
   await browser.close()
 })
+
+t.test('with the subscription on, the summary carries its figures (dropped events, replay granted)', async (t) => {
+  const app = await buildTestApp(t, { CRM_EVENTS_ENABLED: 'true' })
+  await new Promise((resolve) => setTimeout(resolve, 1000))
+  const summary = await app.inject('/status/summary')
+  t.equal(summary.statusCode, 200)
+  t.match(summary.json().subscriber, { state: String, dropped: 0 })
+})

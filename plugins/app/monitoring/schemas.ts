@@ -76,6 +76,8 @@ export const StatusSummary = Type.Object({
     replayId: Type.Union([Type.Integer(), Type.String(), Type.Null()]),
     received: Count('events received'),
     reconnects: Count('reconnections'),
+    dropped: Count('events delivered without a replayId or a payload, skipped'),
+    replaySupported: Nullable(Type.Boolean(), 'whether the CRM granted the replay extension; false: degraded'),
     lastError: Nullable(Type.String())
   }, { additionalProperties: false }), 'the platform-event subscription; null when there is no data'),
   streams: Nullable(Type.Object({
