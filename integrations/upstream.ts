@@ -130,7 +130,7 @@ export class Upstream {
         throw failure
       }
       const durationMs = this.#report(operation, started, failure.failure)
-      // Seed §7: upstream failures appear as errors in the error log.
+      // Specification §7: upstream failures appear as errors in the error log.
       if (!this.#logged.has(failure)) {
         this.#logged.add(failure)
         this.log.error({ upstream: this.name, operation, failure: failure.failure, durationMs }, failure.message)
