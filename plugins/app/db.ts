@@ -27,23 +27,44 @@ declare module './monitoring/index.js' {
 // Any constant works; it only has to be the same for every instance of the service.
 const MIGRATION_LOCK_ID = 4_242_001
 
-/** Applies pending migrations, one instance at a time when several start together. */
+/**
+ * Applies pending migrations, one instance at a time when several start together. All of it is one
+ * transaction under a transaction-scoped lock: behind a pooler in transaction mode the server
+ * connection outlives this client, so only COMMIT or ROLLBACK may free the lock, and the session is
+ * left as it was found. A failed migration rolls back with the versions recorded before it.
+ */
 export async function migrate (connectionString: string): Promise<string> {
   const client = new pg.Client({ connectionString })
+  // A lost connection fails the query in flight too, which reports it; unheard, the event would end the process.
+  client.on('error', () => {})
   await client.connect()
   try {
-    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID])
-    // The connection's search_path decides where the tables live; postgrator would assume public.
-    const { rows } = await client.query<{ schema: string }>('SELECT current_schema() AS schema')
-    const postgrator = new Postgrator({
-      currentSchema: rows[0]?.schema ?? 'public',
-      migrationPattern: join(projectRoot, 'migrations', '*.sql'),
-      driver: 'pg',
-      schemaTable: 'schema_version',
-      execQuery: (query) => client.query(query)
-    })
-    await postgrator.migrate()
-    return await postgrator.getDatabaseVersion().then(String)
+    await client.query('BEGIN')
+    try {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_ID])
+      // The connection's search_path decides where the tables live; postgrator would assume public.
+      const { rows } = await client.query<{ schema: string | null, searchPath: string }>(
+        'SELECT current_schema() AS schema, current_setting(\'search_path\') AS "searchPath"'
+      )
+      const session = rows[0]!
+      const postgrator = new Postgrator({
+        currentSchema: session.schema ?? 'public',
+        migrationPattern: join(projectRoot, 'migrations', '*.sql'),
+        driver: 'pg',
+        schemaTable: 'schema_version',
+        execQuery: (query) => client.query(query)
+      })
+      await postgrator.migrate()
+      const version = await postgrator.getDatabaseVersion()
+      // postgrator SETs search_path before each query; committed, that would stay on a pooled server connection.
+      await client.query('SELECT set_config(\'search_path\', $1, false)', [session.searchPath])
+      await client.query('COMMIT')
+      return String(version)
+    } catch (error) {
+      // A connection too broken to roll back ends the transaction as it closes.
+      await client.query('ROLLBACK').catch(() => {})
+      throw error
+    }
   } finally {
     await client.end()
   }

@@ -32,8 +32,8 @@ function processTree (root: number): number[] {
   return tree
 }
 
-/** PostgreSQL refuses to run as root: run it as the `postgres` user then. */
-function runAs (): Pick<SpawnOptions, 'uid' | 'gid'> {
+/** PostgreSQL and PgBouncer refuse to run as root: run them as the `postgres` user then. */
+export function runAs (): Pick<SpawnOptions, 'uid' | 'gid'> {
   if (process.getuid?.() !== 0) return {}
   const id = (flag: string) => Number(spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' }).stdout.trim())
   return { uid: id('-u'), gid: id('-g') }

@@ -1,0 +1,80 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { accessSync, chownSync, constants, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import pg from 'pg'
+import { SHARED_POSTGRES, tempDir } from './app.js'
+import { freePort } from './ports.js'
+import { exited, waitFor } from './processes.js'
+import { runAs } from './private-postgres.js'
+
+const PGBOUNCER = '/usr/sbin/pgbouncer'
+
+export function pgbouncerInstalled (): boolean {
+  try {
+    accessSync(PGBOUNCER, constants.X_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * A PgBouncer of the test's own in transaction pooling mode, on its own port, in front of one
+ * database of the shared PostgreSQL; ended by PID. PgBouncer forwards no `options` startup
+ * parameter, so a schema picked by search_path cannot reach the server through it: give it a
+ * database of its own.
+ */
+export class PrivatePgBouncer {
+  #stderr = ''
+  private constructor (readonly port: number, readonly database: string, readonly child: ChildProcess) {}
+
+  static async start ({ database, poolSize }: { database: string, poolSize: number }): Promise<PrivatePgBouncer> {
+    const server = new URL(SHARED_POSTGRES)
+    const directory = tempDir('pgbouncer')
+    const port = await freePort()
+    // auth_type trust still wants the user in the auth file; the shared server trusts loopback.
+    writeFileSync(join(directory, 'users.txt'), `"${server.username}" ""\n`)
+    writeFileSync(join(directory, 'pgbouncer.ini'), [
+      '[databases]',
+      `${database} = host=${server.hostname} port=${server.port} dbname=${database}`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = trust',
+      `auth_file = ${join(directory, 'users.txt')}`,
+      'pool_mode = transaction',
+      `default_pool_size = ${poolSize}`,
+      ''
+    ].join('\n'))
+    const user = runAs()
+    if (user.uid !== undefined && user.gid !== undefined) chownSync(directory, user.uid, user.gid)
+    const child = spawn(PGBOUNCER, [join(directory, 'pgbouncer.ini')], { ...user, stdio: ['ignore', 'ignore', 'pipe'] })
+    const bouncer = new PrivatePgBouncer(port, database, child)
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { bouncer.#stderr = (bouncer.#stderr + chunk).slice(-4000) })
+    await waitFor(`pgbouncer on ${port}`, async () => {
+      const client = new pg.Client({ connectionString: bouncer.url, connectionTimeoutMillis: 1000 })
+      try {
+        await client.connect()
+        return (await client.query('SELECT 1')).rowCount === 1
+      } finally {
+        await client.end().catch(() => {})
+      }
+    }).catch(async (error: Error) => {
+      await bouncer.stop()
+      throw new Error(`${error.message}; pgbouncer said: ${bouncer.#stderr}`)
+    })
+    return bouncer
+  }
+
+  get url (): string {
+    return `postgres://${new URL(SHARED_POSTGRES).username}@127.0.0.1:${this.port}/${this.database}`
+  }
+
+  /** Immediate shutdown (SIGTERM): client and server connections are closed. */
+  async stop (): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return
+    this.child.kill('SIGTERM')
+    await exited(this.child)
+  }
+}
