@@ -1,0 +1,248 @@
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { KindGuard, type TObject, type TSchema } from '@sinclair/typebox'
+import { ConfigError, SettingsSchema, UPSTREAM_SETTINGS, loadConfig } from '../../schemas/config.js'
+import { projectRoot } from '../../lib/project-root.js'
+
+/**
+ * Writes docs/configuration.md from the settings schema (schemas/config.ts): its descriptions,
+ * defaults and bounds, and what loadConfig requires in production. With --check it writes nothing
+ * and exits 1 when the checked-in page differs from what it would write.
+ */
+
+export const CONFIGURATION_DOC_FILE = 'docs/configuration.md'
+
+export interface Section {
+  title: string
+  /** What the section's settings share, when no single row can say it. */
+  lead?: string
+  settings: readonly string[]
+}
+
+/** The page's sections, in order: every setting of the schema belongs to exactly one. */
+export const SECTIONS: readonly Section[] = [
+  {
+    title: 'Server',
+    settings: ['NODE_ENV', 'PORT', 'HOST', 'SERVICE_NAME', 'REQUEST_RECEIVE_TIMEOUT_MS', 'TRUST_PROXY', 'CORS_ORIGIN']
+  },
+  {
+    title: 'PostgreSQL',
+    settings: ['DATABASE_URL', 'DATABASE_POOL_MAX', 'DATABASE_CONNECT_TIMEOUT_MS', 'DATABASE_QUERY_TIMEOUT_MS']
+  },
+  {
+    title: 'Redis',
+    lead: 'Redis holds the services cache, token revocations, rate-limit counters, the CRM daily usage, the replay position and the provisioning job queue.',
+    settings: ['REDIS_URL', 'REDIS_KEY_PREFIX', 'REDIS_COMMAND_TIMEOUT_MS']
+  },
+  {
+    title: 'Authentication',
+    settings: ['JWT_SECRET', 'ACCESS_TOKEN_TTL_SECONDS', 'AUTH_BLACKLIST_FAIL_CLOSED', 'OPS_TOKEN']
+  },
+  {
+    title: 'Rate limits',
+    lead: 'Counted in Redis, so every instance shares them; the client address is the one `TRUST_PROXY` makes it.',
+    settings: ['RATE_LIMIT_MAX', 'LOGIN_RATE_LIMIT_MAX', 'LOGIN_ACCOUNT_FAILURES_MAX', 'LOGIN_ACCOUNT_WINDOW_MS', 'TOKEN_FAILURES_MAX']
+  },
+  {
+    title: 'Upstreams',
+    lead: 'Each upstream\'s URL and credentials are given together, or, outside production, all left out for the sandbox; an upstream given in part stops the start.',
+    settings: ['UPSTREAM_TIMEOUT_MS']
+  },
+  {
+    title: 'Billing (WHMCS)',
+    settings: ['BILLING_API_URL', 'BILLING_API_IDENTIFIER', 'BILLING_API_SECRET', 'BILLING_PAYMENT_METHOD']
+  },
+  {
+    title: 'CRM (Salesforce)',
+    settings: ['CRM_LOGIN_URL', 'CRM_CLIENT_ID', 'CRM_USERNAME', 'CRM_PRIVATE_KEY', 'CRM_PRIVATE_KEY_PATH', 'CRM_API_VERSION', 'CRM_DAILY_API_LIMIT', 'CRM_ORDER_ACCOUNT_ID']
+  },
+  {
+    title: 'Telecom provider',
+    settings: ['TELECOM_API_URL', 'TELECOM_API_KEY']
+  },
+  {
+    title: 'Request queues',
+    lead: 'Every billing and CRM call of an instance goes through that upstream\'s queue.',
+    settings: ['BILLING_QUEUE_CONCURRENCY', 'BILLING_QUEUE_TIMEOUT_MS', 'BILLING_QUEUE_MAX_SIZE', 'CRM_QUEUE_CONCURRENCY', 'CRM_QUEUE_TIMEOUT_MS', 'CRM_QUEUE_MAX_SIZE', 'QUEUE_HEALTH_WINDOW_MS']
+  },
+  {
+    title: 'Platform events',
+    settings: ['CRM_EVENTS_ENABLED', 'CRM_EVENTS_REPLAY', 'CRM_EVENTS_LEASE_TTL_MS', 'CRM_EVENTS_CONNECT_MARGIN_MS']
+  },
+  {
+    title: 'Provisioning jobs',
+    settings: ['PROVISIONING_CONCURRENCY', 'PROVISIONING_ATTEMPTS', 'PROVISIONING_BACKOFF_MS', 'PROVISIONING_LOCK_MS']
+  },
+  {
+    title: 'Order status streams',
+    settings: ['SSE_MAX_STREAMS_PER_USER', 'SSE_MAX_STREAMS']
+  },
+  {
+    title: 'Health checks and monitoring thresholds',
+    settings: ['HEALTH_CHECK_TIMEOUT_MS', 'HEALTH_CHECK_CACHE_MS', 'INTEGRATION_CHECK_CACHE_MS', 'ORDERS_PENDING_WARNING_S', 'ORDERS_PENDING_CRITICAL_S']
+  },
+  {
+    title: 'Logging',
+    settings: ['LOG_LEVEL', 'LOG_DIR']
+  },
+  {
+    title: 'Shutdown',
+    settings: ['SHUTDOWN_DELAY_MS', 'SHUTDOWN_TIMEOUT_MS']
+  }
+]
+
+/**
+ * What loadConfig refuses to start without in production, each as the names that satisfy it
+ * (`CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH`). Asked of loadConfig itself, which names one missing
+ * setting at a time, so that the page cannot drift from it.
+ */
+function productionRequirements (): string[][] {
+  const env: NodeJS.ProcessEnv = { NODE_ENV: 'production' }
+  const requirements: string[][] = []
+  for (;;) {
+    try {
+      loadConfig(env)
+      return requirements
+    } catch (error) {
+      if (!(error instanceof ConfigError) || !error.message.endsWith('required in production')) return requirements
+      const names = error.setting.split(' or ')
+      // Named again although given: stop rather than loop.
+      if (env[names[0]!] !== undefined) throw error
+      requirements.push(names)
+      env[names[0]!] = 'given'
+    }
+  }
+}
+
+/** What loadConfig fills in outside production for the settings the schema requires without a default. */
+function developmentFallbacks (schema: TObject): Map<string, unknown> {
+  const { config } = loadConfig({ NODE_ENV: 'development' })
+  const loaded = config as unknown as Record<string, unknown>
+  const names = (schema.required ?? []).filter((name) => schema.properties[name]?.default === undefined && loaded[name] !== undefined)
+  return new Map(names.map((name) => [name, loaded[name]]))
+}
+
+const code = (value: unknown) => `\`${String(value)}\``
+const list = (names: readonly string[]) => names.map(code).join(', ')
+
+function unitOf (name: string): string {
+  if (name.endsWith('_MS')) return ' ms'
+  if (name.endsWith('_S') || name.endsWith('_SECONDS')) return ' s'
+  return ''
+}
+
+function valuesCell (name: string, schema: TSchema): string {
+  if (KindGuard.IsInteger(schema)) {
+    const { minimum, maximum } = schema
+    const bounds = minimum !== undefined && maximum !== undefined
+      ? `, ${minimum} to ${maximum}`
+      : minimum !== undefined ? `, at least ${minimum}` : maximum !== undefined ? `, at most ${maximum}` : ''
+    return `integer${bounds}${unitOf(name)}`
+  }
+  if (KindGuard.IsBoolean(schema)) return list(['true', 'false'])
+  if (KindGuard.IsUnion(schema) && schema.anyOf.every((member) => KindGuard.IsLiteral(member))) {
+    return list(schema.anyOf.map((member) => String(member.const)))
+  }
+  if (KindGuard.IsString(schema)) {
+    if (schema.format === 'url') return 'URL'
+    if (schema.pattern !== undefined) return `string matching ${code(schema.pattern)}`
+    if (schema.minLength === 1) return 'non-empty string'
+    if (schema.minLength !== undefined) return `string of at least ${schema.minLength} characters`
+    return 'string'
+  }
+  throw new Error(`${name}: its kind of schema has no rendering in dev/scripts/generate-config-docs.ts`)
+}
+
+function defaultCell (name: string, schema: TSchema, requirement: string[] | undefined, fallback: unknown): string {
+  const parts: string[] = []
+  if (requirement !== undefined) {
+    const others = requirement.filter((other) => other !== name)
+    parts.push(others.length === 0 ? 'required in production' : `required in production (or ${list(others)})`)
+  }
+  if (schema.default !== undefined) parts.push(schema.default === '' ? 'empty' : code(schema.default))
+  else if (fallback !== undefined) parts.push(`${code(fallback)} outside production`)
+  else if ((UPSTREAM_SETTINGS as readonly string[]).includes(name)) parts.push('the sandbox outside production')
+  else if (requirement === undefined) parts.push('unset')
+  return parts.join('; ')
+}
+
+/** One table cell: one line, and a `|` of its text does not end it. */
+function cell (text: string): string {
+  return text.replace(/\s+/g, ' ').trim().replace(/\|/g, '\\|')
+}
+
+/** docs/configuration.md for a settings schema, grouped by sections that must name each of its settings once. */
+export function renderConfigurationDoc (schema: TObject = SettingsSchema, sections: readonly Section[] = SECTIONS): string {
+  const names = Object.keys(schema.properties)
+  const placed = sections.flatMap((section) => section.settings)
+  for (const name of placed) {
+    if (!names.includes(name)) throw new Error(`The section list of dev/scripts/generate-config-docs.ts names ${name}, which the settings schema does not have`)
+    if (placed.indexOf(name) !== placed.lastIndexOf(name)) throw new Error(`${name} is in more than one section of dev/scripts/generate-config-docs.ts`)
+  }
+  for (const name of names) {
+    if (!placed.includes(name)) throw new Error(`${name} has no section: add it to one in dev/scripts/generate-config-docs.ts`)
+  }
+
+  const requirements = productionRequirements()
+  const requirementOf = (name: string) => requirements.find((alternatives) => alternatives.includes(name))
+  const fallbacks = developmentFallbacks(schema)
+
+  const row = (name: string) => {
+    const setting = schema.properties[name]!
+    if (setting.description === undefined) throw new Error(`${name} has no description in the settings schema`)
+    const cells = [code(name), defaultCell(name, setting, requirementOf(name), fallbacks.get(name)), valuesCell(name, setting), setting.description]
+    return `| ${cells.map(cell).join(' | ')} |`
+  }
+
+  const lines = [
+    '<!-- Generated from schemas/config.ts by dev/scripts/generate-config-docs.ts: do not edit by hand. Regenerate with `npm run docs:generate`; CI fails while this file is out of date. -->',
+    '',
+    '# Configuration',
+    '',
+    'Every setting is an environment variable, read once at start and checked against the TypeBox schema in',
+    '`schemas/config.ts`: a bad value stops the start with one line naming the setting (secret values are never',
+    'echoed). A variable set to the empty string counts as unset.',
+    '',
+    `In production (\`NODE_ENV=production\`) these are required: ${requirements.map((alternatives) => alternatives.map(code).join(' or ')).join(', ')}.`,
+    'Every other setting is optional, in production too.',
+    '',
+    'Defaults are those of the schema; one marked "outside production" applies only there. Outside production',
+    '`npm start` also serves every upstream whose settings are all left out from the built-in sandbox, with one',
+    'warning (`UPSTREAM SANDBOX IN USE`).'
+  ]
+  for (const section of sections) {
+    lines.push('', `## ${section.title}`, '')
+    if (section.lead !== undefined) lines.push(section.lead, '')
+    lines.push('| name | default | allowed values | description |', '|---|---|---|---|', ...section.settings.map(row))
+  }
+  return `${lines.join('\n')}\n`
+}
+
+function checkedIn (): string | undefined {
+  try {
+    return readFileSync(join(projectRoot, CONFIGURATION_DOC_FILE), 'utf8')
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether the checked-in page is missing or differs from what the generator writes. */
+export function outOfDate (): boolean {
+  return checkedIn() !== renderConfigurationDoc()
+}
+
+function main (args: string[]): number {
+  if (args.includes('--check')) {
+    if (!outOfDate()) return 0
+    process.stderr.write(`${CONFIGURATION_DOC_FILE} is out of date: run npm run docs:generate\n`)
+    return 1
+  }
+  writeFileSync(join(projectRoot, CONFIGURATION_DOC_FILE), renderConfigurationDoc())
+  process.stdout.write(`wrote ${CONFIGURATION_DOC_FILE}\n`)
+  return 0
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  process.exitCode = main(process.argv.slice(2))
+}
