@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { UpstreamQueue } from '../plugins/app/request-queues.js'
 import { usageReport } from '../plugins/app/upstreams.js'
 import { levelOf } from '../plugins/app/monitoring/thresholds.js'
+import { subscriptionHealth } from '../plugins/app/events/subscription.js'
 import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 
@@ -30,7 +31,9 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/queues', {
     config: probe,
     schema: {
+      operationId: 'getQueues',
       tags: ['health'],
+      security: [],
       summary: 'Queue metrics of both upstream queues, and the CRM daily API usage',
       description: 'Counters are cumulative; averages are in milliseconds over the recent window; `health` is judged from the monitoring thresholds.',
       response: { 200: Type.Ref(QueuesReport, { description: 'both upstream queues, the job queue and the event subscription' }), ...unexpectedErrorResponse }
@@ -43,6 +46,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       crm: { health: fastify.crmQueue.health(), metrics: fastify.crmQueue.metrics(), dailyUsage: { used, limit } },
       jobs,
       events: {
+        health: subscriptionHealth(fastify.config.CRM_EVENTS_ENABLED, holder),
         ...fastify.eventSubscription.stats(),
         holder: holder === null ? null : { heldHere: holder.instance === fastify.eventSubscription.instance, state: holder.state, lastEventAt: holder.lastEventAt, replayId: holder.replayId, reportedAt: holder.reportedAt }
       }
@@ -52,7 +56,9 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/queues/billing', {
     config: probe,
     schema: {
+      operationId: 'getBillingQueue',
       tags: ['health'],
+      security: [],
       summary: 'Billing queue details: metrics, settings and current alert level',
       response: { 200: Type.Ref(QueueDetail, { description: 'the billing queue' }), ...unexpectedErrorResponse }
     }
@@ -61,7 +67,9 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/queues/crm', {
     config: probe,
     schema: {
+      operationId: 'getCrmQueue',
       tags: ['health'],
+      security: [],
       summary: 'CRM queue details, with the daily API usage against its limit',
       response: { 200: Type.Ref(CrmQueueDetail, { description: 'the CRM queue and its daily usage' }), ...unexpectedErrorResponse }
     }

@@ -53,12 +53,14 @@ export const JobQueueReport = Type.Union([
 const SubscriptionState = StringEnum(['disabled', 'standby', 'connecting', 'connected', 'failed'])
 
 export const EventsReport = Type.Object({
+  health: Type.Ref(QueueHealth, { description: 'judged on the lease holder\'s report: unhealthy while no instance holds a connected subscription; degraded while the CRM did not grant the replay extension; healthy when the subscription is disabled' }),
   state: SubscriptionState,
   lastEventAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   replayId: Type.Union([Type.Integer(), Type.Null()], { description: 'last event handed to the job queue' }),
   received: Count('events handed to the job queue'),
   reconnects: Count('handshakes after the first'),
   dropped: Count('events the CRM delivered without a replayId or a payload, skipped'),
+  replayFallbacks: Count('times the CRM no longer retained the stored replay position, so the subscription fell back to the fallback position; events of the gap may be lost'),
   replaySupported: Type.Union([Type.Boolean(), Type.Null()], {
     description: 'whether the CRM\'s last handshake granted the replay extension; false: degraded, events published while disconnected are lost; null before a handshake'
   }),

@@ -1,8 +1,9 @@
 import { HISTOGRAMS } from '../../plugins/app/monitoring/metrics.js'
 import {
-  INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, ROWS, THRESHOLDS,
+  INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, ROWS, THRESHOLDS, threshold,
   type Level, type Matchers, type PrometheusSource, type Priority, type Threshold, type Unit
 } from '../../plugins/app/monitoring/thresholds.js'
+import { SERVICE_RULES, SERVICE_RULE_CASES, type ServiceRule } from './service-rules.js'
 
 /**
  * The Prometheus side of the thresholds table: each row's PromQL, the alerting rules, their promtool
@@ -11,8 +12,20 @@ import {
  */
 
 export const RATE_WINDOW = '5m'
-/** How long a condition must hold before its alert fires. */
-export const FOR: Record<Exclude<Level, 'ok'>, string> = { warning: '5m', critical: '2m' }
+/**
+ * How long a condition must hold before its alert fires, by priority: the higher the priority, the
+ * sooner it pages, each far inside its response time (specification §8). With the shipped scrape
+ * and evaluation interval of 15 s, an alert fires at most `for` + 30 s after its condition starts
+ * holding in the scraped values: P1 1.5 min, P2 2.5 min, P3 5.5 min, P4 10.5 min. docs/runbooks/README.md says so.
+ */
+export const FOR: Record<Priority, string> = { P1: '1m', P2: '2m', P3: '5m', P4: '10m' }
+/**
+ * A threshold alert keeps firing this long after its series vanish: when an instance dies its
+ * series go stale at once, and the alert would send "resolved" although nothing is fixed.
+ * PortalBffInstanceDown fires within it (1 min + a scrape and an evaluation) and silences the
+ * instance's other alerts in Alertmanager.
+ */
+export const KEEP_FIRING_FOR = '2m'
 export const GROUP_NAME = 'portal-bff'
 export const RULES_FILE = 'monitoring/prometheus/alerts.yml'
 export const RULE_TESTS_FILE = 'monitoring/prometheus/alerts.test.yml'
@@ -27,7 +40,7 @@ export const DASHBOARD_FILE = 'monitoring/grafana/portal-bff.json'
 export const RUNBOOK_DIRECTORY = 'docs/runbooks'
 
 const HEADER = [
-  '# Generated from plugins/app/monitoring/thresholds.ts by dev/scripts/generate-alert-rules.ts: do not edit by hand.',
+  '# Generated from plugins/app/monitoring/thresholds.ts and dev/scripts/service-rules.ts by dev/scripts/generate-alert-rules.ts: do not edit by hand.',
   '# Regenerate with `npm run monitoring:generate`; CI fails while this file is out of date.'
 ]
 
@@ -125,9 +138,9 @@ export function rulePriority (row: Row, level: Exclude<Level, 'ok'>): Priority {
   return row.priority === 'P1' ? 'P3' : 'P4'
 }
 
-/** A row's runbook, relative to `base` (by default the root of this repository). */
-export function runbookUrl (row: Row, base = ''): string {
-  return `${base}${RUNBOOK_DIRECTORY}/${row.measure}.md`
+/** A measure's runbook, relative to `base` (by default the root of this repository). */
+export function runbookUrl (measure: string, base = ''): string {
+  return `${base}${RUNBOOK_DIRECTORY}/${measure}.md`
 }
 
 function ruleLabels (row: Row, level: Exclude<Level, 'ok'>): Record<string, string> {
@@ -149,7 +162,7 @@ function ruleAnnotations (row: Row, level: Exclude<Level, 'ok'>, runbookBase = '
   return {
     summary: `${row.description}: ${direction} ${amount(limitOf(row, level), row.unit)} (${level}, ${priority})`,
     description: `${thresholds}${'note' in row && row.note !== undefined ? ` Note: ${row.note}.` : ''}${response} Current values of every measure: GET /health/alerts.`,
-    runbook_url: runbookUrl(row, runbookBase)
+    runbook_url: runbookUrl(row.measure, runbookBase)
   }
 }
 
@@ -159,24 +172,69 @@ function yamlMap (indent: string, map: Record<string, string>): string[] {
   return Object.entries(map).map(([key, value]) => `${indent}${key}: ${q(value)}`)
 }
 
+/** One alerting rule as the rules file writes it. */
+export interface AlertRule {
+  alert: string
+  expr: string
+  priority: Priority
+  keepFiringFor?: string
+  labels: Record<string, string>
+  annotations: Record<string, string>
+}
+
+/** The warning and the critical rule of every row of the thresholds table. */
+export function thresholdRules (runbookBase = ''): AlertRule[] {
+  return ROWS.flatMap((row) => (['warning', 'critical'] as const).map((level) => ({
+    alert: alertName(row),
+    expr: ruleExpr(row, level),
+    priority: rulePriority(row, level),
+    keepFiringFor: KEEP_FIRING_FOR,
+    labels: ruleLabels(row, level),
+    annotations: ruleAnnotations(row, level, runbookBase)
+  })))
+}
+
+/** The rules of the service itself (instances, the subscription, provisioning), beside the table's. */
+export function serviceRules (runbookBase = ''): AlertRule[] {
+  return SERVICE_RULES.map((rule) => ({
+    alert: rule.alert,
+    expr: rule.expr,
+    priority: rule.priority,
+    labels: { severity: rule.severity, measure: rule.measure, priority: rule.priority },
+    annotations: serviceRuleAnnotations(rule, runbookBase)
+  }))
+}
+
+export function serviceRuleAnnotations (rule: ServiceRule, runbookBase = ''): Record<string, string> {
+  const { respondWithinMinutes, postIncidentReview } = INCIDENT_PRIORITIES[rule.priority]
+  return {
+    summary: `${rule.summary} (${rule.severity}, ${rule.priority})`,
+    description: `${rule.description} Incident priority ${rule.priority}: respond within ${duration(respondWithinMinutes)}${postIncidentReview ? `, post-incident review within ${POST_INCIDENT_REVIEW_BUSINESS_DAYS} business days` : ''}.`,
+    runbook_url: runbookUrl(rule.measure, runbookBase)
+  }
+}
+
+export function allRules (runbookBase = ''): AlertRule[] {
+  return [...thresholdRules(runbookBase), ...serviceRules(runbookBase)]
+}
+
 /**
- * monitoring/prometheus/alerts.yml: a warning and a critical rule per row. `runbookBase` prefixes
- * every `runbook_url` (the checked-in file has none: the URLs stay relative).
+ * monitoring/prometheus/alerts.yml: a warning and a critical rule per row, then the service's own.
+ * `runbookBase` prefixes every `runbook_url` (the checked-in file has none: the URLs stay relative).
  */
 export function renderAlertRules (runbookBase = ''): string {
   const lines = [...HEADER, 'groups:', `  - name: ${GROUP_NAME}`, '    rules:']
-  for (const row of THRESHOLDS) {
-    for (const level of ['warning', 'critical'] as const) {
-      lines.push(
-        `      - alert: ${alertName(row)}`,
-        `        expr: ${q(ruleExpr(row, level))}`,
-        `        for: ${FOR[level]}`,
-        '        labels:',
-        ...yamlMap('          ', ruleLabels(row, level)),
-        '        annotations:',
-        ...yamlMap('          ', ruleAnnotations(row, level, runbookBase))
-      )
-    }
+  for (const rule of allRules(runbookBase)) {
+    lines.push(
+      `      - alert: ${rule.alert}`,
+      `        expr: ${q(rule.expr)}`,
+      `        for: ${FOR[rule.priority]}`,
+      ...(rule.keepFiringFor === undefined ? [] : [`        keep_firing_for: ${rule.keepFiringFor}`]),
+      '        labels:',
+      ...yamlMap('          ', rule.labels),
+      '        annotations:',
+      ...yamlMap('          ', rule.annotations)
+    )
   }
   return `${lines.join('\n')}\n`
 }
@@ -188,8 +246,9 @@ export const TARGET_LABELS = { job: 'portal-bff', instance: 'portal-bff:3000' } 
 
 export interface InputSeries { series: string, values: string }
 
-const SERIES_LENGTH = 15
-const EVAL_TIME = '10m'
+/** Long enough for the slowest `for` (P4, 10 min) to fire after a rate has two samples. */
+export const SERIES_LENGTH = 20
+const EVAL_TIME = '15m'
 
 function seriesName (metric: string, labels: Record<string, string>): string {
   const all = { ...labels, ...TARGET_LABELS }
@@ -290,6 +349,9 @@ export function expectedAlerts (row: Row, level: Level, targetLabels: Record<str
   return levels.map((fired) => ({ exp_labels: { ...ruleLabels(row, fired), ...targetLabels }, exp_annotations: ruleAnnotations(row, fired) }))
 }
 
+export interface ExpectedAlert { exp_labels: Record<string, string>, exp_annotations: Record<string, string> }
+
+/** A threshold row's test: the alerts are those of the row at `level`. */
 export interface RuleTest {
   name: string
   series: InputSeries[]
@@ -298,33 +360,67 @@ export interface RuleTest {
   row: Row
 }
 
-function renderTest ({ name, series, alertname, level, row }: RuleTest, targetLabels?: Record<string, string>): string[] {
+/** A test of any rule: the alerts expected at each evaluation time. */
+export interface PromtoolCase {
+  name: string
+  series: InputSeries[]
+  alertname: string
+  checks: Array<{ evalTime: string, alerts: ExpectedAlert[] }>
+}
+
+function renderCase ({ name, series, alertname, checks }: PromtoolCase): string[] {
   const lines = [
     `  - name: ${q(name)}`,
     '    interval: 1m',
     '    input_series:',
     ...series.flatMap(({ series, values }) => [`      - series: ${q(series)}`, `        values: ${q(values)}`]),
-    '    alert_rule_test:',
-    `      - eval_time: ${EVAL_TIME}`,
-    `        alertname: ${alertname}`
+    '    alert_rule_test:'
   ]
-  const alerts = expectedAlerts(row, level, targetLabels)
-  if (alerts.length === 0) return [...lines, '        exp_alerts: []']
-  lines.push('        exp_alerts:')
-  for (const { exp_labels: labels, exp_annotations: annotations } of alerts) {
-    lines.push('          - exp_labels:', ...yamlMap('              ', labels), '            exp_annotations:', ...yamlMap('              ', annotations))
+  for (const { evalTime, alerts } of checks) {
+    lines.push(`      - eval_time: ${evalTime}`, `        alertname: ${alertname}`)
+    if (alerts.length === 0) {
+      lines.push('        exp_alerts: []')
+      continue
+    }
+    lines.push('        exp_alerts:')
+    for (const { exp_labels: labels, exp_annotations: annotations } of alerts) {
+      lines.push('          - exp_labels:', ...yamlMap('              ', labels), '            exp_annotations:', ...yamlMap('              ', annotations))
+    }
   }
   return lines
 }
 
+function thresholdCase ({ name, series, alertname, level, row }: RuleTest, targetLabels?: Record<string, string>): PromtoolCase {
+  return { name, series, alertname, checks: [{ evalTime: EVAL_TIME, alerts: expectedAlerts(row, level, targetLabels) }] }
+}
+
 /** A promtool test file of the given tests against the rules file at `rulesPath`. */
-export function renderRuleTests (tests: RuleTest[], rulesPath: string, targetLabels?: Record<string, string>): string {
+export function renderRuleTests (tests: Array<RuleTest | PromtoolCase>, rulesPath: string, targetLabels?: Record<string, string>): string {
   return `${[
     `rule_files:\n  - ${q(rulesPath)}`,
     'evaluation_interval: 1m',
     'tests:',
-    ...tests.flatMap((test) => renderTest(test, targetLabels))
+    ...tests.flatMap((test) => renderCase('checks' in test ? test : thresholdCase(test, targetLabels)))
   ].join('\n')}\n`
+}
+
+/**
+ * A threshold alert past its critical limit whose series go stale (its instance died): it keeps
+ * firing for KEEP_FIRING_FOR, then resolves.
+ */
+export function vanishedSeriesCase (): PromtoolCase {
+  const row = threshold('billing_failed_requests')
+  const past = seriesAt(row, row.critical, true).map(({ series, values }) => ({ series, values: `${values.split('+')[0] ?? '0'}+0x10 stale` }))
+  const keep = Number.parseInt(KEEP_FIRING_FOR, 10)
+  return {
+    name: `${row.measure}: the instance dies past the critical threshold: its alerts keep firing ${KEEP_FIRING_FOR}, then resolve`,
+    series: past,
+    alertname: alertName(row),
+    checks: [
+      { evalTime: `${11 + keep - 1}m`, alerts: expectedAlerts(row, 'critical') },
+      { evalTime: `${11 + keep + 1}m`, alerts: [] }
+    ]
+  }
 }
 
 /** For every row: ok side of the warning threshold, past it, and past the critical one. */
@@ -345,9 +441,32 @@ export function thresholdTests (): RuleTest[] {
   })
 }
 
+/** The promtool cases of the service's own rules, with the alerts each expects. */
+export function serviceRuleCases (): PromtoolCase[] {
+  return Object.entries(SERVICE_RULE_CASES).flatMap(([alertname, cases]) => cases.map((ruleCase) => {
+    const rules = SERVICE_RULES.filter((rule) => rule.alert === alertname)
+    if (rules.length === 0) throw new Error(`promtool cases of ${alertname}, which is no rule`)
+    return {
+      name: `${alertname}: ${ruleCase.name}`,
+      series: ruleCase.series.map(({ metric, labels = {}, values }) => ({
+        series: `${metric}{${Object.entries({ ...TARGET_LABELS, ...labels }).map(([label, value]) => `${label}=${JSON.stringify(value)}`).join(',')}}`,
+        values
+      })),
+      alertname,
+      checks: [{
+        evalTime: EVAL_TIME,
+        alerts: rules.filter((rule) => ruleCase.fires.includes(rule.severity)).map((rule) => ({
+          exp_labels: { severity: rule.severity, measure: rule.measure, priority: rule.priority, ...(ruleCase.alertLabels ?? TARGET_LABELS) },
+          exp_annotations: serviceRuleAnnotations(rule)
+        }))
+      }]
+    }
+  }))
+}
+
 /** monitoring/prometheus/alerts.test.yml */
 export function renderAlertRuleTests (): string {
-  return `${HEADER.join('\n')}\n${renderRuleTests(thresholdTests(), 'alerts.yml')}`
+  return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), vanishedSeriesCase(), ...serviceRuleCases()], 'alerts.yml')}`
 }
 
 // --- Grafana

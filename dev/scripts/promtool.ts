@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
-import { RULES_FILE, alertName, renderRuleTests, type InputSeries } from './alert-rules.js'
+import { RULES_FILE, SERIES_LENGTH, alertName, renderRuleTests, type InputSeries } from './alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { threshold, type Level, type MeasureName } from '../../plugins/app/monitoring/thresholds.js'
 
@@ -95,7 +95,7 @@ export function scrapedSeries (exposition: Exposition, prefix = 'portal_bff_'): 
     const all = { ...labels, job: 'portal-bff', instance: 'portal-bff:3000' }
     series.push({
       series: `${name}{${Object.entries(all).map(([label, labelValue]) => `${label}=${JSON.stringify(labelValue)}`).join(',')}}`,
-      values: cumulative ? `0+${value / 5}x15` : `${value}+0x15`
+      values: cumulative ? `0+${value / 5}x${SERIES_LENGTH}` : `${value}+0x${SERIES_LENGTH}`
     })
   }
   return series

@@ -1,33 +1,17 @@
 import t from 'tap'
-import { spawn, spawnSync } from 'node:child_process'
-import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
-import { delimiter, join } from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { alertName, rulePriority, TARGET_LABELS } from '../../dev/scripts/alert-rules.js'
+import { alertName, allRules, rulePriority, TARGET_LABELS } from '../../dev/scripts/alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
-import { INCIDENT_PRIORITIES, ROWS, threshold, type MeasureName, type Priority } from '../../plugins/app/monitoring/thresholds.js'
+import { INCIDENT_PRIORITIES, threshold, type MeasureName, type Priority } from '../../plugins/app/monitoring/thresholds.js'
+import { AlertmanagerServer, findAlertmanager, findExecutable, type AlertmanagerAlert } from '../helpers/monitoring-servers.js'
 
 const CONFIG = 'monitoring/alertmanager/alertmanager.yml'
 
-/** The first of `names` that is an executable on the PATH. */
-function findExecutable (...names: string[]): string | undefined {
-  for (const directory of (process.env.PATH ?? '').split(delimiter)) {
-    for (const name of names) {
-      const candidate = join(directory, name)
-      try {
-        accessSync(candidate, constants.X_OK)
-        return candidate
-      } catch {}
-    }
-  }
-  return undefined
-}
-
 const amtool = findExecutable('amtool')
-// Debian's package prometheus-alertmanager names the binary prometheus-alertmanager; upstream, alertmanager.
-const alertmanager = findExecutable('prometheus-alertmanager', 'alertmanager')
+const alertmanager = findAlertmanager()
 const skipWithout = (missing: boolean, what: string) => missing && process.env.CI === undefined && `${what} is not installed (Debian package prometheus-alertmanager; .ci/run installs it)`
 
 function runAmtool (args: string[]): { code: number | null, output: string, stdout: string } {
@@ -54,7 +38,7 @@ t.test('amtool: the configuration is valid and routes on the priority label', { 
   const check = runAmtool(['check-config', CONFIG])
   t.equal(check.code, 0, 'amtool check-config', { output: check.output })
   t.match(check.output, /SUCCESS/)
-  t.match(check.output, '3 inhibit rules')
+  t.match(check.output, '5 inhibit rules')
 
   t.equal(routeOf({ alertname: 'PortalBffCoreStatus', severity: 'critical', priority: 'P1' }), 'pager', 'P1 pages')
   t.equal(routeOf({ alertname: 'PortalBffJobQueueWaiting', severity: 'critical', priority: 'P2' }), 'pager', 'P2 pages')
@@ -63,13 +47,11 @@ t.test('amtool: the configuration is valid and routes on the priority label', { 
   t.equal(routeOf({ alertname: 'SomethingElse', severity: 'critical' }), 'default', 'an alert with no priority goes to the default receiver')
   t.equal(routeOf({ alertname: 'SomethingElse', priority: 'P9' }), 'default', 'an unknown priority too')
 
-  // Every rule of the table, at both levels, reaches the receiver of its priority.
-  for (const row of ROWS) {
-    for (const level of ['warning', 'critical'] as const) {
-      const priority = rulePriority(row, level)
-      const verify = runAmtool(['config', 'routes', 'test', `--config.file=${CONFIG}`, `--verify.receivers=${PAGED[priority]}`, `alertname=${alertName(row)}`, `severity=${level}`, `measure=${row.measure}`, `priority=${priority}`, `instance=${TARGET_LABELS.instance}`])
-      t.equal(verify.code, 0, `${alertName(row)} ${level} (${priority}) goes to ${PAGED[priority]}`, { output: verify.output })
-    }
+  // Every shipped rule, the table's at both levels and the service's own, reaches the receiver of its priority.
+  for (const rule of allRules()) {
+    const labels = { alertname: rule.alert, ...rule.labels, ...TARGET_LABELS }
+    const verify = runAmtool(['config', 'routes', 'test', `--config.file=${CONFIG}`, `--verify.receivers=${PAGED[rule.priority]}`, ...Object.entries(labels).map(([label, value]) => `${label}=${value}`)])
+    t.equal(verify.code, 0, `${rule.alert} ${rule.labels.severity ?? '?'} (${rule.priority}) goes to ${PAGED[rule.priority]}`, { output: verify.output })
   }
 })
 
@@ -84,19 +66,6 @@ t.test('each priority repeats at its response time and groups by alert and insta
   t.notMatch(config, /https?:\/\/(?!127\.0\.0\.1)[a-z]/i, 'no invented host')
 })
 
-interface Alert { fingerprint: string, labels: Record<string, string>, status: { state: string, inhibitedBy: string[] } }
-
-async function freePort (): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => { if (address !== null && typeof address === 'object') resolve(address.port); else reject(new Error('no port')) })
-    })
-  })
-}
-
 /** The labels a rule of the table fires with, on an instance. */
 function ruleAlert (measure: MeasureName, level: 'warning' | 'critical', instance: string): Record<string, string> {
   const row = threshold(measure)
@@ -105,34 +74,8 @@ function ruleAlert (measure: MeasureName, level: 'warning' | 'critical', instanc
 
 t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWithout(alertmanager === undefined, 'prometheus-alertmanager') }, async (t) => {
   t.ok(alertmanager, 'prometheus-alertmanager is installed')
-  const storage = mkdtempSync(join(tmpdir(), 'portal-bff-alertmanager-'))
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
-  const child = spawn(alertmanager!, [
-    `--config.file=${join(projectRoot, CONFIG)}`,
-    `--storage.path=${storage}`,
-    `--web.listen-address=127.0.0.1:${port}`,
-    '--cluster.listen-address=',
-    '--log.level=warn'
-  ], { stdio: ['ignore', 'ignore', 'pipe'] })
-  let log = ''
-  child.stderr.on('data', (chunk: Buffer) => { log += chunk.toString() })
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  t.teardown(async () => {
-    if (child.exitCode === null && child.pid !== undefined) {
-      process.kill(child.pid, 'SIGTERM')
-      await Promise.race([exited, sleep(5000)])
-      if (child.exitCode === null && child.signalCode === null) process.kill(child.pid, 'SIGKILL')
-    }
-    rmSync(storage, { recursive: true, force: true })
-  })
-
-  let ready = false
-  for (let attempt = 0; attempt < 100 && !ready && child.exitCode === null; attempt++) {
-    ready = await fetch(`${base}/-/ready`).then((response) => response.ok, () => false)
-    if (!ready) await sleep(100)
-  }
-  if (!t.ok(ready, 'Alertmanager is ready', { log })) return
+  const server = await AlertmanagerServer.start()
+  t.teardown(() => server.stop())
 
   const alerts = {
     critical: ruleAlert('http_5xx_rate', 'critical', 'bff-a:3000'),
@@ -145,11 +88,16 @@ t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWit
     latencyElsewhere: ruleAlert('api_response_time_p95', 'warning', 'bff-c:3000'),
     instanceDown: { alertname: 'PortalBffInstanceDown', severity: 'critical', priority: 'P1', job: TARGET_LABELS.job, instance: 'bff-d:3000' },
     onDownInstance: ruleAlert('job_queue_failed', 'critical', 'bff-d:3000'),
-    warningOnDownInstance: ruleAlert('crm_daily_usage', 'warning', 'bff-d:3000')
+    warningOnDownInstance: ruleAlert('crm_daily_usage', 'warning', 'bff-d:3000'),
+    billingDown: ruleAlert('billing_failed_requests', 'critical', 'bff-e:3000'),
+    hitRateWithBillingDown: ruleAlert('cache_hit_rate', 'critical', 'bff-e:3000'),
+    hitRateElsewhere: ruleAlert('cache_hit_rate', 'critical', 'bff-c:3000'),
+    noInstanceUp: { alertname: 'PortalBffNoInstanceUp', severity: 'critical', priority: 'P1', measure: 'no_instance_up', job: 'portal-bff-other' },
+    instanceDownOfThatJob: { alertname: 'PortalBffInstanceDown', severity: 'critical', priority: 'P1', measure: 'instance_down', job: 'portal-bff-other', instance: 'bff-f:3000' }
   }
   const startsAt = new Date(Date.now() - 60_000).toISOString()
   const endsAt = new Date(Date.now() + 3_600_000).toISOString()
-  const posted = await fetch(`${base}/api/v2/alerts`, {
+  const posted = await fetch(`${server.url}/api/v2/alerts`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(Object.values(alerts).map((labels) => ({ labels, annotations: { summary: 'test' }, startsAt, endsAt })))
@@ -168,16 +116,21 @@ t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWit
     latencyElsewhere: null,
     instanceDown: null,
     onDownInstance: 'instanceDown',
-    warningOnDownInstance: 'instanceDown'
+    warningOnDownInstance: 'instanceDown',
+    billingDown: null,
+    hitRateWithBillingDown: 'billingDown',
+    hitRateElsewhere: null,
+    noInstanceUp: null,
+    instanceDownOfThatJob: 'noInstanceUp'
   }
   // The inhibitor takes the alerts in asynchronously: poll until every alert is there and settled.
-  let byKey = new Map<string, Alert>()
+  let byKey = new Map<string, AlertmanagerAlert>()
   const settled = () => Object.entries(expectedInhibitor).every(([name, inhibitor]) => {
     const alert = byKey.get(key(alerts[name as keyof typeof alerts]))
     return alert !== undefined && (inhibitor === null ? alert.status.inhibitedBy.length === 0 : alert.status.inhibitedBy.length > 0)
   })
   for (let attempt = 0; attempt < 50; attempt++) {
-    const listed = await (await fetch(`${base}/api/v2/alerts`)).json() as Alert[]
+    const listed = await server.alerts()
     byKey = new Map(listed.map((alert) => [key(alert.labels), alert]))
     if (settled()) break
     await sleep(100)
@@ -186,7 +139,8 @@ t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWit
 
   for (const [name, inhibitor] of Object.entries(expectedInhibitor) as Array<[keyof typeof alerts, keyof typeof alerts | null]>) {
     const alert = byKey.get(key(alerts[name]))
-    const what = `${alerts[name].alertname} ${alerts[name].severity} on ${alerts[name].instance}`
+    const labels: Record<string, string> = alerts[name]
+    const what = `${labels.alertname ?? '?'} ${labels.severity ?? '?'} on ${labels.instance ?? labels.job ?? '?'}`
     if (inhibitor === null) {
       t.same(alert?.status.inhibitedBy, [], `${what} is not inhibited`)
       t.equal(alert?.status.state, 'active', `${what} is active`)
@@ -197,7 +151,7 @@ t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWit
     }
   }
 
-  const inhibited = await (await fetch(`${base}/api/v2/alerts?active=false&inhibited=true&silenced=false&unprocessed=false`)).json() as Alert[]
+  const inhibited = await server.alerts('?active=false&inhibited=true&silenced=false&unprocessed=false')
   t.same(
     inhibited.map((alert) => key(alert.labels)).sort(),
     Object.entries(expectedInhibitor).filter(([, inhibitor]) => inhibitor !== null).map(([name]) => key(alerts[name as keyof typeof alerts])).sort(),

@@ -2,7 +2,8 @@ import t from 'tap'
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, RUNBOOK_DIRECTORY, alertName, judgedExpr, renderAlertRules, rulePriority } from '../../dev/scripts/alert-rules.js'
+import { DASHBOARD_FILE, FOR, KEEP_FIRING_FOR, RULES_FILE, RULE_TESTS_FILE, RUNBOOK_DIRECTORY, alertName, allRules, judgedExpr, renderAlertRules, rulePriority } from '../../dev/scripts/alert-rules.js'
+import { SERVICE_RULES, SERVICE_RULE_CASES } from '../../dev/scripts/service-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { ROWS, THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
 import { generatedFiles, outOfDate } from '../../dev/scripts/generate-alert-rules.js'
@@ -15,15 +16,17 @@ t.test('the checked-in rules, rule tests and dashboard are what plugins/app/moni
   t.same(outOfDate(), [], 'the generator\'s --check agrees')
 })
 
-t.test('a warning and a critical rule per row of the thresholds table', async (t) => {
+const RULE_COUNT = 2 * THRESHOLDS.length + SERVICE_RULES.length
+
+t.test('a warning and a critical rule per row of the thresholds table, and the service\'s own rules', async (t) => {
   const rules = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
-  t.equal(rules.match(/^ {6}- alert: /gm)?.length, 2 * THRESHOLDS.length, `${2 * THRESHOLDS.length} rules`)
+  t.equal(rules.match(/^ {6}- alert: /gm)?.length, RULE_COUNT, `${RULE_COUNT} rules`)
   for (const row of ROWS) {
     const direction = row.comparison === 'above' ? '>' : '<'
     for (const [severity, limit] of [['warning', row.warning], ['critical', row.critical]] as const) {
       const judged = judgedExpr(row)
       const expr = JSON.stringify(`${row.minSamples === undefined ? judged : `(${judged})`} ${direction} ${limit}`)
-      const rule = new RegExp(`- alert: ${alertName(row)}\\n {8}expr: ${expr.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\n.*\\n {8}labels:\\n {10}severity: "${severity}"\\n {10}measure: "${row.measure}"`)
+      const rule = new RegExp(`- alert: ${alertName(row)}\\n {8}expr: ${expr.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\n(?:.*\\n){2} {8}labels:\\n {10}severity: "${severity}"\\n {10}measure: "${row.measure}"`)
       t.match(rules, rule, `${row.measure}: the ${severity} rule compares with ${direction} ${limit}`)
     }
   }
@@ -39,7 +42,7 @@ function parseRules (text: string): Array<{ alert: string, fields: Record<string
 
 t.test('every rule has a priority P1-P4, a summary, a description and a runbook that exists', async (t) => {
   const rules = parseRules(readFileSync(join(projectRoot, RULES_FILE), 'utf8'))
-  t.equal(rules.length, 2 * THRESHOLDS.length, 'every rule is read')
+  t.equal(rules.length, RULE_COUNT, 'every rule is read')
   for (const { alert, fields } of rules) {
     const what = `${alert} ${fields.severity ?? '?'}`
     t.match(fields.priority, /^P[1-4]$/, `${what}: priority P1-P4`)
@@ -60,6 +63,24 @@ t.test('every rule has a priority P1-P4, a summary, a description and a runbook 
   t.match(renderAlertRules('https://docs.test/'), `runbook_url: "https://docs.test/${RUNBOOK_DIRECTORY}/core_status.md"`, 'the runbook base can be given when rendering')
 })
 
+t.test('each rule waits the `for:` of its priority; the threshold rules outlive a vanished series', async (t) => {
+  const text = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
+  const blocks = text.split(/^ {6}- alert: /m).slice(1)
+  const rules = allRules()
+  t.equal(blocks.length, rules.length)
+  rules.forEach((rule, index) => {
+    const block = blocks[index] ?? ''
+    t.match(block, `\n        for: ${FOR[rule.priority]}\n`, `${rule.alert} ${rule.labels.severity ?? '?'}: for ${FOR[rule.priority]} (${rule.priority})`)
+    t.match(block, `priority: "${rule.priority}"`)
+  })
+  t.same([FOR.P1, FOR.P2, FOR.P3, FOR.P4], ['1m', '2m', '5m', '10m'], 'the higher the priority, the sooner it fires')
+  const thresholdBlocks = blocks.filter((block) => ROWS.some((row) => block.startsWith(`${alertName(row)}\n`)))
+  t.equal(thresholdBlocks.length, 2 * ROWS.length)
+  t.ok(thresholdBlocks.every((block) => block.includes(`keep_firing_for: ${KEEP_FIRING_FOR}`)), `every threshold rule keeps firing ${KEEP_FIRING_FOR} after its series vanish`)
+  t.ok(Number.parseInt(KEEP_FIRING_FOR, 10) > Number.parseInt(FOR.P1, 10), 'longer than the instance-down alert takes to fire')
+  t.same(Object.keys(SERVICE_RULE_CASES).sort(), [...new Set(SERVICE_RULES.map((rule) => rule.alert))].sort(), 'every service rule has promtool cases')
+})
+
 t.test('the runbook index lists every measure with the priority of each level', async (t) => {
   const index = readFileSync(join(projectRoot, RUNBOOK_DIRECTORY, 'README.md'), 'utf8')
   for (const row of ROWS) {
@@ -67,7 +88,15 @@ t.test('the runbook index lists every measure with the priority of each level', 
     t.ok(line, `${row.measure} is in the index`)
     t.match(line, `| ${rulePriority(row, 'warning')} | ${rulePriority(row, 'critical')} |`, `${row.measure}: warning ${rulePriority(row, 'warning')}, critical ${rulePriority(row, 'critical')}`)
   }
-  for (const file of ROWS.map((row) => `${row.measure}.md`)) {
+  for (const measure of new Set(SERVICE_RULES.map((rule) => rule.measure))) {
+    const line = index.split('\n').find((candidate) => candidate.includes(`(${measure}.md)`))
+    t.ok(line, `${measure} is in the index`)
+    for (const level of ['warning', 'critical'] as const) {
+      const priority = SERVICE_RULES.find((rule) => rule.measure === measure && rule.severity === level)?.priority ?? '-'
+      t.match(line, new RegExp(`\\| ${level === 'warning' ? `${priority} \\| \\S+` : `\\S+ \\| ${priority}`} \\|`), `${measure}: ${level} ${priority}`)
+    }
+  }
+  for (const file of [...ROWS.map((row) => row.measure), ...SERVICE_RULES.map((rule) => rule.measure)].map((measure) => `${measure}.md`)) {
     const page = readFileSync(join(projectRoot, RUNBOOK_DIRECTORY, file), 'utf8')
     for (const section of ['## What it means', '## First checks', '## Fix', '## Escalate']) t.match(page, section, `${file}: ${section}`)
     t.notMatch(page, /\bseed\b/i, `${file} says specification`)
@@ -89,7 +118,7 @@ t.test('promtool: the rules are valid and each fires at its threshold', { skip: 
   t.ok(installed, 'promtool is installed')
   const check = promtool(['check', 'rules', RULES_FILE])
   t.equal(check.code, 0, 'promtool check rules', { output: check.output })
-  t.match(check.output, `SUCCESS: ${2 * THRESHOLDS.length} rules found`)
+  t.match(check.output, `SUCCESS: ${RULE_COUNT} rules found`)
   const test = promtool(['test', 'rules', RULE_TESTS_FILE])
   t.equal(test.code, 0, 'promtool test rules: every rule fires just past its threshold and not before', { output: test.output })
 })

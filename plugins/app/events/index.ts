@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import { runInContext } from '../../../lib/log-context.js'
 import { orderWorkId } from '../orders/job-queue.js'
-import { EventSubscription, type SubscriptionStats } from './subscription.js'
+import { EventSubscription, SUBSCRIPTION_STATES, type HolderReport, type SubscriptionStats } from './subscription.js'
 import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/errors.js'
 import type { Order } from '../orders/store.js'
 import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
@@ -17,6 +17,8 @@ declare module 'fastify' {
 declare module '../monitoring/index.js' {
   interface MonitoringParts {
     subscriber: SubscriptionStats
+    /** What the lease holder, whichever instance it is, last reported; null when no instance holds the lease. */
+    subscriptionHolder: HolderReport | null
   }
 }
 
@@ -97,6 +99,17 @@ async function eventSubscriber (fastify: FastifyInstance) {
       const failure = FAILURE_CLASSES.find((known) => known === holder?.lastError) ?? 'upstream_error'
       throw new UpstreamFailure(failure, 'crm', `platform-event subscription ${holder === null ? 'held by no instance' : holder.state}`)
     })
+    // Every instance reports the holder it sees, so the rules can tell "nobody holds it" from "held, not connected".
+    fastify.monitoring.register('subscriptionHolder', {
+      description: 'the platform-event subscription lease holder',
+      read: () => subscription.holder(),
+      metrics: [{
+        name: 'portal_bff_event_subscription_holder_state',
+        help: 'The state the platform-event subscription\'s lease holder (any instance) last reported, 1 for the current one; none: no instance holds the lease',
+        type: 'gauge',
+        samples: (holder) => ['none', ...SUBSCRIPTION_STATES].map((state) => ({ labels: { state }, value: state === (holder?.state ?? 'none') ? 1 : 0 }))
+      }]
+    })
   }
   fastify.monitoring.register('subscriber', {
     description: 'the platform-event subscription',
@@ -106,11 +119,17 @@ async function eventSubscriber (fastify: FastifyInstance) {
         name: 'portal_bff_event_subscriber_state',
         help: 'The platform-event subscription\'s state (1 for the current one)',
         type: 'gauge',
-        samples: ({ state }) => [{ labels: { state }, value: 1 }]
+        samples: ({ state: current }) => SUBSCRIPTION_STATES.map((state) => ({ labels: { state }, value: state === current ? 1 : 0 }))
       },
       { name: 'portal_bff_event_subscriber_events_received_total', help: 'Platform events received', type: 'counter', samples: ({ received }) => [{ value: received }] },
       { name: 'portal_bff_event_subscriber_reconnects_total', help: 'Reconnections of the platform-event subscription', type: 'counter', samples: ({ reconnects }) => [{ value: reconnects }] },
       { name: 'portal_bff_event_subscriber_events_dropped_total', help: 'Platform events delivered without a replayId or a payload, skipped', type: 'counter', samples: ({ dropped }) => [{ value: dropped }] },
+      {
+        name: 'portal_bff_event_subscriber_replay_fallbacks_total',
+        help: 'Times the CRM no longer retained the stored replay position, so this instance subscribed from the fallback position: events of the gap may be lost',
+        type: 'counter',
+        samples: ({ replayFallbacks }) => [{ value: replayFallbacks }]
+      },
       {
         name: 'portal_bff_event_subscriber_replay_supported',
         help: 'Whether the CRM granted the replay extension at the last handshake (0: degraded, nothing missed is replayed); absent before one',

@@ -5,23 +5,39 @@ import type { Redis } from 'ioredis'
 import { PlatformEventSubscriber, type SubscriberState, type SubscriberStats } from '../../../integrations/crm/bayeux.js'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import type { CrmClient } from '../../../integrations/crm/client.js'
+import type { QueueHealth } from '../monitoring/thresholds.js'
 
 export const ORDER_PROVISION_CHANNEL = '/event/OrderProvisionRequested__e'
 
-export type SubscriptionState = 'disabled' | 'standby' | 'connecting' | 'connected' | 'failed'
+export const SUBSCRIPTION_STATES = ['disabled', 'standby', 'connecting', 'connected', 'failed'] as const
+export type SubscriptionState = typeof SUBSCRIPTION_STATES[number]
 
 /** The stream's own figures (SubscriberStats), with this instance's part in the subscription as its state. */
 export interface SubscriptionStats extends Omit<SubscriberStats, 'state'> {
   state: SubscriptionState
+  /** Times the CRM no longer retained the stored replay position, so the subscription fell back to new (or all retained) events. */
+  replayFallbacks: number
 }
 
 /** The figures of a subscription with no stream running. */
-const NO_STREAM: Omit<SubscriptionStats, 'state'> = { lastEventAt: null, replayId: null, received: 0, reconnects: 0, dropped: 0, replaySupported: null, lastError: null }
+const NO_STREAM: Omit<SubscriberStats, 'state'> = { lastEventAt: null, replayId: null, received: 0, reconnects: 0, dropped: 0, replaySupported: null, lastError: null }
 
 /** What the lease holder last said of its subscription, shared with every instance through Redis. */
 export interface HolderReport extends SubscriptionStats {
   instance: string
   reportedAt: string
+}
+
+/**
+ * The subscription's health across instances, judged on the lease holder's report: unhealthy while
+ * no instance holds a connected subscription (orders wait in Pending Review); degraded while the
+ * CRM did not grant the replay extension (events published during a disconnection are lost).
+ * A disabled subscription has nothing to judge.
+ */
+export function subscriptionHealth (enabled: boolean, holder: HolderReport | null): QueueHealth {
+  if (!enabled) return 'healthy'
+  if (holder?.state !== 'connected') return 'unhealthy'
+  return holder.replaySupported === false ? 'degraded' : 'healthy'
 }
 
 export interface EventSubscriptionOptions {
@@ -84,6 +100,7 @@ export class EventSubscription {
    */
   #unstoredFloor: number | undefined
   #skipBelow: number | undefined
+  #replayFallbacks = 0
   readonly #leaseKey: string
   readonly #stateKey: string
   #state: SubscriptionState
@@ -133,7 +150,7 @@ export class EventSubscription {
 
   stats (): SubscriptionStats {
     const { state: _streamState, ...stream } = this.#subscriber?.stats() ?? { ...NO_STREAM, state: undefined }
-    return { ...stream, state: this.#state }
+    return { ...stream, state: this.#state, replayFallbacks: this.#replayFallbacks }
   }
 
   /** The holder's last report, whichever instance holds the lease; null when none reports. */
@@ -191,6 +208,7 @@ export class EventSubscription {
       fallbackReplay: replay === 'ALL' ? -2 : -1,
       // The stored position is no longer valid: forget it, so the fallback's positions can be stored.
       onInvalidReplay: async () => {
+        this.#replayFallbacks++
         this.#unstoredFloor = undefined
         await redis.del(this.replayKey, this.floorKey)
       },

@@ -96,6 +96,7 @@ export class Monitoring {
   readonly #latest: Partial<MonitoringParts> = {}
   readonly #readAt = new Map<PartName, number>()
   #inFlight: Promise<MonitoringSnapshot> | undefined
+  #recent: Promise<MonitoringSnapshot> | undefined
 
   constructor ({ metrics, log, readTimeoutMs, limits = {} }: MonitoringOptions) {
     this.#metrics = metrics
@@ -124,7 +125,7 @@ export class Monitoring {
     })
     for (const metric of source.metrics ?? []) {
       this.#metrics.live(metric.name, metric.help, metric.type, async () => {
-        const value = (await this.recent(SCRAPE_WAIT_MS)).parts[part]
+        const value = (await this.recent()).parts[part]
         return value === undefined ? [] : metric.samples(value)
       })
     }
@@ -137,10 +138,16 @@ export class Monitoring {
   }
 
   /**
-   * A reading within `waitMs`: the fresh one when every part answers by then, else each part as
-   * last read (the reading goes on, and the next call gets what it finds).
+   * A reading within SCRAPE_WAIT_MS: the fresh one when every part answers by then, else each part
+   * as last read (the reading goes on, and the next call gets what it finds). The metrics of one
+   * scrape share one wait.
    */
-  async recent (waitMs: number): Promise<MonitoringSnapshot> {
+  recent (): Promise<MonitoringSnapshot> {
+    this.#recent ??= this.#within(SCRAPE_WAIT_MS).finally(() => { this.#recent = undefined })
+    return this.#recent
+  }
+
+  async #within (waitMs: number): Promise<MonitoringSnapshot> {
     const fresh = this.snapshot()
     let timer: NodeJS.Timeout | undefined
     const late = new Promise<undefined>((resolve) => { timer = setTimeout(() => resolve(undefined), waitMs) })

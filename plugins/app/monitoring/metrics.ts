@@ -30,6 +30,12 @@ export const HISTOGRAMS = {
     help: 'Duration of database queries of the business connection pool, by outcome',
     labelNames: ['outcome'],
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10]
+  },
+  provisioningLag: {
+    name: 'portal_bff_order_provisioning_lag_seconds',
+    help: 'Time from a platform event handed off (its provisioning job queued) to its order Active',
+    labelNames: [],
+    buckets: [0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800, 3600]
   }
 } as const
 
@@ -73,6 +79,7 @@ export class ServiceMetrics {
   readonly #upstream: Histogram<'upstream' | 'outcome'>
   readonly #cacheCommand: Histogram
   readonly #query: Histogram<'outcome'>
+  readonly #provisioningLag: Histogram
 
   constructor () {
     collectDefaultMetrics({ register: this.registry })
@@ -81,6 +88,7 @@ export class ServiceMetrics {
     this.#upstream = new Histogram({ ...HISTOGRAMS.upstream, labelNames: [...HISTOGRAMS.upstream.labelNames], buckets: [...HISTOGRAMS.upstream.buckets], registers })
     this.#cacheCommand = new Histogram({ ...HISTOGRAMS.cacheCommand, labelNames: [], buckets: [...HISTOGRAMS.cacheCommand.buckets], registers })
     this.#query = new Histogram({ ...HISTOGRAMS.query, labelNames: [...HISTOGRAMS.query.labelNames], buckets: [...HISTOGRAMS.query.buckets], registers })
+    this.#provisioningLag = new Histogram({ ...HISTOGRAMS.provisioningLag, labelNames: [], buckets: [...HISTOGRAMS.provisioningLag.buckets], registers })
     // Every known label set starts at 0: a series born on its first failure has no earlier sample,
     // so rate() and increase() would not see that failure.
     for (const upstream of UPSTREAMS) {
@@ -111,6 +119,10 @@ export class ServiceMetrics {
 
   observeQuery (durationMs: number, failed: boolean): void {
     this.#query.observe({ outcome: failed ? 'error' : 'ok' }, durationMs / 1000)
+  }
+
+  observeProvisioningLag (seconds: number): void {
+    this.#provisioningLag.observe(seconds)
   }
 
   /** Adds a metric read at scrape time. `read` must not throw: report no sample instead. */

@@ -124,6 +124,8 @@ async function jobQueue (fastify: FastifyInstance) {
     const { crmOrderId } = job.data
     try {
       await provisionOrder(deps, crmOrderId)
+      // The job is queued by the event's hand-off, and one job runs per CRM order (its id is the job's).
+      fastify.metrics.observeProvisioningLag((Date.now() - job.timestamp) / 1000)
     } catch (error) {
       const reason = `${classifyFailure(error)}: ${error instanceof Error ? error.message : String(error)}`
       const last = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
