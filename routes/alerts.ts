@@ -11,8 +11,9 @@ const alertRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     config: { probe: true },
     onRequest: fastify.requireOpsToken,
     schema: {
+      operationId: 'getAlerts',
+      tags: ['alerts'],
       security: [{ opsToken: [] }],
-      tags: ['health'],
       summary: 'Every measure of the monitoring thresholds with its value, unit and level, and the overall level',
       description: 'One row per row of the specification\'s thresholds table. 200 whatever the level: the level is in the body. A critical row suggests an incident priority.',
       response: { 200: Type.Ref(AlertsReport, { description: 'every measure with its level, and the overall level' }), ...opsUnauthorizedResponse, ...unexpectedErrorResponse }

@@ -23,6 +23,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     onRequest: fastify.requireDatabase,
     config: { rateLimit: { max: LOGIN_RATE_LIMIT_MAX, timeWindow: 60_000, keyGenerator: (request) => `login:${request.ip}` } },
     schema: {
+      operationId: 'signIn',
       tags: ['auth'],
       summary: 'Sign in with the billing account; returns a Bearer access token',
       security: [],
@@ -65,6 +66,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/auth/logout', {
     onRequest: [fastify.requireDatabase, fastify.authenticate],
     schema: {
+      operationId: 'signOut',
       tags: ['auth'],
       summary: 'Revoke the access token until it expires',
       security: [{ bearerAuth: [] }],

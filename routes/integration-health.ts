@@ -13,7 +13,9 @@ const integrationHealthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/auth/health-check', {
     config: { probe: true },
     schema: {
+      operationId: 'getIntegrationHealth',
       tags: ['health'],
+      security: [],
       summary: 'Integration health: database, billing system, CRM and telecom provider',
       description: 'Each check is bounded by the health-check timeout; a failing check names a short failure class. A finished run is reused for `INTEGRATION_CHECK_CACHE_MS` (30 s by default): one run costs the CRM one REST call (`limits`), so polling this costs the org at most 2,880 API calls a day per instance, whoever polls.',
       response: {

@@ -7,8 +7,9 @@ const metricsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     config: { probe: true },
     onRequest: fastify.requireOpsToken,
     schema: {
+      operationId: 'getMetrics',
+      tags: ['metrics'],
       security: [{ opsToken: [] }],
-      tags: ['health'],
       summary: 'Prometheus metrics: the measures of the monitoring thresholds, and the process',
       description: 'Prometheus text format 0.0.4. Live values are read at scrape time; the monitoring rules are in monitoring/prometheus/alerts.yml.',
       produces: ['text/plain'],

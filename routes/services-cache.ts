@@ -10,7 +10,9 @@ const servicesCacheRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/api/health/services/cache', {
     config: { probe: true },
     schema: {
+      operationId: 'getServicesCache',
       tags: ['health'],
+      security: [],
       summary: 'Services cache: hits, misses, hit rate, latency, memory and keys',
       response: { 200: Type.Ref(ServicesCacheReport, { description: 'the services cache' }), ...unexpectedErrorResponse }
     }

@@ -35,8 +35,9 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/status/summary', {
     config: { probe: true },
     schema: {
+      operationId: 'getStatusSummary',
+      tags: ['status'],
       security: [{ opsToken: [] }],
-      tags: ['health'],
       summary: 'What the status page shows: core health, both queues, CRM usage, the job queue, the subscriber and every alert',
       response: { 200: Type.Ref(StatusSummary, { description: 'the status page\'s figures' }), ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
     }

@@ -5,8 +5,19 @@ export const ErrorResponse = Type.Object({
   error: Type.String({ description: 'HTTP reason phrase' }),
   message: Type.String(),
   code: Type.String({ description: 'stable machine-readable code' }),
-  correlationId: Type.String()
-}, { $id: 'ErrorResponse', title: 'Error', additionalProperties: false })
+  correlationId: Type.String({ description: 'the request\'s `x-correlation-id`, under which the service logged it' })
+}, {
+  $id: 'ErrorResponse',
+  title: 'Error',
+  additionalProperties: false,
+  examples: [{
+    statusCode: 401,
+    error: 'Unauthorized',
+    message: 'Missing, invalid or expired access token',
+    code: 'UNAUTHORIZED',
+    correlationId: '8330b7bb-bec4-46ab-9e06-40a07f9409c8'
+  }]
+})
 
 export type ErrorResponse = Static<typeof ErrorResponse>
 
@@ -15,10 +26,10 @@ export function errorResponse (description: string) {
   return Type.Ref('ErrorResponse', { description })
 }
 
-/** What any route may answer when a request fails for a reason no dependency explains: a defect. */
 /** The answer of an operator endpoint without the operations token. */
 export const opsUnauthorizedResponse = { 401: errorResponse('OPS_TOKEN is set and the request does not carry it as a Bearer token or HTTP Basic password (`OPS_UNAUTHORIZED`)') }
 
+/** What any route may answer when a request fails for a reason no dependency explains: a defect. */
 export const unexpectedErrorResponse = {
   500: errorResponse('The request failed unexpectedly (`INTERNAL_ERROR`: the detail is logged under the correlation id, never answered)')
 }

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox'
+import { pageQueryProperties } from './paging.js'
 import { StringEnum } from './string-enum.js'
 
 const Money = Type.Number()
@@ -20,7 +21,23 @@ const invoiceProperties = {
   currencyCode: Nullable(Type.String())
 }
 
-export const Invoice = Type.Object(invoiceProperties, { $id: 'Invoice', additionalProperties: false })
+const invoiceExample = {
+  id: 1004,
+  invoiceNumber: '1004',
+  date: '2025-04-01',
+  dueDate: '2025-04-15',
+  datePaid: null,
+  subtotal: 10,
+  credit: 0,
+  tax: 2,
+  total: 12,
+  taxRate: 20,
+  status: 'Unpaid',
+  paymentMethod: 'banktransfer',
+  currencyCode: 'GBP'
+}
+
+export const Invoice = Type.Object(invoiceProperties, { $id: 'Invoice', additionalProperties: false, examples: [invoiceExample] })
 
 export const InvoiceDetails = Type.Object({
   ...invoiceProperties,
@@ -32,14 +49,21 @@ export const InvoiceDetails = Type.Object({
     amount: Money,
     taxed: Type.Boolean()
   }, { additionalProperties: false }))
-}, { $id: 'InvoiceDetails', additionalProperties: false })
+}, {
+  $id: 'InvoiceDetails',
+  additionalProperties: false,
+  examples: [{
+    ...invoiceExample,
+    balance: 12,
+    items: [{ id: 10040, type: 'Hosting', description: 'Mobile 5 GB (01/04/2025 - 30/04/2025)', amount: 10, taxed: true }]
+  }]
+})
 
 export const InvoiceStatus = StringEnum(['Paid', 'Unpaid', 'Cancelled', 'Refunded', 'Collections', 'Draft', 'Payment Pending'])
 
 export const InvoiceQuery = Type.Object({
   status: Type.Optional(InvoiceStatus),
-  page: Type.Integer({ minimum: 1, maximum: 10_000, default: 1 }),
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 25 })
+  ...pageQueryProperties
 }, { additionalProperties: false })
 
 export const InvoiceParams = Type.Object({
@@ -51,4 +75,4 @@ export const InvoiceList = Type.Object({
   page: Type.Integer(),
   limit: Type.Integer(),
   total: Type.Integer({ description: 'invoices that match, on every page' })
-}, { $id: 'InvoiceList', additionalProperties: false })
+}, { $id: 'InvoiceList', additionalProperties: false, examples: [{ invoices: [invoiceExample], page: 1, limit: 25, total: 1 }] })

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox'
+import { pageQueryProperties } from './paging.js'
 import { StringEnum } from './string-enum.js'
 
 /** An order's life: the specification names `Pending Review`, where orders wait for their platform event. */
@@ -11,6 +12,19 @@ export const OrderStatus = StringEnum(ORDER_STATUSES, {
   description: '`Pending Review` → `Provisioning` → `Active`, or `Failed` after its retries'
 })
 
+const orderExample = {
+  id: '3f1c2a9e-6b7d-4e8f-9a0b-1c2d3e4f5a6b',
+  productId: '1',
+  billingCycle: 'monthly',
+  billingOrderId: 42,
+  crmOrderId: '801000000000001AAA',
+  status: 'Pending Review',
+  failureReason: null,
+  msisdn: null,
+  createdAt: '2025-04-01T09:30:00.000Z',
+  updatedAt: '2025-04-01T09:30:00.000Z'
+}
+
 export const Order = Type.Object({
   id: Type.String({ format: 'uuid' }),
   productId: Type.String(),
@@ -22,7 +36,7 @@ export const Order = Type.Object({
   msisdn: Type.Union([Type.String(), Type.Null()], { description: 'the activated number, once provisioned' }),
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' })
-}, { $id: 'Order', additionalProperties: false })
+}, { $id: 'Order', additionalProperties: false, examples: [orderExample] })
 
 export const NewOrderRequest = Type.Object({
   // A string of digits too: WHMCS, and this API's orders, give product ids as strings.
@@ -30,21 +44,18 @@ export const NewOrderRequest = Type.Object({
     description: 'the billing product id (WHMCS `pid`): a number, or a string of digits as an order gives it back'
   }),
   billingCycle: StringEnum(BILLING_CYCLES)
-}, { additionalProperties: false })
+}, { $id: 'NewOrderRequest', additionalProperties: false, examples: [{ productId: 1, billingCycle: 'monthly' }] })
 
 // The plain form only: the uuid format also takes a `urn:uuid:` prefix, which PostgreSQL refuses.
 const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
 
 export const OrderParams = Type.Object({ id: Type.String({ format: 'uuid', pattern: UUID }) }, { additionalProperties: false })
 
-export const OrderQuery = Type.Object({
-  page: Type.Integer({ minimum: 1, maximum: 10_000, default: 1 }),
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 25 })
-}, { additionalProperties: false })
+export const OrderQuery = Type.Object(pageQueryProperties, { additionalProperties: false })
 
 export const OrderList = Type.Object({
   orders: Type.Array(Type.Ref(Order)),
   page: Type.Integer(),
   limit: Type.Integer(),
-  total: Type.Integer()
-}, { $id: 'OrderList', additionalProperties: false })
+  total: Type.Integer({ description: 'orders of the caller, on every page' })
+}, { $id: 'OrderList', additionalProperties: false, examples: [{ orders: [orderExample], page: 1, limit: 25, total: 1 }] })

@@ -9,21 +9,35 @@ async function swagger (fastify: FastifyInstance) {
       openapi: '3.0.3',
       info: {
         title: 'Portal BFF',
-        description: 'Backend-for-frontend of the customer portal: health, monitoring and operations interface, and the portal API.',
+        description: 'Backend-for-frontend of the customer portal: the portal API (sign in with POST /auth/login, then Authorize with the access token), and the health, monitoring and operations interface.',
         version: '0.1.0'
       },
+      // The service does not know the address it is reached at (a developer's machine, a balancer,
+      // a proxy): relative to the document, "Try it out" calls the instance that served it, and a
+      // generated client takes its base URL from its own configuration.
+      servers: [{ url: '/', description: 'the instance serving this document' }],
+      // The portal API first, in the order a front end uses it; the operator endpoints after.
       tags: [
-        { name: 'health', description: 'Unauthenticated health and monitoring endpoints' },
-        { name: 'auth', description: 'Portal sign-in and sign-out' },
+        { name: 'auth', description: 'Sign-in and sign-out. POST /auth/login answers the access token every portal operation takes as `Authorization: Bearer <accessToken>`' },
         { name: 'invoices', description: 'The signed-in client\'s invoices, from the billing system' },
-        { name: 'orders', description: 'The signed-in client\'s orders, their provisioning status and its event stream' }
+        { name: 'orders', description: 'The signed-in client\'s orders and their provisioning status' },
+        { name: 'events', description: 'Server-sent events: the signed-in client\'s order status changes as they happen' },
+        { name: 'health', description: 'Operator endpoints: health of the service, its dependencies, queues and cache; open to anyone' },
+        { name: 'alerts', description: 'Operator endpoints: every measure of the monitoring thresholds and its level; behind the operations token when OPS_TOKEN is set' },
+        { name: 'metrics', description: 'Operator endpoints: Prometheus metrics; behind the operations token when OPS_TOKEN is set' },
+        { name: 'status', description: 'Operator endpoints: the figures of the status page (/status); behind the operations token when OPS_TOKEN is set' }
       ],
       components: {
         securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'access token from POST /auth/login' },
-          opsToken: { type: 'http', scheme: 'bearer', description: 'the operations token (OPS_TOKEN) of the operator endpoints; they are public while it is unset' }
+          bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'The `accessToken` of POST /auth/login, alone: the `Bearer` prefix is added for you' },
+          opsToken: { type: 'http', scheme: 'bearer', description: 'The operations token (OPS_TOKEN) of the operator endpoints; they are open while it is unset' }
         }
       }
+    },
+    // Shared schemas are named by their $id (Order, Invoice, ...) rather than def-0, def-1: the names
+    // a generated client gives its types, which must not change when a schema is added.
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}`
     }
   })
 }

@@ -36,7 +36,8 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     // The stream never ends, so a HEAD of it would never send its headers: GET only.
     exposeHeadRoute: false,
     schema: {
-      tags: ['orders'],
+      operationId: 'streamEvents',
+      tags: ['events'],
       summary: 'Server-sent events: `order.status` whenever one of the caller\'s orders changes status',
       description: 'Each event has an `id:`; reconnect with `Last-Event-ID` to receive what was missed. The stream drops when the cache fails; clients reconnect. It ends with `event: session.ended` when its token is logged out (on any instance) or expires, and with `event: shutdown` when the instance shuts down (reconnect: another instance answers).',
       security: [{ bearerAuth: [] }],
@@ -45,7 +46,15 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
         properties: { 'last-event-id': { type: 'string', maxLength: 64 } }
       },
       response: {
-        200: { description: '`text/event-stream`', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+        200: {
+          description: '`text/event-stream`: `order.status` events, a `: heartbeat` comment every 15 s, and `session.ended` or `shutdown` as the last event',
+          content: {
+            'text/event-stream': {
+              schema: { type: 'string' },
+              example: 'retry: 3000\n\nid: 1743499800000-0\nevent: order.status\ndata: {"orderId":"3f1c2a9e-6b7d-4e8f-9a0b-1c2d3e4f5a6b","crmOrderId":"801000000000001AAA","status":"Active","failureReason":null,"at":"2025-04-01T09:30:00.000Z"}\n\n'
+            }
+          }
+        },
         ...authenticatedErrorResponses,
         ...invalidRequestResponse,
         429: errorResponse('The caller holds `SSE_MAX_STREAMS_PER_USER` open streams on this instance (`TOO_MANY_STREAMS`); close one first. Or too many requests (`RATE_LIMITED`)'),

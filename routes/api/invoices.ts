@@ -27,6 +27,7 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.get('/api/invoices', {
     schema: {
+      operationId: 'listInvoices',
       tags: ['invoices'],
       summary: 'The caller\'s invoices, newest first, a page at a time',
       security: [{ bearerAuth: [] }],
@@ -45,6 +46,7 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.get('/api/invoices/:id', {
     schema: {
+      operationId: 'getInvoice',
       tags: ['invoices'],
       summary: 'One of the caller\'s invoices, with its lines',
       security: [{ bearerAuth: [] }],

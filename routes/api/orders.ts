@@ -7,16 +7,17 @@ import { NewOrderRequest, Order, OrderList, OrderParams, OrderQuery, OrderStatus
 const errors = { ...authenticatedErrorResponses, ...invalidRequestResponse, 503: errorResponse(TOKEN_CHECK_UNAVAILABLE) }
 
 const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
-  for (const schema of [OrderStatus, Order, OrderList]) fastify.addSchema(schema)
+  for (const schema of [NewOrderRequest, OrderStatus, Order, OrderList]) fastify.addSchema(schema)
   const { orders, orderPlacement } = fastify
 
   fastify.post('/api/orders', {
     schema: {
+      operationId: 'placeOrder',
       tags: ['orders'],
       summary: 'Order a product: billing AddOrder, then a CRM Order in Pending Review',
       description: 'The CRM provisions the order when it raises OrderProvisionRequested__e; follow its status on GET /api/events.',
       security: [{ bearerAuth: [] }],
-      body: NewOrderRequest,
+      body: Type.Ref(NewOrderRequest),
       response: {
         201: Type.Ref(Order, { description: 'ordered: the order, Pending Review' }),
         ...errors,
@@ -33,6 +34,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.get('/api/orders', {
     schema: {
+      operationId: 'listOrders',
       tags: ['orders'],
       summary: 'The caller\'s orders, newest first',
       security: [{ bearerAuth: [] }],
@@ -47,6 +49,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.get('/api/orders/:id', {
     schema: {
+      operationId: 'getOrder',
       tags: ['orders'],
       summary: 'One of the caller\'s orders and its status',
       security: [{ bearerAuth: [] }],
