@@ -73,7 +73,7 @@ function sampleCount (source: PrometheusSource, extra: readonly string[], withou
  */
 export function judgedExpr (row: Row, extra: readonly string[] = []): string {
   const source = row.prometheus
-  if (row.minSamples === undefined) return valueExpr(source, extra)
+  if (row.minSamples === undefined) return row.shared === true ? `max without (instance) (${valueExpr(source, extra)})` : valueExpr(source, extra)
   if (source.kind === 'quantile' && source.maxOver !== undefined) {
     // Each value of `maxOver` (each upstream) is judged on its own samples before the highest is taken.
     const perValue = `histogram_quantile(0.95, ${sumWithout(source.without, `rate(${selector(`${source.histogram}_bucket`, source.match, extra)}[${RATE_WINDOW}])`)})`
@@ -346,7 +346,8 @@ export function fewSamplesSeries (row: Row): InputSeries[] {
 /** The alerts a level fires for a row: the warning from warning on, both at critical. */
 export function expectedAlerts (row: Row, level: Level, targetLabels: Record<string, string> = TARGET_LABELS): Array<{ exp_labels: Record<string, string>, exp_annotations: Record<string, string> }> {
   const levels = level === 'ok' ? [] : level === 'warning' ? ['warning' as const] : ['warning' as const, 'critical' as const]
-  return levels.map((fired) => ({ exp_labels: { ...ruleLabels(row, fired), ...targetLabels }, exp_annotations: ruleAnnotations(row, fired) }))
+  const { instance: _instance, ...sharedLabels } = targetLabels
+  return levels.map((fired) => ({ exp_labels: { ...ruleLabels(row, fired), ...(row.shared === true ? sharedLabels : targetLabels) }, exp_annotations: ruleAnnotations(row, fired) }))
 }
 
 export interface ExpectedAlert { exp_labels: Record<string, string>, exp_annotations: Record<string, string> }

@@ -65,6 +65,12 @@ export interface Threshold {
    * service and the rules alike): 1 failure of 1 request, or 1 miss of 5 reads, means nothing yet.
    */
   minSamples?: number
+  /**
+   * The value is of state every instance shares (PostgreSQL, the Redis job queue and quota): each
+   * reports the same, so the rules judge the highest of them once, with no `instance` label, and an
+   * instance that dies takes no alert with it.
+   */
+  shared?: true
   prometheus: PrometheusSource
 }
 
@@ -113,6 +119,7 @@ export const THRESHOLDS = [
     critical: 95,
     // Past the quota every CRM call fails: orders and provisioning stop.
     priority: 'P1',
+    shared: true,
     prometheus: { kind: 'quotient', numerator: 'portal_bff_crm_daily_api_requests', denominator: 'portal_bff_crm_daily_api_limit' }
   },
   {
@@ -123,6 +130,7 @@ export const THRESHOLDS = [
     warning: 10,
     critical: 50,
     priority: 'P2',
+    shared: true,
     prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_jobs', match: { queue: 'provisioning', state: 'waiting' }, without: ['queue', 'state'] }
   },
   {
@@ -133,6 +141,7 @@ export const THRESHOLDS = [
     warning: 5,
     critical: 20,
     priority: 'P2',
+    shared: true,
     prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_recent_failed_jobs', match: { queue: 'provisioning' }, without: ['queue'] }
   },
   {
@@ -146,6 +155,7 @@ export const THRESHOLDS = [
     // The specification's incident: platform events stop arriving and orders are never provisioned.
     priority: 'P2',
     note: 'orders wait here for their platform event; an old one means events are not arriving',
+    shared: true,
     prometheus: { kind: 'gauge', metric: 'portal_bff_orders_pending_oldest_age_seconds' }
   },
   {
@@ -235,6 +245,7 @@ export const THRESHOLDS = [
     warning: 80,
     critical: 95,
     priority: 'P2',
+    shared: true,
     prometheus: { kind: 'quotient', numerator: 'portal_bff_cache_memory_used_bytes', denominator: 'portal_bff_cache_memory_max_bytes' }
   },
   {
