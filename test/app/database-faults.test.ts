@@ -1,0 +1,136 @@
+import t from 'tap'
+import pg from 'pg'
+import { buildTestApp, startTestSandbox } from '../helpers/app.js'
+import { PrivatePostgres } from '../helpers/private-postgres.js'
+import { waitFor } from '../helpers/processes.js'
+import { bearer, login } from '../helpers/tokens.js'
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
+
+async function placeOrder (app: FastifyInstance, token: string) {
+  const response = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
+  if (response.statusCode !== 201) throw new Error(`order failed: ${response.statusCode} ${response.body}`)
+  return response.json()
+}
+
+const DATABASE_UNAVAILABLE = { statusCode: 500, error: 'Internal Server Error', message: 'Database is temporarily unavailable', code: 'DATABASE_UNAVAILABLE' }
+// Timers and the event loop of a busy test machine: how late an answer may be past its bound.
+const MARGIN_MS = 500
+
+/** The request's answer and how long it took. */
+async function timed (app: FastifyInstance, request: InjectOptions) {
+  const started = performance.now()
+  const response = await app.inject(request)
+  return { response, elapsed: performance.now() - started }
+}
+
+t.test('PostgreSQL hung or stopped: every API request answers 500 DATABASE_UNAVAILABLE in bounded time, then is served again', async (t) => {
+  const cluster = await PrivatePostgres.start()
+  t.teardown(() => cluster.destroy())
+  const connectTimeoutMs = 500
+  const queryTimeoutMs = 1500
+  const healthTimeoutMs = 500
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {
+    DATABASE_URL: cluster.url,
+    DATABASE_CONNECT_TIMEOUT_MS: String(connectTimeoutMs),
+    DATABASE_QUERY_TIMEOUT_MS: String(queryTimeoutMs),
+    HEALTH_CHECK_TIMEOUT_MS: String(healthTimeoutMs)
+  }, sandbox)
+  const token = await login(app)
+  const order = await placeOrder(app, token)
+  const unavailable = (what: string, { response, elapsed }: { response: LightMyRequestResponse, elapsed: number }, boundMs: number) => {
+    t.same(response.json(), { ...DATABASE_UNAVAILABLE, correlationId: response.headers['x-correlation-id'] }, `${what}: 500 DATABASE_UNAVAILABLE`)
+    t.notMatch(response.body, /ECONN|timeout|terminated|127\.0\.0\.1|postgres/i, `${what}: no driver text`)
+    t.ok(elapsed <= boundMs + MARGIN_MS, `${what}: answered in ${Math.round(elapsed)} ms (bound ${boundMs} ms)`)
+  }
+  const databaseFails = async () => (await app.inject('/health')).json().checks.database === 'fail'
+  const served = async () => (await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode === 200 &&
+    (await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode === 200
+  /** Once the health check has seen the database away, every API request, with a query or without. */
+  const everyApiRequest = async (how: string) => {
+    const billingOrders = sandbox.billing.orders.length
+    unavailable(`${how}, GET /api/orders`, await timed(app, { url: '/api/orders', headers: bearer(token) }), healthTimeoutMs)
+    unavailable(`${how}, GET /api/orders/:id`, await timed(app, { url: `/api/orders/${order.id}`, headers: bearer(token) }), healthTimeoutMs)
+    unavailable(`${how}, GET /api/invoices`, await timed(app, { url: '/api/invoices', headers: bearer(token) }), healthTimeoutMs)
+    unavailable(`${how}, GET /api/invoices/:id`, await timed(app, { url: '/api/invoices/1001', headers: bearer(token) }), healthTimeoutMs)
+    unavailable(`${how}, GET /api/events`, await timed(app, { url: '/api/events', headers: bearer(token) }), healthTimeoutMs)
+    unavailable(`${how}, POST /api/orders`, await timed(app, { method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } }), healthTimeoutMs)
+    unavailable(`${how}, POST /auth/login`, await timed(app, { method: 'POST', url: '/auth/login', payload: { email: 'jane@example.com', password: 'correct-horse' } }), healthTimeoutMs)
+    unavailable(`${how}, POST /auth/logout`, await timed(app, { method: 'POST', url: '/auth/logout', headers: bearer(token) }), healthTimeoutMs)
+    t.equal(sandbox.billing.orders.length, billingOrders, `${how}: nothing placed in billing`)
+  }
+  // The list's two queries leave two open connections in the pool.
+  t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode, 200)
+
+  // Past the reuse time of the last check run, so the next request finds none to reuse.
+  await new Promise((resolve) => setTimeout(resolve, 1100))
+  cluster.hang()
+  // The gate judges by the last finished check and never waits for one: a route without a query
+  // answers at once until a check has seen the hang.
+  const early = await timed(app, { url: '/api/invoices', headers: bearer(token) })
+  t.equal(early.response.statusCode, 200, 'hung, before the health check knows: invoices still served')
+  t.ok(early.elapsed < healthTimeoutMs, `without waiting for a check (${Math.round(early.elapsed)} ms)`)
+  // Until a health check sees it, a route's own query gives up on its timeout.
+  unavailable('hung, before the health check knows', await timed(app, { url: '/api/orders', headers: bearer(token) }), queryTimeoutMs)
+  await waitFor('the hang in /health', databaseFails)
+  await everyApiRequest('hung')
+
+  cluster.resume()
+  await waitFor('the API to be served again', served)
+  await cluster.stop()
+  await waitFor('the stop in /health', databaseFails)
+  await everyApiRequest('stopped')
+
+  await cluster.start()
+  await waitFor('the API to be served again', served)
+  t.pass('recovers without restarting the service')
+})
+
+t.test('the business pool exhausted: callers wait DATABASE_CONNECT_TIMEOUT_MS, then 500 DATABASE_UNAVAILABLE; /health is unaffected', async (t) => {
+  const app = await buildTestApp(t, { DATABASE_POOL_MAX: '1', DATABASE_CONNECT_TIMEOUT_MS: '400' })
+  const token = await login(app)
+  const lent = await app.pg.connect()
+  let returned = false
+  const giveBack = () => {
+    if (!returned) lent.release()
+    returned = true
+  }
+  t.teardown(giveBack)
+  const { response, elapsed } = await timed(app, { url: '/api/orders', headers: bearer(token) })
+  t.same(response.json(), { ...DATABASE_UNAVAILABLE, correlationId: response.headers['x-correlation-id'] }, '500 DATABASE_UNAVAILABLE')
+  t.ok(elapsed >= 350 && elapsed < 400 + MARGIN_MS, `after the connect timeout (${Math.round(elapsed)} ms)`)
+  const health = await app.inject('/health')
+  t.equal(health.statusCode, 200, '/health answers ok: its probe has a connection of its own')
+  t.same(health.json(), { status: 'ok', checks: { database: 'ok', cache: 'ok' } })
+  giveBack()
+  t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode, 200, 'served again once the connection is back')
+})
+
+t.test('PostgreSQL at max_connections: 500 DATABASE_UNAVAILABLE at once, served again once connections free', async (t) => {
+  const cluster = await PrivatePostgres.start({ maxConnections: 5 })
+  t.teardown(() => cluster.destroy())
+  const app = await buildTestApp(t, { DATABASE_URL: cluster.url })
+  const token = await login(app)
+  // The test takes every connection the server has left, so the service's pool can open none.
+  const held: pg.Client[] = []
+  t.teardown(() => Promise.all(held.map((client) => client.end())))
+  for (;;) {
+    const client = new pg.Client({ connectionString: cluster.url })
+    const refusal = await client.connect().then(() => undefined, (error: unknown) => error)
+    if (refusal !== undefined) {
+      t.match(refusal, { code: '53300' }, 'the server refuses more connections: too_many_connections')
+      break
+    }
+    held.push(client)
+    if (held.length > 5) throw new Error('max_connections was not reached')
+  }
+
+  const { response, elapsed } = await timed(app, { url: '/api/orders', headers: bearer(token) })
+  t.same(response.json(), { ...DATABASE_UNAVAILABLE, correlationId: response.headers['x-correlation-id'] }, '500 DATABASE_UNAVAILABLE, not INTERNAL_ERROR')
+  t.notMatch(response.body, /too many|clients|53300/i, 'no driver text')
+  t.ok(elapsed < 1000, `refused at once (${Math.round(elapsed)} ms), not after DATABASE_CONNECT_TIMEOUT_MS`)
+
+  await Promise.all(held.splice(0).map((client) => client.end()))
+  await waitFor('the orders to be served again', async () => (await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode === 200)
+  t.pass('served again without restarting the service')
+})
