@@ -4,7 +4,6 @@ import type { AddressInfo } from 'node:net'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { ensureTestDatabase, tempDir, testEnv } from './helpers/app.js'
-import { freePort } from './helpers/ports.js'
 import { runServer, startService } from './helpers/service-process.js'
 
 t.test('without upstream settings outside production, the sandbox is embedded and said so once', async (t) => {
@@ -18,26 +17,6 @@ t.test('without upstream settings outside production, the sandbox is embedded an
   t.notMatch(JSON.stringify(service.lines), /PRIVATE KEY|sandbox-billing-secret/, 'no sandbox secret is logged')
   service.child.kill('SIGTERM')
   t.equal(await service.exit, 0, 'and it shuts down cleanly with its sandbox')
-})
-
-t.test('PostgreSQL unreachable at start: the start fails with one line, exit 1', async (t) => {
-  const closedPort = await freePort()
-  const started = performance.now()
-  const server = runServer(testEnv({ DATABASE_URL: `postgres://postgres@127.0.0.1:${closedPort}/postgres` }))
-  t.teardown(() => { server.child.kill('SIGKILL') })
-  t.equal(await server.exit, 1)
-  t.match(server.stderr(), /^Startup failed: /m)
-  t.notMatch(server.stderr(), /at .*\.ts:\d+/, 'no stack trace')
-  t.ok(performance.now() - started < 15_000, `gave up in ${Math.round(performance.now() - started)} ms`)
-})
-
-t.test('Redis unreachable at start: the start fails once the plugin timeout passes, exit 1', async (t) => {
-  await ensureTestDatabase()
-  const closedPort = await freePort()
-  const server = runServer(testEnv({ REDIS_URL: `redis://127.0.0.1:${closedPort}` }))
-  t.teardown(() => { server.child.kill('SIGKILL') })
-  t.equal(await server.exit, 1)
-  t.match(server.stderr(), /^Startup failed: /m)
 })
 
 t.test('a log file that cannot be opened at start: the start fails with one line, exit 1', async (t) => {
