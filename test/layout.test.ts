@@ -1,12 +1,14 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, posix, relative, sep } from 'node:path'
+import { basename, join, posix, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { importGraph, importsOf, listTypeScriptFiles, type ResolvedImport } from '../dev/tools/import-graph.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
+// The page whose `## Layout` section draws the tree.
+const LAYOUT_DOCUMENT = join(root, 'docs', 'development.md')
 
 // The product: what the production build compiles and the image runs.
 const ENTRY_FILES = ['app.ts', 'server.ts']
@@ -278,7 +280,7 @@ t.test('imports go one way', async (t) => {
 })
 
 // ---------------------------------------------------------------------------------------------------------------
-// 3. README's layout section matches the tree.
+// 3. The layout section of docs/development.md matches the tree.
 
 // The top-level names of the design card, which name project paths even without a slash or an extension.
 const TOP_LEVEL_NAMES = new Set([
@@ -297,9 +299,9 @@ function looksLikeProjectPath (text: string): boolean {
 
 interface Mention { path: string, line: number, alternative?: string }
 
-/** The lines of a README's `## Layout` section, with their line numbers; undefined without one. */
-function layoutSection (readme: string): Array<{ text: string, line: number }> | undefined {
-  const lines = readme.split('\n')
+/** The lines of a document's `## Layout` section, with their line numbers; undefined without one. */
+function layoutSection (document: string): Array<{ text: string, line: number }> | undefined {
+  const lines = document.split('\n')
   let fence: string | undefined
   let start: number | undefined
   const section: Array<{ text: string, line: number }> = []
@@ -382,13 +384,14 @@ function repositoryFileNames (projectRoot: string): Set<string> {
   return names
 }
 
-/** What in the `## Layout` section of `readmePath` names no path of the tree at `projectRoot`. */
-function layoutProblems (readmePath: string, projectRoot: string): { mentions: Mention[], problems: string[] } {
-  const readme = readFileSync(readmePath, 'utf8')
-  const section = layoutSection(readme)
-  if (section === undefined) return { mentions: [], problems: [`${readmePath} has no "## Layout" section`] }
+/** What in the `## Layout` section of `documentPath` names no path of the tree at `projectRoot`. */
+function layoutProblems (documentPath: string, projectRoot: string): { mentions: Mention[], problems: string[] } {
+  const document = readFileSync(documentPath, 'utf8')
+  const section = layoutSection(document)
+  if (section === undefined) return { mentions: [], problems: [`${documentPath} has no "## Layout" section`] }
   const mentions = layoutMentions(section)
-  if (mentions.length === 0) return { mentions, problems: [`the "## Layout" section of ${readmePath} names no project path`] }
+  if (mentions.length === 0) return { mentions, problems: [`the "## Layout" section of ${documentPath} names no project path`] }
+  const name = basename(documentPath)
   const generated = generatedFolders(projectRoot)
   let fileNames: Set<string> | undefined
   const problems: string[] = []
@@ -401,20 +404,20 @@ function layoutProblems (readmePath: string, projectRoot: string): { mentions: M
       fileNames ??= repositoryFileNames(projectRoot)
       if (fileNames.has(path)) continue
     }
-    problems.push(`README line ${mention.line}: \`${path}\` does not exist${path.endsWith('/') ? ' (as a folder)' : ''}`)
+    problems.push(`${name} line ${mention.line}: \`${path}\` does not exist${path.endsWith('/') ? ' (as a folder)' : ''}`)
   }
   return { mentions, problems }
 }
 
-t.test("README's layout section matches the tree", async (t) => {
+t.test('the layout section of docs/development.md matches the tree', async (t) => {
   t.test('the checker finds a missing section and paths that do not exist', async (t) => {
     const folder = mkdtempSync(join(tmpdir(), 'layout-test-'))
     t.teardown(() => rmSync(folder, { recursive: true, force: true }))
-    // A copy of the README without its Layout section, then with a small one of our own.
-    const readme = readFileSync(join(root, 'README.md'), 'utf8')
+    // A copy of the page without its Layout section, then with a small one of our own.
+    const page = readFileSync(LAYOUT_DOCUMENT, 'utf8')
       .replace(/^## Layout\s*\n[\s\S]*?(?=^## )/m, '')
-    const copy = join(folder, 'README.md')
-    writeFileSync(copy, readme)
+    const copy = join(folder, 'development.md')
+    writeFileSync(copy, page)
     t.strictSame(layoutProblems(copy, root).problems, [`${copy} has no "## Layout" section`])
 
     const section = [
@@ -436,7 +439,7 @@ t.test("README's layout section matches the tree", async (t) => {
       '```',
       ''
     ].join('\n')
-    writeFileSync(copy, readme.replace(/^## /m, `${section}\n## `))
+    writeFileSync(copy, page.replace(/^## /m, `${section}\n## `))
     const { mentions, problems } = layoutProblems(copy, root)
     const line = (text: string) => readFileSync(copy, 'utf8').split('\n').indexOf(text) + 1
     t.strictSame(mentions.map((mention) => mention.path), [
@@ -444,14 +447,14 @@ t.test("README's layout section matches the tree", async (t) => {
       'dev/', 'dev/sandbox/', 'dev/sandbox/README.md', 'dev/tools/', 'dev/tools/import-graph.ts', 'dev/nowhere/', 'routes/'
     ])
     t.strictSame(problems, [
-      `README line ${line('Gone: `sandbox/`, `lib/nope.ts`.')}: \`sandbox/\` does not exist (as a folder)`,
-      `README line ${line('Gone: `sandbox/`, `lib/nope.ts`.')}: \`lib/nope.ts\` does not exist`,
-      `README line ${line('└── nowhere/')}: \`dev/nowhere/\` does not exist (as a folder)`
+      `development.md line ${line('Gone: `sandbox/`, `lib/nope.ts`.')}: \`sandbox/\` does not exist (as a folder)`,
+      `development.md line ${line('Gone: `sandbox/`, `lib/nope.ts`.')}: \`lib/nope.ts\` does not exist`,
+      `development.md line ${line('└── nowhere/')}: \`dev/nowhere/\` does not exist (as a folder)`
     ])
   })
 
-  t.test('every path README.md names under "## Layout" exists', async (t) => {
-    const { mentions, problems } = layoutProblems(join(root, 'README.md'), root)
+  t.test('every path docs/development.md names under "## Layout" exists', async (t) => {
+    const { mentions, problems } = layoutProblems(LAYOUT_DOCUMENT, root)
     t.strictSame(problems, [], `the ${mentions.length} paths the section names exist`)
   })
 })
