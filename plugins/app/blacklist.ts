@@ -1,7 +1,9 @@
 import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
+import type { Pool } from 'pg'
 import { AuthUnavailableError } from '../../lib/errors.js'
+import { abortable } from '../../lib/abortable.js'
 import { revocationChannel } from './event-streams.js'
 
 export interface BlacklistStatus {
@@ -12,52 +14,120 @@ export interface BlacklistStatus {
   failOpenDecisions: number
 }
 
+export interface TokenBlacklistOptions {
+  redis: Redis
+  /** Holds every revocation until its token expires: Redis is refilled from it. */
+  pool: Pool
+  prefix: string
+  failClosed: boolean
+  /** How long a token check waits for Redis to be refilled before it fails as with Redis down. */
+  refillWaitMs: number
+  log: FastifyBaseLogger
+  /** The channel revocations are announced on. */
+  announcements: string
+}
+
+// Stores one revocation and moves the epoch (the highest revocation number Redis holds) up to its
+// number; an absent epoch stays absent, for Redis holds no revocation from before. Answers the epoch.
+const REVOKE = `
+redis.call('SET', KEYS[1], '1', 'EXAT', ARGV[1])
+local epoch = tonumber(redis.call('GET', KEYS[2]))
+if epoch == nil then return false end
+if tonumber(ARGV[2]) > epoch then redis.call('SET', KEYS[2], ARGV[2]) return tonumber(ARGV[2]) end
+return epoch`
+
+// Forward only: instances refilling at once leave the highest of their epochs.
+const ADVANCE_EPOCH = `
+local epoch = tonumber(redis.call('GET', KEYS[1]))
+if epoch == nil or tonumber(ARGV[1]) > epoch then redis.call('SET', KEYS[1], ARGV[1]) return tonumber(ARGV[1]) end
+return epoch`
+
+// Rows outlive their tokens by this much, so that a database clock ahead of the service's never
+// drops a revocation the service still needs.
+const EXPIRY_MARGIN = '1 minute'
+const REFILL_CHUNK = 1000
+
 /**
- * Revoked access tokens, by `jti`, in Redis until the token would have expired anyway. While
- * Redis is down a check fails closed (503) or, with AUTH_BLACKLIST_FAIL_CLOSED=false, open.
+ * Revoked access tokens, by `jti`: in PostgreSQL, and in Redis, which token checks read, until the
+ * token would have expired anyway. An epoch key in Redis, the highest revocation number it holds,
+ * comes with every check: missing, or lower than this instance has seen, Redis lost revocations
+ * (restarted empty, failed over to a lagging replica) and is refilled from PostgreSQL before the
+ * check answers. While Redis is down, or the refill is not done, a check fails closed (503) or, with
+ * AUTH_BLACKLIST_FAIL_CLOSED=false, open.
  */
 export class TokenBlacklist {
   #available = true
   #failOpenDecisions = 0
+  /** The highest epoch this instance has seen in Redis. */
+  #epoch = 0
+  #refills = 0
+  #refilling: Promise<void> | undefined
+  readonly #epochKey: string
 
-  constructor (
-    private readonly redis: Redis,
-    private readonly prefix: string,
-    private readonly failClosed: boolean,
-    private readonly log: FastifyBaseLogger,
-    /** The channel revocations are announced on. */
-    private readonly announcements: string
-  ) {}
+  constructor (private readonly options: TokenBlacklistOptions) {
+    this.#epochKey = `${options.prefix}auth:blacklist-epoch`
+  }
 
-  /** Stores the revocation, then announces it: every instance ends the token's event streams. */
+  /** Stores the revocation, in PostgreSQL first, then Redis; then announces it: every instance ends the token's event streams. */
   async revoke (jti: string, expiresAtSeconds: number): Promise<void> {
+    const { redis, pool, announcements, log } = this.options
+    const { rows } = await pool.query<{ number: string }>(
+      `INSERT INTO revoked_tokens (jti, expires_at) VALUES ($1, to_timestamp($2))
+       ON CONFLICT (jti) DO UPDATE SET expires_at = EXCLUDED.expires_at RETURNING number`,
+      [jti, expiresAtSeconds])
     try {
-      await this.redis.set(this.#key(jti), '1', 'EXAT', expiresAtSeconds)
+      const epoch = await redis.eval(REVOKE, 2, this.#key(jti), this.#epochKey, String(expiresAtSeconds), rows[0]!.number)
+      if (epoch !== null) this.#saw(Number(epoch))
       this.#available = true
     } catch (error) {
       this.#available = false
       throw new AuthUnavailableError({ cause: error })
     }
-    await this.redis.publish(this.announcements, jti).catch((error: unknown) => {
-      this.log.warn({ err: error }, 'revocation stored but not announced: open event streams of the token end at its expiry')
+    await redis.publish(announcements, jti).catch((error: unknown) => {
+      log.warn({ err: error }, 'revocation stored but not announced: open event streams of the token end at its expiry')
     })
   }
 
   async isRevoked (jti: string): Promise<boolean> {
+    const refillsBefore = this.#refills
+    let revoked: string | null
+    let epoch: string | null
     try {
-      const revoked = (await this.redis.exists(this.#key(jti))) === 1
+      // The epoch comes in the same command: noticing a loss costs no round trip.
+      [revoked = null, epoch = null] = await this.options.redis.mget(this.#key(jti), this.#epochKey)
       this.#available = true
-      return revoked
     } catch (error) {
-      this.#available = false
-      if (this.failClosed) {
-        this.log.error({ err: error }, 'token blacklist unavailable: request refused (fail closed)')
-        throw new AuthUnavailableError({ cause: error })
-      }
-      this.#failOpenDecisions++
-      this.log.warn({ err: error, failOpenDecisions: this.#failOpenDecisions }, 'token blacklist unavailable: request let through (fail open)')
+      return this.#unavailable(error)
+    }
+    if (revoked !== null) return true
+    if (epoch !== null && Number(epoch) >= this.#epoch) {
+      this.#epoch = Number(epoch)
       return false
     }
+    try {
+      // A refill that ended since the command was sent has put back what this one missed.
+      if (this.#refills === refillsBefore) {
+        await abortable(this.#refill(epoch === null ? 'missing' : 'behind'), AbortSignal.timeout(this.options.refillWaitMs))
+      }
+      return (await this.options.redis.exists(this.#key(jti))) === 1
+    } catch (error) {
+      return this.#unavailable(error)
+    }
+  }
+
+  /**
+   * At start: a Redis without the epoch (new, or emptied while the service was down) is refilled
+   * now, rather than by the first token check.
+   */
+  async prepare (): Promise<void> {
+    const epoch = await this.options.redis.get(this.#epochKey)
+    if (epoch === null) await this.#refill('missing', true)
+    else this.#saw(Number(epoch))
+  }
+
+  /** Forgets revocations of tokens that have expired. */
+  async removeExpired (): Promise<void> {
+    await this.options.pool.query(`DELETE FROM revoked_tokens WHERE expires_at < now() - interval '${EXPIRY_MARGIN}'`)
   }
 
   /**
@@ -65,23 +135,69 @@ export class TokenBlacklist {
    * on its first use anyway (the specification: when the cache fails, authentication fails).
    */
   async ensureCheckable (): Promise<void> {
-    if (!this.failClosed) return
+    if (!this.options.failClosed) return
     try {
-      await this.redis.ping()
+      await this.options.redis.ping()
       this.#available = true
     } catch (error) {
       this.#available = false
-      this.log.error({ err: error }, 'token blacklist unavailable: sign-in refused (fail closed)')
+      this.options.log.error({ err: error }, 'token blacklist unavailable: sign-in refused (fail closed)')
       throw new AuthUnavailableError({ cause: error })
     }
   }
 
   status (): BlacklistStatus {
-    return { mode: this.failClosed ? 'fail-closed' : 'fail-open', available: this.#available, failOpenDecisions: this.#failOpenDecisions }
+    return { mode: this.options.failClosed ? 'fail-closed' : 'fail-open', available: this.#available, failOpenDecisions: this.#failOpenDecisions }
+  }
+
+  #unavailable (error: unknown): false {
+    const { failClosed, log } = this.options
+    this.#available = false
+    if (failClosed) {
+      log.error({ err: error }, 'token blacklist unavailable: request refused (fail closed)')
+      throw new AuthUnavailableError({ cause: error })
+    }
+    this.#failOpenDecisions++
+    log.warn({ err: error, failOpenDecisions: this.#failOpenDecisions }, 'token blacklist unavailable: request let through (fail open)')
+    return false
+  }
+
+  /** One refill at a time in this instance; another instance's at the same time writes the same keys. */
+  #refill (found: 'missing' | 'behind', atStart = false): Promise<void> {
+    this.#refilling ??= this.#refillFromDatabase(found, atStart).finally(() => { this.#refilling = undefined })
+    return this.#refilling
+  }
+
+  async #refillFromDatabase (found: 'missing' | 'behind', atStart: boolean): Promise<void> {
+    const { redis, pool, log } = this.options
+    // Read before the rows: a revocation numbered up to it is among them, or not committed yet, and
+    // then its own revoke() writes it to this Redis.
+    const { rows: [sequence] } = await pool.query<{ last: string }>('SELECT last_value AS last FROM revoked_tokens_number')
+    const { rows } = await pool.query<{ jti: string, expires: string }>(
+      `SELECT jti, extract(epoch FROM expires_at)::bigint AS expires FROM revoked_tokens WHERE expires_at > now() - interval '${EXPIRY_MARGIN}'`)
+    const details = { revocations: rows.length, epochSeen: this.#epoch }
+    if (found === 'behind') {
+      log.warn(details, `Redis holds fewer revocations than before (failed over to a lagging replica?): refilling ${rows.length} revocations from PostgreSQL`)
+    } else {
+      // A new Redis at start with nothing to refill is no news.
+      log[atStart && rows.length === 0 ? 'info' : 'warn'](details, `Redis holds no revocations (new, restarted empty or emptied): refilling ${rows.length} revocations from PostgreSQL`)
+    }
+    for (let start = 0; start < rows.length; start += REFILL_CHUNK) {
+      const pipeline = redis.pipeline()
+      for (const row of rows.slice(start, start + REFILL_CHUNK)) pipeline.set(this.#key(row.jti), '1', 'EXAT', row.expires)
+      const failure = (await pipeline.exec())?.find(([error]) => error !== null)?.[0]
+      if (failure != null) throw failure
+    }
+    this.#saw(Number(await redis.eval(ADVANCE_EPOCH, 1, this.#epochKey, sequence!.last)))
+    this.#refills++
+  }
+
+  #saw (epoch: number): void {
+    if (epoch > this.#epoch) this.#epoch = epoch
   }
 
   #key (jti: string): string {
-    return `${this.prefix}auth:blacklist:${jti}`
+    return `${this.options.prefix}auth:blacklist:${jti}`
   }
 }
 
@@ -98,10 +214,36 @@ declare module './monitoring/index.js' {
   }
 }
 
+// Revocations live as long as their tokens (ACCESS_TOKEN_TTL_SECONDS, at most a day): a few
+// sweeps a day keep the table to the live ones and a little more.
+const REMOVE_EXPIRED_EVERY_MS = 15 * 60_000
+
 async function blacklist (fastify: FastifyInstance) {
-  const { REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED } = fastify.config
-  const blacklist = new TokenBlacklist(fastify.redis, REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED, fastify.log, revocationChannel(REDIS_KEY_PREFIX))
+  const { REDIS_KEY_PREFIX, AUTH_BLACKLIST_FAIL_CLOSED, REDIS_COMMAND_TIMEOUT_MS } = fastify.config
+  const blacklist = new TokenBlacklist({
+    redis: fastify.redis,
+    pool: fastify.pg.pool,
+    prefix: REDIS_KEY_PREFIX,
+    failClosed: AUTH_BLACKLIST_FAIL_CLOSED,
+    refillWaitMs: REDIS_COMMAND_TIMEOUT_MS,
+    log: fastify.log,
+    announcements: revocationChannel(REDIS_KEY_PREFIX)
+  })
   fastify.decorate('tokenBlacklist', blacklist)
+  await blacklist.prepare().catch((error: unknown) => {
+    fastify.log.warn({ err: error }, 'revocations in Redis not checked at start: the first token check does it')
+  })
+  let sweep: Promise<void> | undefined
+  const removeExpired = () => {
+    sweep = blacklist.removeExpired().then(() => {}, (error: unknown) => fastify.log.warn({ err: error }, 'expired revocations not removed: retried later'))
+    return sweep
+  }
+  await removeExpired()
+  const sweeping = setInterval(removeExpired, REMOVE_EXPIRED_EVERY_MS).unref()
+  fastify.addHook('onClose', async () => {
+    clearInterval(sweeping)
+    await sweep
+  })
   fastify.monitoring.register('blacklist', {
     description: 'the token blacklist',
     read: () => blacklist.status(),
@@ -117,4 +259,4 @@ async function blacklist (fastify: FastifyInstance) {
   })
 }
 
-export default fp(blacklist, { name: 'blacklist', fastify: '5.x', dependencies: ['redis', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(blacklist, { name: 'blacklist', fastify: '5.x', dependencies: ['redis', 'postgres', 'db', 'monitoring'], decorators: { fastify: ['config'] } })

@@ -111,6 +111,12 @@ t.test('PostgreSQL at max_connections: 500 DATABASE_UNAVAILABLE at once, served 
   t.teardown(() => cluster.destroy())
   const app = await buildTestApp(t, { DATABASE_URL: cluster.url })
   const token = await login(app)
+  // The connections its start-up work left idle in the service's pool are ended: it has to open new ones.
+  const admin = new pg.Client({ connectionString: cluster.url })
+  await admin.connect()
+  await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app.config.SERVICE_NAME])
+  await admin.end()
+  await waitFor('the service\'s pool empty', async () => app.pg.pool.totalCount === 0)
   // The test takes every connection the server has left, so the service's pool can open none.
   const held: pg.Client[] = []
   t.teardown(() => Promise.all(held.map((client) => client.end())))

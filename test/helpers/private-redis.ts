@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { Redis } from 'ioredis'
-import { rmSync } from 'node:fs'
+import { mkdirSync, rmSync } from 'node:fs'
 import { freePort } from './ports.js'
 import { exited, waitFor } from './processes.js'
 import type { Test } from 'tap'
@@ -66,6 +66,16 @@ export class PrivateRedis {
   async kill (): Promise<void> {
     await this.#end('SIGKILL')
     if (this.dataDir !== undefined) rmSync(this.dataDir, { recursive: true, force: true })
+  }
+
+  /**
+   * Killed, then started again on the same port with no data: what clients see of a Redis without
+   * persistence that restarts, or of a failover to an empty replica.
+   */
+  async restartEmpty (): Promise<void> {
+    await this.kill()
+    if (this.dataDir !== undefined) mkdirSync(this.dataDir, { recursive: true })
+    await this.start()
   }
 
   async #end (signal: NodeJS.Signals): Promise<void> {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
@@ -7,6 +8,7 @@ import { EventSubscription, SUBSCRIPTION_STATES, type HolderReport, type Subscri
 import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/errors.js'
 import type { Order } from '../orders/store.js'
 import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
+import { ReplayPositions } from './replay-positions.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -21,6 +23,16 @@ declare module '../monitoring/index.js' {
     subscriptionHolder: HolderReport | null
   }
 }
+
+// How often each instance looks for the job queue's epoch key, and how long one instance's claim to
+// queue the lost jobs again holds before another may try.
+const JOBS_EPOCH_CHECK_MS = 5000
+const JOBS_EPOCH_CLAIM_MS = 60_000
+const REQUEUE_CHUNK = 50
+
+const RELEASE_CLAIM = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`
 
 function numberOrNull (value: unknown): number | null {
   const number = Number(value)
@@ -70,6 +82,8 @@ async function eventSubscriber (fastify: FastifyInstance) {
     }
     // The stored id, not the event's form of it: one job per order, whichever form events carry.
     const storedId = order.crmOrderId ?? crmOrderId
+    // Recorded first: should Redis lose the job, the order is known to be waiting for one.
+    await orders.markProvisioningRequested(order.id)
     await jobQueue.enqueue(storedId)
     log.info({ replayId, crmOrderId: storedId, ...(storedId === crmOrderId ? {} : { eventOrderId: crmOrderId }), orderId: order.id }, 'provisioning requested')
   }
@@ -78,6 +92,7 @@ async function eventSubscriber (fastify: FastifyInstance) {
     enabled: config.CRM_EVENTS_ENABLED,
     replay: config.CRM_EVENTS_REPLAY,
     redis: fastify.redis,
+    positions: new ReplayPositions(fastify.pg.pool),
     keyPrefix: config.REDIS_KEY_PREFIX,
     crm,
     apiVersion: config.CRM_API_VERSION,
@@ -170,10 +185,45 @@ async function eventSubscriber (fastify: FastifyInstance) {
     ? setInterval(() => { healStuckOrders().catch((error: unknown) => log.warn({ err: error }, 'stuck-order check failed')) }, Math.min(30_000, warningMs / 2)).unref()
     : undefined
 
-  fastify.addHook('onReady', async () => subscription.start())
+  // Queued jobs live in Redis alone. An epoch key beside them, written once their orders' jobs are
+  // queued: missing, Redis is new or lost its data (restarted empty, failed over, emptied), and the
+  // first instance to notice queues again the jobs of every order still waiting for its own. The
+  // job id is the CRM order id: a job Redis still holds is not made twice.
+  const jobsEpochKey = `${config.REDIS_KEY_PREFIX}provisioning:epoch`
+  async function requeueLostJobs (atStart: boolean): Promise<void> {
+    const claim = randomUUID()
+    // Redis away: nothing to claim, and its absence is reported elsewhere.
+    const claimed = await fastify.redis.set(jobsEpochKey, claim, 'PX', JOBS_EPOCH_CLAIM_MS, 'NX').catch(() => null)
+    if (claimed !== 'OK') return
+    try {
+      const crmOrderIds = await orders.awaitingProvisioning()
+      log[atStart && crmOrderIds.length === 0 ? 'info' : 'warn']({ orders: crmOrderIds.length },
+        `Redis holds no job queue epoch (new, restarted empty or emptied): queueing again the jobs of ${crmOrderIds.length} orders awaiting provisioning`)
+      for (let start = 0; start < crmOrderIds.length; start += REQUEUE_CHUNK) {
+        await Promise.all(crmOrderIds.slice(start, start + REQUEUE_CHUNK).map((crmOrderId) => jobQueue.enqueue(crmOrderId)))
+      }
+      await fastify.redis.set(jobsEpochKey, new Date().toISOString())
+    } catch (error) {
+      log.warn({ err: error }, 'jobs lost with Redis\'s data not all queued again: retried shortly')
+      await fastify.redis.eval(RELEASE_CLAIM, 1, jobsEpochKey, claim).catch(() => {})
+    }
+  }
+  let requeueing: Promise<void> | undefined
+  const requeue = (atStart = false) => {
+    requeueing ??= requeueLostJobs(atStart).finally(() => { requeueing = undefined })
+    return requeueing
+  }
+  let watchingJobs: NodeJS.Timeout | undefined
+
+  fastify.addHook('onReady', async () => {
+    await requeue(true)
+    watchingJobs = setInterval(() => { requeue() }, JOBS_EPOCH_CHECK_MS).unref()
+    subscription.start()
+  })
   fastify.addHook('onClose', async () => {
     clearInterval(healing)
-    await subscription.stop()
+    clearInterval(watchingJobs)
+    await Promise.all([requeueing, subscription.stop()])
   })
 }
 

@@ -6,6 +6,7 @@ import { PlatformEventSubscriber, type SubscriberState, type SubscriberStats } f
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import type { CrmClient } from '../../../integrations/crm/client.js'
 import type { QueueHealth } from '../monitoring/thresholds.js'
+import type { ReplayPositions } from './replay-positions.js'
 
 export const ORDER_PROVISION_CHANNEL = '/event/OrderProvisionRequested__e'
 
@@ -44,6 +45,8 @@ export interface EventSubscriptionOptions {
   enabled: boolean
   replay: 'ALL' | 'LATEST' | undefined
   redis: Redis
+  /** The replay position's copy that outlives Redis. */
+  positions: Pick<ReplayPositions, 'read' | 'advance' | 'forget'>
   keyPrefix: string
   crm: CrmClient
   apiVersion: string
@@ -82,7 +85,8 @@ function localState (state: SubscriberState): SubscriptionState {
 /**
  * The platform-event subscription, held by at most one instance at a time through a Redis lease
  * that the holder renews; another takes over within the lease time (plus one renewal period) of
- * the holder's death. The replay position lives in Redis and moves only after a batch is handed off.
+ * the holder's death. The replay position lives in Redis, mirrored in PostgreSQL, and moves only
+ * after a batch is handed off.
  */
 export class EventSubscription {
   readonly instance = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`
@@ -168,7 +172,7 @@ export class EventSubscription {
           await this.#report()
           return
         }
-        log.warn({ instance: this.instance }, 'platform-event subscription lease lost: another instance holds it; standing by')
+        log.warn({ instance: this.instance }, 'platform-event subscription lease lost: another instance holds it, or Redis lost it with its data; standing by')
         await this.#stopSubscriber('standby')
         return
       }
@@ -188,7 +192,7 @@ export class EventSubscription {
   }
 
   #startSubscriber (): void {
-    const { crm, apiVersion, replay, redis, log, handOff, handOffConcurrency, connectTimeoutMarginMs, backoff } = this.options
+    const { crm, apiVersion, replay, redis, positions, log, handOff, handOffConcurrency, connectTimeoutMarginMs, backoff } = this.options
     this.#state = 'connecting'
     const subscriber = new PlatformEventSubscriber({
       crm,
@@ -196,9 +200,15 @@ export class EventSubscription {
       channel: ORDER_PROVISION_CHANNEL,
       replayFrom: async () => {
         let [stored, floor] = await redis.mget(this.replayKey, this.floorKey)
-        if (stored === null && floor === null && this.#unstoredFloor !== undefined) {
-          floor = String(this.#unstoredFloor)
-          await redis.set(this.floorKey, floor, 'PX', RETENTION_MS, 'NX')
+        // A floor is the first event this stream did not hand off: below it all was, whatever
+        // PostgreSQL mirrors. Without either, Redis may have lost the position.
+        if (stored === null && floor === null) {
+          if (this.#unstoredFloor === undefined) {
+            stored = await this.#restorePosition()
+          } else {
+            floor = String(this.#unstoredFloor)
+            await redis.set(this.floorKey, floor, 'PX', RETENTION_MS, 'NX')
+          }
         }
         this.#unstoredFloor = undefined
         this.#skipBelow = stored === null && floor !== null ? Number(floor) : undefined
@@ -210,7 +220,7 @@ export class EventSubscription {
       onInvalidReplay: async () => {
         this.#replayFallbacks++
         this.#unstoredFloor = undefined
-        await redis.del(this.replayKey, this.floorKey)
+        await Promise.all([redis.del(this.replayKey, this.floorKey), positions.forget(ORDER_PROVISION_CHANNEL)])
       },
       onEvents: async (events) => {
         const skipBelow = this.#skipBelow
@@ -230,7 +240,10 @@ export class EventSubscription {
             throw error
           }
           const lastReplayId = Math.max(...chunk.map((event) => event.data.event.replayId))
-          await redis.eval(ADVANCE_REPLAY, 1, this.replayKey, String(lastReplayId))
+          await Promise.all([
+            redis.eval(ADVANCE_REPLAY, 1, this.replayKey, String(lastReplayId)),
+            positions.advance(ORDER_PROVISION_CHANNEL, lastReplayId)
+          ])
         }
         this.#report().catch(() => {})
       },
@@ -249,6 +262,16 @@ export class EventSubscription {
     })
     this.#subscriber = subscriber
     subscriber.start().catch(() => {})
+  }
+
+  /** The position PostgreSQL mirrors, put back into a Redis that lost it; null when none was ever stored. */
+  async #restorePosition (): Promise<string | null> {
+    const { positions, redis, log } = this.options
+    const mirrored = await positions.read(ORDER_PROVISION_CHANNEL)
+    if (mirrored === null) return null
+    await redis.eval(ADVANCE_REPLAY, 1, this.replayKey, String(mirrored))
+    log.warn({ channel: ORDER_PROVISION_CHANNEL, replayId: mirrored }, 'platform events: Redis holds no replay position (restarted empty or failed over); resuming from the one PostgreSQL mirrors')
+    return String(mirrored)
   }
 
   async #stopSubscriber (state: SubscriptionState): Promise<void> {

@@ -127,6 +127,22 @@ export class OrderStore {
     return { count: rows[0]?.count ?? 0, oldestAgeSeconds: rows[0]?.oldest ?? null }
   }
 
+  /** An event handed the order to the job queue: until it leaves Pending Review, a job for it is queued. */
+  async markProvisioningRequested (id: string): Promise<void> {
+    await this.pool.query('UPDATE orders SET provisioning_requested_at = now() WHERE id = $1 AND provisioning_requested_at IS NULL', [id])
+  }
+
+  /**
+   * The CRM ids of the orders whose provisioning job is queued or running but not finished: those
+   * handed off and still in Pending Review, and those in Provisioning.
+   */
+  async awaitingProvisioning (): Promise<string[]> {
+    const { rows } = await this.pool.query<{ crm_order_id: string }>(
+      `SELECT crm_order_id FROM orders WHERE crm_order_id IS NOT NULL
+       AND (status = 'Provisioning' OR (status = 'Pending Review' AND provisioning_requested_at IS NOT NULL))`)
+    return rows.map((row) => row.crm_order_id)
+  }
+
   async setCrmOrderId (id: string, crmOrderId: string): Promise<Order> {
     return this.#update(id, 'crm_order_id = $2', [crmOrderId])
   }

@@ -129,8 +129,9 @@ t.test('duplicated and replayed events never make a second job', async (t) => {
   const ids = await seedCrmOrders(sandbox, 5)
   for (const id of [...ids, ...ids]) sandbox.crm.publishOrderProvisionRequested(id)
   await waitFor('Active', () => allActive(app, ids), 30_000)
-  // Forget the position: the next subscription replays every retained event (CRM_EVENTS_REPLAY=ALL).
+  // Forget the position, and its copy in PostgreSQL: the next subscription replays every retained event (CRM_EVENTS_REPLAY=ALL).
   await app.redis.del(app.eventSubscription.replayKey)
+  await app.pg.query('DELETE FROM event_replay_positions')
   sandbox.crm.dropAllSessions()
   await waitFor('the replay', async () => (await events(app)).received >= 20, 20_000)
   await waitFor('the jobs settled', async () => (await app.inject('/health/queues')).json().jobs.active === 0)
