@@ -66,9 +66,14 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     const resumeFrom = resumableEventId(request.headers['last-event-id'])
     const { orderEvents, eventStreams } = fastify
 
+    // A stream may end (a logout, the shutdown) while it still reads its backlog: a write after the
+    // end would raise an error event on the response, which nothing here listens to.
+    const write = (text: string) => {
+      if (reply.raw.writable) reply.raw.write(text)
+    }
     // Ended from outside: the token logged out or expired, or the service shutting down.
     const opened = eventStreams.open({ clientId, jti: request.user.jti, exp: request.user.exp }, (reason) => {
-      if (reply.raw.writable) reply.raw.write(`event: ${reason === 'shutdown' ? 'shutdown' : 'session.ended'}\ndata: ${JSON.stringify({ reason })}\n\n`)
+      write(`event: ${reason === 'shutdown' ? 'shutdown' : 'session.ended'}\ndata: ${JSON.stringify({ reason })}\n\n`)
       close()
     })
     if (opened === 'user_limit') throw new TooManyStreamsError(SSE_MAX_STREAMS_PER_USER)
@@ -84,7 +89,7 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     const send = (event: OrderStatusEvent) => {
       if (!streamIdAfter(event.id, lastSent)) return
       lastSent = event.id
-      reply.raw.write(frame(event))
+      write(frame(event))
     }
     function close () {
       clearInterval(heartbeat)
@@ -94,7 +99,7 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     }
     // Listen before reading the backlog, so nothing falls between the two.
     const stopListening = orderEvents.listen(clientId, (event) => (live ? send(event) : pending.push(event)), close)
-    const heartbeat = setInterval(() => reply.raw.write(': heartbeat\n\n'), HEARTBEAT_MS)
+    const heartbeat = setInterval(() => write(': heartbeat\n\n'), HEARTBEAT_MS)
     request.raw.on('close', () => {
       clearInterval(heartbeat)
       stopListening()
@@ -110,7 +115,7 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
       connection: 'keep-alive',
       'x-accel-buffering': 'no'
     })
-    reply.raw.write('retry: 3000\n\n')
+    write('retry: 3000\n\n')
     if (resumeFrom !== undefined) {
       try {
         for (const event of await orderEvents.backlog(clientId, resumeFrom)) send(event)
