@@ -17,6 +17,12 @@ export function readConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
   }
 }
 
+/**
+ * What the end of SHUTDOWN_TIMEOUT_MS keeps for closing the plugins once the connections are gone:
+ * releasing the subscription lease, closing queues and pools takes under 4 s even with Redis hung.
+ */
+const CLOSE_RESERVE_MS = 5000
+
 export interface ServeOptions {
   /** Closes what the caller started beside the service, once the service has closed. */
   onClosed?: () => Promise<void>
@@ -37,13 +43,34 @@ export async function serve ({ config, warnings }: LoadedConfig, { onClosed }: S
     app.log.info('log files reopened (SIGHUP)')
   })
 
+  // SHUTDOWN_TIMEOUT_MS bounds the whole shutdown, the delay included: past it the process exits 1.
   closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger: app.log, skip: ['SIGHUP'] }, async ({ signal, err }) => {
-    if (err !== undefined) app.log.fatal({ err }, 'shutting down after an unexpected error')
-    else app.log.info({ signal }, 'shutting down: draining in-flight requests')
+    const signalled = performance.now()
+    // From here readiness answers 503 and every response carries `Connection: close`.
     app.lifecycle.draining = true
-    // Let load balancers see the readiness probe fail before the listener closes.
-    if (config.SHUTDOWN_DELAY_MS > 0) await sleep(config.SHUTDOWN_DELAY_MS)
+    if (err !== undefined) {
+      // After an uncaught error the process is not fit to take more requests: close at once.
+      app.log.fatal({ err }, 'shutting down after an unexpected error')
+    } else {
+      // Serve on until the balancer has stopped sending here. Readiness fails at once, so HAProxy
+      // (`inter 1s fall 2`) marks the instance down within inter × fall = 2 s, and a Kubernetes
+      // readiness probe (period 2 s, 2 failures) within 4 s: the 5 s default covers both with room
+      // for a late check; a balancer with slower checks needs more than its inter × fall.
+      // Responses meanwhile say `Connection: close`, so keep-alive clients reconnect elsewhere.
+      app.log.info({ signal, delayMs: config.SHUTDOWN_DELAY_MS }, 'shutting down: readiness fails; serving until SHUTDOWN_DELAY_MS has passed')
+      await sleep(config.SHUTDOWN_DELAY_MS)
+    }
+    app.log.info('draining in-flight requests')
+    // Node stops enforcing the receive timeouts once the listener closes: a client that never
+    // finishes sending its request would hold the close until the timeout kills the process (exit
+    // 1, the lease kept until it expires). Past the drain's share of the timeout, connections are cut.
+    const drainLeftMs = config.SHUTDOWN_TIMEOUT_MS - Math.min(CLOSE_RESERVE_MS, config.SHUTDOWN_TIMEOUT_MS / 2) - (performance.now() - signalled)
+    const cut = setTimeout(() => {
+      app.log.warn('shutdown: requests still unfinished at the drain bound; closing their connections')
+      app.server.closeAllConnections()
+    }, Math.max(0, drainLeftMs))
     await app.close()
+    clearTimeout(cut)
     await onClosed?.()
     app.log.info('shutdown complete')
   })

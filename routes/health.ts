@@ -31,7 +31,9 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health', {
     config: probe,
     schema: {
+      operationId: 'getHealth',
       tags: ['health'],
+      security: [],
       summary: 'Core health: database and cache',
       description: 'Polled every 30 s. Answers within the health-check timeout even when a dependency hangs; results are shared by concurrent callers and reused for at most 1 s.',
       response: {
@@ -54,7 +56,9 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/live', {
     config: probe,
     schema: {
+      operationId: 'getLiveness',
       tags: ['health'],
+      security: [],
       summary: 'Liveness: the process serves requests; touches no dependency',
       response: { 200: Type.Ref(LivenessReport, { description: 'the process serves' }), ...unexpectedErrorResponse }
     }
@@ -63,18 +67,32 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health/ready', {
     config: probe,
     schema: {
+      operationId: 'getReadiness',
       tags: ['health'],
-      summary: 'Readiness: like /health, and 503 while shutting down',
+      security: [],
+      summary: 'Readiness: 503 while shutting down; the checks of /health are reported, not judged',
       response: {
-        200: Type.Ref(ReadinessReport, { description: 'ready for traffic' }),
-        503: Type.Ref(ReadinessReport, { description: 'a check fails or the service is draining' }),
+        200: Type.Ref(ReadinessReport, { description: 'ready for traffic; `degraded` when a dependency shared by every instance fails' }),
+        503: Type.Ref(ReadinessReport, { description: 'the service is draining' }),
         ...unexpectedErrorResponse
       }
     }
   }, async (_request, reply) => {
-    const results = await fastify.coreHealth.run()
-    if (fastify.lifecycle.draining) return reply.code(503).send({ ...reportOf(results), status: 'draining' as const })
-    sendReport(reply, results)
+    // Readiness says whether this instance should get traffic, which only its own state decides:
+    // 503 while draining. (Before every plugin is ready, onReady hooks included, nothing answers:
+    // Fastify listens only once ready.) PostgreSQL and Redis are shared by every instance: failing
+    // readiness on them would take every instance out at once, and the balancer would answer 503
+    // for everything, requests that need neither included, then put them all back at once. Their
+    // checks show in the body (`degraded`) and /health answers 503 for monitoring. Nor does the
+    // probe wait for a run: a hung dependency would outlast the probe's timeout, a failure too.
+    const { coreHealth, lifecycle } = fastify
+    let results = coreHealth.reusable
+    if (results === undefined) {
+      const running = coreHealth.run()
+      results = coreHealth.latest ?? await running
+    }
+    if (lifecycle.draining) return reply.code(503).send({ ...reportOf(results), status: 'draining' as const })
+    return reply.code(200).send(reportOf(results))
   })
 }
 

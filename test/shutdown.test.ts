@@ -1,8 +1,15 @@
 import t from 'tap'
+import { once } from 'node:events'
+import { connect } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
 import { request } from 'undici'
+import { EventStreams } from '../plugins/app/event-streams.js'
+import { ORDER_PROVISION_CHANNEL } from '../plugins/app/events/subscription.js'
 import { ensureTestDatabase, testEnv } from './helpers/app.js'
+import { SHARED_REDIS } from './helpers/made.js'
 import { PrivateRedis } from './helpers/private-redis.js'
+import { waitFor } from './helpers/processes.js'
 import { startService } from './helpers/service-process.js'
 
 t.test('SIGTERM drains in-flight requests, readiness answers 503 meanwhile, exit 0', async (t) => {
@@ -21,8 +28,9 @@ t.test('SIGTERM drains in-flight requests, readiness answers 503 meanwhile, exit
   t.equal(before.headers.connection, 'keep-alive', 'keep-alive before the signal')
   t.equal((await request(`${service.url}/health/ready`)).statusCode, 200, 'ready before the signal')
 
-  // A hung cache makes /health take the whole check timeout: a real slow request to drain.
-  await sleep(1000)
+  // A hung cache makes /health take the whole check timeout: a real slow request to drain, once
+  // the last run of the checks (readiness's may end after its answer) is reused no more (1 s).
+  await sleep(1200)
   redis.hang()
   const inFlight = request(`${service.url}/health`)
   await sleep(200)
@@ -32,15 +40,58 @@ t.test('SIGTERM drains in-flight requests, readiness answers 503 meanwhile, exit
   const live = await request(`${service.url}/health/live`)
   await live.body.dump()
   t.equal(live.headers.connection, 'close', 'while draining, a keep-alive connection is closed after its answer')
+  const readyAsked = performance.now()
   const ready = await request(`${service.url}/health/ready`, { reset: true })
   t.equal(ready.statusCode, 503, 'readiness fails while draining')
+  t.ok(performance.now() - readyAsked < 500, 'at once, though a check of the cache hangs')
   t.match(await ready.body.json(), { status: 'draining' })
 
-  redis.resume()
   const drained = await inFlight
   t.equal(drained.statusCode, 503, 'the in-flight request completed with its answer')
   t.match(await drained.body.json(), { status: 'degraded', checks: { cache: 'fail' } })
+  redis.resume()
 
   t.equal(await service.exit, 0, 'the process exits 0')
   t.ok(service.lines.some((line) => line.message === 'shutdown complete'), 'plugins closed in order and the shutdown was logged')
+})
+
+t.test('once the instance closes, its streams end and one asked for after is refused, uncounted', async (t) => {
+  const streams = new EventStreams({ perUser: 5, total: 10 })
+  const ends: string[] = []
+  const owner = { clientId: 1, jti: 'a', exp: Math.floor(Date.now() / 1000) + 60 }
+  t.type(streams.open(owner, (reason) => ends.push(reason)), 'object')
+  streams.close()
+  t.same(ends, ['shutdown'], 'the open stream was ended')
+  // Its request passed its checks as the close began: opened now, it would hold the close until its timeout.
+  t.equal(streams.open({ ...owner, jti: 'b' }, (reason) => ends.push(reason)), 'instance_limit', 'refused as by a full instance: 503, retry shortly')
+  t.same(streams.counts(), { open: 0, refused: { user_limit: 0, instance_limit: 0 } }, 'not counted as a refusal for capacity')
+})
+
+t.test('a client that never finishes its request holds the shutdown only to the drain bound: exit 0, lease released', async (t) => {
+  await ensureTestDatabase()
+  // 6 s in all, the last 3 s kept for closing the plugins: connections still open are cut at 3 s.
+  const env = testEnv({ SHUTDOWN_TIMEOUT_MS: '6000', CRM_EVENTS_ENABLED: 'true' })
+  const service = await startService(env)
+  t.teardown(() => { service.child.kill('SIGKILL') })
+  const redis = new Redis(SHARED_REDIS)
+  t.teardown(() => redis.disconnect())
+  const leaseKey = `${env.REDIS_KEY_PREFIX}crm:pe:lease:${ORDER_PROVISION_CHANNEL}`
+  await waitFor('the subscription lease', async () => (await redis.get(leaseKey))?.includes(`:${service.child.pid}:`) === true)
+
+  // Node no longer enforces the receive timeouts once the listener closes: only the bound ends this.
+  const socket = connect(Number(new URL(service.url).port), '127.0.0.1')
+  socket.on('error', () => {})
+  const closed = once(socket, 'close')
+  await once(socket, 'connect')
+  socket.write('POST /auth/login HTTP/1.1\r\nHost: portal\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"email"')
+  await sleep(200)
+
+  const signalled = performance.now()
+  service.child.kill('SIGTERM')
+  t.equal(await service.exit, 0, 'exit 0')
+  const exitMs = Math.round(performance.now() - signalled)
+  t.ok(exitMs >= 2900 && exitMs < 6000, `exited ${exitMs} ms after SIGTERM: at the drain bound, before the timeout`)
+  await closed
+  t.ok(service.lines.some((line) => /drain bound/.test(String(line.message))), 'the cut was logged')
+  t.equal(await redis.get(leaseKey), null, 'the lease was released, not left to expire')
 })

@@ -36,11 +36,15 @@ export class EventStreams {
   readonly #streams = new Set<OpenStream>()
   readonly #perClient = new Map<number, number>()
   readonly #refused: Record<StreamRefusal, number> = { user_limit: 0, instance_limit: 0 }
+  #closed = false
 
   constructor (private readonly limits: { perUser: number, total: number }) {}
 
   /** Opens a stream, or says why not; `end` is called once when the stream must end. */
   open (owner: StreamOwner, end: (reason: StreamEnd) => void): { close: () => void } | StreamRefusal {
+    // A stream whose request passed its checks as the instance began to close would hold the close
+    // until its timeout: refused as by a full instance (503, retry shortly), uncounted.
+    if (this.#closed) return 'instance_limit'
     if (this.#streams.size >= this.limits.total) return this.#refuse('instance_limit')
     const held = this.#perClient.get(owner.clientId) ?? 0
     if (held >= this.limits.perUser) return this.#refuse('user_limit')
@@ -60,8 +64,10 @@ export class EventStreams {
     for (const stream of this.#streams) if (stream.owner.jti === jti) this.#end(stream, 'logged_out')
   }
 
-  endAll (reason: StreamEnd): void {
-    for (const stream of this.#streams) this.#end(stream, reason)
+  /** Ends every stream, and refuses those asked for from now on: the instance is closing. */
+  close (): void {
+    this.#closed = true
+    for (const stream of this.#streams) this.#end(stream, 'shutdown')
   }
 
   counts (): StreamCounts {
@@ -123,7 +129,7 @@ async function eventStreams (fastify: FastifyInstance) {
   })
 
   // Before the listener closes: open streams would otherwise hold the shutdown until its timeout.
-  fastify.addHook('preClose', async () => streams.endAll('shutdown'))
+  fastify.addHook('preClose', async () => streams.close())
   // A subscriber has nothing to finish: dropped at once, it adds no wait on a hung Redis.
   fastify.addHook('onClose', async () => { subscriber.disconnect() })
 

@@ -45,6 +45,8 @@ export function testEnv (overrides: Record<string, string> = {}): Record<string,
     LOG_LEVEL: 'info',
     REDIS_KEY_PREFIX: testKeyPrefix(),
     JWT_SECRET: 'test-secret-that-is-at-least-32-characters-long',
+    // No balancer to wait for: a test that measures the delay sets it.
+    SHUTDOWN_DELAY_MS: '0',
     ...overrides
   }
 }

@@ -11,12 +11,15 @@ const source = { entry: join(projectRoot, 'dev', 'server.ts'), execArgv: process
 const loaderEnv = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] =>
   /^(TS_NODE_|_TAPJS_PROCESSINFO_)/.test(entry[0]) && entry[1] !== undefined))
 
+// A test's service waits for no balancer when it stops, unless the test sets the delay it measures.
+const NO_SHUTDOWN_DELAY = { SHUTDOWN_DELAY_MS: '0' }
+
 export function runServer (env: Record<string, string>) {
-  return processes.runServer({ ...source, env: { ...loaderEnv, ...env } })
+  return processes.runServer({ ...source, env: { ...loaderEnv, ...NO_SHUTDOWN_DELAY, ...env } })
 }
 
 export function startService (env: Record<string, string>, timeoutMs?: number) {
-  return processes.startService({ ...source, env: { ...loaderEnv, ...env } }, timeoutMs)
+  return processes.startService({ ...source, env: { ...loaderEnv, ...NO_SHUTDOWN_DELAY, ...env } }, timeoutMs)
 }
 
 /**
@@ -25,5 +28,19 @@ export function startService (env: Record<string, string>, timeoutMs?: number) {
  */
 export function startBuiltService (env: Record<string, string>, { execArgv = [], timeoutMs }: { execArgv?: string[], timeoutMs?: number } = {}) {
   execFileSync(process.execPath, [join(projectRoot, 'node_modules/typescript/bin/tsc'), '-p', join(projectRoot, 'tsconfig.dev.json')], { stdio: 'inherit' })
-  return processes.startService({ entry: join(processes.DEV_BUILD, 'dev', 'server.js'), execArgv, env }, timeoutMs)
+  return processes.startService({ entry: join(processes.DEV_BUILD, 'dev', 'server.js'), execArgv, env: { ...NO_SHUTDOWN_DELAY, ...env } }, timeoutMs)
+}
+
+let productBuilt = false
+
+/**
+ * Builds the service as `npm run build` does (once per test file) and starts its production entry,
+ * dist/server.js, under plain node: the process as deployed. The upstream settings must be given.
+ */
+export function startProductService (env: Record<string, string>, timeoutMs?: number) {
+  if (!productBuilt) {
+    execFileSync(process.execPath, [join(projectRoot, 'node_modules/typescript/bin/tsc'), '-p', join(projectRoot, 'tsconfig.build.json')], { stdio: 'inherit' })
+    productBuilt = true
+  }
+  return processes.startService({ entry: join(projectRoot, 'dist', 'server.js'), env: { ...NO_SHUTDOWN_DELAY, ...env } }, timeoutMs)
 }
