@@ -28,7 +28,10 @@ export const SettingsSchema = Type.Object({
   DATABASE_CONNECT_TIMEOUT_MS: Milliseconds(2000, 'how long a query waits for a pooled connection'),
   DATABASE_QUERY_TIMEOUT_MS: Milliseconds(10_000, 'client-side bound on one query'),
   REDIS_COMMAND_TIMEOUT_MS: Milliseconds(1000, 'bound on one Redis command'),
-  SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 120_000, default: 5000, description: 'after SIGTERM, how long readiness answers 503 while requests are still served, before the listener closes; set it above the load balancer\'s probe interval' }),
+  REDIS_SENTINELS: Type.Optional(Type.String({ minLength: 1, description: 'host:port,... of Redis Sentinels (a few, so that one down does not matter), given with REDIS_SENTINEL_NAME: every Redis connection asks them for the current primary and follows it when they fail over; REDIS_URL then gives only the user name, password and database number, its host is not used' })),
+  REDIS_SENTINEL_NAME: Type.Optional(Type.String({ minLength: 1, description: 'the name the Sentinels monitor the primary under (their sentinel monitor line), given with REDIS_SENTINELS' })),
+  REDIS_ALLOW_VOLATILE: Type.Boolean({ default: false, description: 'true lets the service start in production although Redis may evict keys (maxmemory-policy other than noeviction) or keeps nothing across a restart (appendonly no and no save points), with a warning: queued provisioning jobs, sign-in limits and rate-limit counters could be lost. Outside production either is only a warning' }),
+  SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 120_000, default: 5000, description: 'after SIGTERM, how long readiness answers 503 while requests are still served (with Connection: close), before the listener closes; set it above the balancer\'s time to mark an instance down (HAProxy inter x fall, a Kubernetes readiness period x failureThreshold)' }),
   SHUTDOWN_TIMEOUT_MS: Milliseconds(30_000, 'hard bound on a graceful shutdown'),
   UPSTREAM_TIMEOUT_MS: Milliseconds(5000, 'bound on one upstream HTTP call'),
   BILLING_QUEUE_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 200, default: 10, description: 'billing requests in flight at once on one instance; the others wait in the queue' }),
@@ -83,10 +86,18 @@ export const SettingsSchema = Type.Object({
 
 export type Settings = Static<typeof SettingsSchema>
 
-export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY'> {
+/** Where the Sentinels are, and the name they know the primary by. */
+export interface RedisSentinel {
+  sentinels: Array<{ host: string, port: number }>
+  name: string
+}
+
+export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME'> {
   JWT_SECRET: string
   /** TRUST_PROXY as Fastify's `trustProxy` option takes it. */
   trustProxy: boolean | string | ((address: string, hop: number) => boolean)
+  /** REDIS_SENTINELS and REDIS_SENTINEL_NAME; unset, REDIS_URL's host is Redis. */
+  redisSentinel: RedisSentinel | undefined
   isProduction: boolean
   /** Upstream settings that were not given; outside production the sandbox fills them in. */
   missingUpstreamSettings: UpstreamSetting[]
@@ -155,6 +166,23 @@ function trustProxyOf (value: string | undefined): Config['trustProxy'] {
   return addresses.join(',')
 }
 
+/** REDIS_SENTINELS and REDIS_SENTINEL_NAME, given together or not at all. */
+function redisSentinelOf (list: string | undefined, name: string | undefined): RedisSentinel | undefined {
+  if (list === undefined && name === undefined) return undefined
+  if (list === undefined) throw new ConfigError('REDIS_SENTINELS', 'required: REDIS_SENTINEL_NAME is set, and only Sentinels can say where that primary is')
+  if (name === undefined) throw new ConfigError('REDIS_SENTINEL_NAME', 'required: REDIS_SENTINELS is set, and the Sentinels are asked for the primary by its name')
+  const entries = list.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
+  if (entries.length === 0) throw new ConfigError('REDIS_SENTINELS', `no host:port in it (got '${list}')`)
+  const sentinels = entries.map((entry) => {
+    // An IPv6 address is written in brackets, as in a URL: [::1]:26379.
+    const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]]+)):([0-9]{1,5})$/.exec(entry)
+    const port = Number(match?.[3])
+    if (match === null || port < 1 || port > 65535) throw new ConfigError('REDIS_SENTINELS', `'${entry}' is not host:port`)
+    return { host: (match[1] ?? match[2])!, port }
+  })
+  return { sentinels, name }
+}
+
 /**
  * Reads, converts and validates the settings. Throws a ConfigError naming the first bad setting.
  */
@@ -176,7 +204,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
   const settings = Value.Convert(SettingsSchema, Value.Default(SettingsSchema, raw))
   const problem = firstProblem(SettingsSchema, settings as Record<string, unknown>)
   if (problem !== undefined) throw problem
-  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, ...rest } = settings as Settings
+  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, ...rest } = settings as Settings
 
   let privateKey = rest.CRM_PRIVATE_KEY
   if (privateKey === undefined && keyPath !== undefined) {
@@ -196,6 +224,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     CRM_PRIVATE_KEY: privateKey,
     JWT_SECRET: jwtSecret ?? randomBytes(32).toString('hex'),
     trustProxy: trustProxyOf(trustProxy),
+    redisSentinel: redisSentinelOf(sentinels, sentinelName),
     isProduction,
     missingUpstreamSettings: UPSTREAM_SETTINGS.filter((name) => name === 'CRM_PRIVATE_KEY' ? privateKey === undefined : rest[name] === undefined)
   }

@@ -1,13 +1,96 @@
 import fp from 'fastify-plugin'
 import fastifyRedis from '@fastify/redis'
-import { Redis } from 'ioredis'
-import type { FastifyInstance } from 'fastify'
+import { Redis, SentinelConnector, type RedisOptions, type SentinelConnectionOptions } from 'ioredis'
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import type { Config } from '../../schemas/config.js'
 import { abortable } from '../../lib/abortable.js'
 
 const MAX_RECONNECT_DELAY_MS = 2000
 
 // How long a goodbye to Redis may take before the connection is simply dropped.
 const QUIT_TIMEOUT_MS = 1000
+
+/** Delay before reconnection attempt `attempt` (from 1): quick at first, never more than 2 s apart. */
+export function reconnectDelay (attempt: number): number {
+  return Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS)
+}
+
+/** The parts of ioredis 5.10's failover detector (private to its Sentinel connector) used below. */
+interface FailoverDetector {
+  sentinels: Array<{ client: Redis }>
+  cleanup: () => void
+}
+
+/**
+ * ioredis's Sentinel connector, with its failover detector (a subscription of its own to each
+ * Sentinel) tidied: ioredis ends the detector only on disconnect(), so a client closed with QUIT,
+ * as BullMQ closes its worker's connection, would keep the process alive; and the detector's
+ * connections have no error listener, so a Sentinel down would print to stderr every minute.
+ */
+class TidySentinelConnector extends SentinelConnector {
+  // ioredis hands a connector the client's options untyped.
+  constructor (options: unknown) {
+    super(options as SentinelConnectionOptions)
+  }
+
+  override async connect (...args: Parameters<SentinelConnector['connect']>): ReturnType<SentinelConnector['connect']> {
+    const stream = await super.connect(...args)
+    const detector = () => (this as unknown as { failoverDetector: FailoverDetector | null }).failoverDetector
+    // ioredis makes this stream's detector on the same event, in a listener added before this one.
+    const connected = this.options.enableTLSForSentinelMode === true && this.options.tls !== undefined ? 'secureConnect' : 'connect'
+    stream.once(connected, () => {
+      // Nothing to report: failing to reach a Sentinel shows when the primary is looked up.
+      for (const { client } of detector()?.sentinels ?? []) client.on('error', () => {})
+    })
+    // The detector present at close is this stream's: the next one is made when the next stream connects.
+    stream.once('close', () => detector()?.cleanup())
+    return stream
+  }
+}
+
+/**
+ * Where Redis is and how a connection follows it, for every Redis client of the service; each
+ * client adds its own command behaviour. With REDIS_SENTINELS the Sentinels name the primary and
+ * REDIS_URL gives only the credentials and the database; otherwise REDIS_URL is Redis.
+ */
+export function redisConnectionOptions (config: Pick<Config, 'REDIS_URL' | 'REDIS_COMMAND_TIMEOUT_MS' | 'redisSentinel'>): RedisOptions {
+  const url = new URL(config.REDIS_URL)
+  const tls = url.protocol === 'rediss:'
+  const common: RedisOptions = {
+    username: decodeURIComponent(url.username) || undefined,
+    password: decodeURIComponent(url.password) || undefined,
+    db: Number(url.pathname.slice(1) || 0),
+    connectTimeout: config.REDIS_COMMAND_TIMEOUT_MS * 2,
+    // A connection dropped while its server hangs (a failover announced, a close) is destroyed
+    // after one command timeout rather than ioredis's 2 s.
+    disconnectTimeout: config.REDIS_COMMAND_TIMEOUT_MS,
+    // A connection may reach a node that has become a replica (an old primary back, a managed
+    // Redis failing over behind one host name): its writes are refused with READONLY. Reconnecting
+    // finds the primary; clients with an offline queue (BullMQ's, the subscribers) also send the
+    // refused command again there, the others fail it at once.
+    reconnectOnError: (error) => error.message.startsWith('READONLY') ? 2 : false
+  }
+  const { redisSentinel } = config
+  if (redisSentinel === undefined) {
+    return { ...common, host: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(url.port || 6379), ...(tls && { tls: {} }) }
+  }
+  return {
+    ...common,
+    sentinels: redisSentinel.sentinels,
+    name: redisSentinel.name,
+    // rediss: the primary's connection is TLS (ioredis names that option for Sentinel mode); the Sentinels' is not.
+    ...(tls && { tls: {}, enableTLSForSentinelMode: true }),
+    // A hung Sentinel must not hold the search for the primary: the next one is asked.
+    sentinelCommandTimeout: config.REDIS_COMMAND_TIMEOUT_MS,
+    sentinelRetryStrategy: reconnectDelay,
+    // Sentinels announce a failover (+switch-master), and connections are dropped then: an old
+    // primary that hangs or is cut off without a reset (host lost, partition) closes none of them,
+    // and its commands would only time out until TCP gave up.
+    failoverDetector: true,
+    // Duplicates (the subscribers, BullMQ's blocking connection) inherit it with the other options.
+    Connector: TidySentinelConnector
+  }
+}
 
 /** QUIT when Redis answers in time; otherwise drop the connection and stop reconnecting. */
 export async function closeRedis (client: Redis): Promise<void> {
@@ -22,24 +105,64 @@ export async function closeRedis (client: Redis): Promise<void> {
   client.disconnect()
 }
 
+async function configValue (client: Redis, name: string): Promise<string> {
+  const [, value] = await client.config('GET', name) as Array<string | undefined>
+  if (value === undefined) throw new Error(`CONFIG GET ${name} answered nothing`)
+  return value
+}
+
+/**
+ * What makes Redis lose keys the service relies on, each with its remedy: eviction (BullMQ's job
+ * queue requires noeviction) and no persistence at all.
+ */
+async function volatility (client: Redis): Promise<string[]> {
+  const [policy, appendonly, save] = await Promise.all([configValue(client, 'maxmemory-policy'), configValue(client, 'appendonly'), configValue(client, 'save')])
+  const problems: string[] = []
+  if (policy !== 'noeviction') {
+    problems.push(`Redis may evict keys: maxmemory-policy is ${policy}, and the provisioning job queue (BullMQ), token revocations and sign-in limits must never be dropped; set maxmemory-policy noeviction`)
+  }
+  if (appendonly !== 'yes' && save.trim() === '') {
+    problems.push('Redis keeps nothing across a restart: appendonly is no and save is empty, so a restart loses queued provisioning jobs and sign-in limits; set appendonly yes')
+  }
+  return problems
+}
+
+/** Warns of a Redis that may lose keys; in production refuses to start on one, unless REDIS_ALLOW_VOLATILE accepts it. */
+async function checkWhatRedisKeeps (client: Redis, config: Config, log: FastifyBaseLogger): Promise<void> {
+  let problems: string[]
+  try {
+    problems = await volatility(client)
+  } catch (error) {
+    // Managed Redis services often rename or forbid CONFIG.
+    log.warn({ err: error }, 'could not check what Redis keeps (CONFIG GET refused): make sure its maxmemory-policy is noeviction and appendonly or save is on')
+    return
+  }
+  if (problems.length === 0) return
+  if (config.isProduction && !config.REDIS_ALLOW_VOLATILE) {
+    throw new Error(`${problems.join('. ')}. REDIS_ALLOW_VOLATILE=true starts the service anyway`)
+  }
+  for (const problem of problems) log.warn(problem)
+}
+
 async function redis (fastify: FastifyInstance) {
   const { config } = fastify
-  const client = new Redis(config.REDIS_URL, {
+  const client = new Redis({
+    ...redisConnectionOptions(config),
     connectionName: config.SERVICE_NAME,
     // No CLIENT SETINFO on connect: when Redis goes away mid-handshake its rejection escapes ioredis.
     disableClientInfo: true,
-    // Commands fail at once while Redis is away instead of queueing, and a hung server
-    // cannot hold a command longer than the command timeout.
+    // Commands fail at once while Redis is away (a failover included) instead of queueing, and a
+    // hung server cannot hold a command longer than the command timeout.
     enableOfflineQueue: false,
     commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS,
-    connectTimeout: config.REDIS_COMMAND_TIMEOUT_MS * 2,
     maxRetriesPerRequest: 1,
-    retryStrategy: (attempt: number) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS)
+    retryStrategy: reconnectDelay
   })
   // @fastify/redis closes its client with QUIT alone, which rejects while Redis is down and
   // leaves the reconnect timer running; this plugin closes the client itself.
   await fastify.register(fastifyRedis, { client, closeClient: false })
   fastify.addHook('onClose', () => closeRedis(client))
+  await checkWhatRedisKeeps(client, config, fastify.log)
 }
 
 export default fp(redis, { name: 'redis', fastify: '5.x', decorators: { fastify: ['config'] } })

@@ -7,7 +7,7 @@ import { runInContext } from '../../../lib/log-context.js'
 import { classifyFailure } from '../../../lib/errors.js'
 import { JOB_STATES, failOrder, provisionOrder, type JobCounts, type ProvisioningDependencies } from './provisioning.js'
 import { healthOf, levelOf, worstLevel, type QueueHealth } from '../monitoring/thresholds.js'
-import { closeRedis } from '../../external/redis.js'
+import { closeRedis, redisConnectionOptions } from '../../external/redis.js'
 
 export const PROVISIONING_QUEUE = 'provisioning'
 
@@ -89,8 +89,8 @@ async function jobQueue (fastify: FastifyInstance) {
   // which stops reconnecting once the service is closing.
   let closing = false
   const retryStrategy = (attempt: number) => closing ? null : Math.min(attempt * 100, 2000)
-  const producer = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, retryStrategy, disableClientInfo: true })
-  const consumer = new Redis(config.REDIS_URL, { maxRetriesPerRequest: null, retryStrategy, disableClientInfo: true })
+  const producer = new Redis({ ...redisConnectionOptions(config), maxRetriesPerRequest: 1, retryStrategy, disableClientInfo: true })
+  const consumer = new Redis({ ...redisConnectionOptions(config), maxRetriesPerRequest: null, retryStrategy, disableClientInfo: true })
   for (const connection of [producer, consumer]) connection.on('error', () => {})
 
   const queue = new Queue<ProvisioningJob>(PROVISIONING_QUEUE, {

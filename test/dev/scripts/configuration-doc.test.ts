@@ -34,7 +34,7 @@ t.test('every setting of the schema has one row, with its description, on one li
 
 t.test('defaults and bounds come from the schema', async (t) => {
   t.match(rowOf(checkedIn, 'PORT'), '| `PORT` | `3000` | integer, 0 to 65535 |')
-  t.match(rowOf(checkedIn, 'SHUTDOWN_DELAY_MS'), '| `0` | integer, 0 to 120000 ms |')
+  t.match(rowOf(checkedIn, 'SHUTDOWN_DELAY_MS'), '| `5000` | integer, 0 to 120000 ms |')
   t.match(rowOf(checkedIn, 'ORDERS_PENDING_WARNING_S'), '| `900` | integer, 1 to 604800 s |')
   t.match(rowOf(checkedIn, 'LOG_LEVEL'), '| `info` | `fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent` |')
   t.match(rowOf(checkedIn, 'CRM_EVENTS_ENABLED'), '| `false` | `true`, `false` |')
