@@ -1,5 +1,8 @@
 import t, { type Test } from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import type { FastifyInstance, InjectOptions } from 'fastify'
+import { tempDir } from '../helpers/app.js'
 import { buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
 import { waitFor } from '../helpers/processes.js'
 import { bearer, login } from '../helpers/tokens.js'
@@ -90,4 +93,19 @@ t.test('Redis at maxmemory refusing writes: /health ok, reads served but not sto
   t.equal((await cacheReport(app)).errors, after.errors, 'no cache error once Redis has room')
   t.equal((await app.inject({ method: 'POST', url: '/auth/logout', headers: bearer(token) })).statusCode, 204, 'logout works again')
   t.equal((await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode, 401, 'and the token is revoked')
+})
+
+t.test('Redis down for seconds: the provisioning job queue writes one line when it starts failing and one when it is back', async (t) => {
+  const logDir = tempDir('logs')
+  const { redis, app } = await privateRedisApp(t, { LOG_DIR: logDir })
+  const lines = () => readFileSync(join(logDir, 'combined.log'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as { message: string, errors?: number })
+  const about = (text: string) => lines().filter((line) => line.message.startsWith(`provisioning job queue: Redis ${text}`))
+  await redis.stop()
+  await new Promise((resolve) => setTimeout(resolve, 3000))
+  await redis.start()
+  await waitFor('the job queue back', async () => about('recovered').length === 1, 10_000)
+  t.equal(about('failing').length, 1, 'one line for the outage')
+  t.ok((about('recovered')[0]?.errors ?? 0) > 1, `one line for its end, with the count of errors it stood for (${about('recovered')[0]?.errors ?? 0})`)
+  await app.inject('/health/queues')
+  t.equal(lines().filter((line) => /worker error|queue error/.test(line.message)).length, 0, 'no line per reconnection attempt')
 })

@@ -8,6 +8,7 @@ import { classifyFailure } from '../../../lib/errors.js'
 import { JOB_STATES, failOrder, provisionOrder, type JobCounts, type ProvisioningDependencies } from './provisioning.js'
 import { healthOf, levelOf, worstLevel, type QueueHealth } from '../monitoring/thresholds.js'
 import { closeRedis, redisConnectionOptions } from '../../external/redis.js'
+import { OutageLog } from '../../../lib/outage-log.js'
 
 export const PROVISIONING_QUEUE = 'provisioning'
 
@@ -134,9 +135,12 @@ async function jobQueue (fastify: FastifyInstance) {
       throw error
     }
   }
-  // BullMQ re-emits connection errors on the queue and the worker: unheard, an 'error' event throws.
-  worker.on('error', (error) => fastify.log.warn({ err: error }, 'provisioning worker error'))
-  queue.on('error', (error) => fastify.log.warn({ err: error }, 'provisioning queue error'))
+  // BullMQ re-emits connection errors on the queue and the worker (unheard, an 'error' event throws),
+  // one per reconnection attempt: an outage is one line, and its end another.
+  const outage = new OutageLog(fastify.log, 'provisioning job queue: Redis')
+  worker.on('error', (error) => outage.error(error))
+  queue.on('error', (error) => outage.error(error))
+  for (const connection of [producer, consumer]) connection.on('ready', () => outage.recovered())
 
   // Started here, BullMQ's own setup commands are done before anything could close its connections.
   await Promise.all([queue.waitUntilReady(), worker.waitUntilReady()])
