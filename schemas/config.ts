@@ -62,9 +62,14 @@ export const SettingsSchema = Type.Object({
   PROVISIONING_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 200, default: 10, description: 'provisioning jobs run at once by one instance' }),
   PROVISIONING_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 50, default: 5, description: 'attempts of one provisioning job, the first included, before its order is Failed' }),
   PROVISIONING_BACKOFF_MS: Milliseconds(2000, 'first retry delay of a provisioning job; doubles each attempt'),
-  PROVISIONING_LOCK_MS: Milliseconds(30_000, 'how long a job of a dead instance stays locked before another instance takes it'),
+  // 8 s: a dead instance's jobs run again within 12 s, inside the 15 s a restart is allowed, while a
+  // renewal may still come 4 s late, far past a GC pause; a lock lost anyway only repeats idempotent steps.
+  PROVISIONING_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 8000, description: 'lock of a running provisioning job, renewed at most half of it apart: a dead instance\'s jobs are taken over within this long and a half (the stalled-job check runs every quarter of it); a renewal later than half of it (an event loop blocked, Redis not answering) lets another instance run the job again, which repeats no step\'s effect' }),
   // At most 22.5 s: a takeover comes within the lease and one renewal period (a third of it), and the contract bounds it at 30 s.
-  CRM_EVENTS_LEASE_TTL_MS: Type.Integer({ minimum: 1000, maximum: 22_500, default: 15_000, description: 'the subscription lease; another instance takes over this long (plus a renewal period) after the holder dies' }),
+  // At least 3 s: a renewal (up to REDIS_COMMAND_TIMEOUT_MS, 1 s) must land within two thirds of the
+  // lease with room to spare; one that fails stops the holder at once, so only a holder paused the rest
+  // of that time (1 s at 3 s, 3 s at the 6 s default: far beyond a GC pause) could outlive it.
+  CRM_EVENTS_LEASE_TTL_MS: Type.Integer({ minimum: 3000, maximum: 22_500, default: 6000, description: 'the subscription lease, renewed every third of it: another instance takes over within this long and a third after the holder dies. A failed renewal stops the holder at once, so only a holder paused for two thirds of it, less a renewal\'s time, could outlive its lease: keep it at least 3 times REDIS_COMMAND_TIMEOUT_MS' }),
   CRM_EVENTS_CONNECT_MARGIN_MS: Milliseconds(10_000, 'watchdog margin over the advised long-poll timeout'),
   ACCESS_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 60, maximum: 86_400, default: 900, description: 'lifetime of a portal access token (the expiresIn of POST /auth/login)' }),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 1, default: 300, description: 'requests per client (or IP) per minute' }),

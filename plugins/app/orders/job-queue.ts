@@ -24,6 +24,21 @@ export function jobIdOf (crmOrderId: string): string {
   return `order-${crmOrderId}`
 }
 
+/**
+ * The worker's lock and stalled-job check for a PROVISIONING_LOCK_MS. BullMQ renews the locks of
+ * the jobs it runs on a timer, at most half a lock apart, whatever a job is doing: a step may outlast
+ * the lock (a CRM call takes up to CRM_QUEUE_TIMEOUT_MS, its wait included), and what the lock bounds
+ * is how late a renewal may be, half of it (an event loop blocked, Redis not answering). Were one
+ * later, another instance would run the job again, which repeats no step's effect (telecom
+ * idempotency key, AcceptOrder reconciled, the CRM PATCH sets the same status). A dead instance's job
+ * is free once its lock expires, and taken at the next stalled check. Checks are one script for every
+ * instance together, spaced by a key that lives one interval (so checking often is cheap), and one
+ * that comes as that key expires waits another interval: the job runs again within a lock and a half.
+ */
+export function lockOptions (lockMs: number): { lockDuration: number, stalledInterval: number } {
+  return { lockDuration: lockMs, stalledInterval: Math.floor(lockMs / 4) }
+}
+
 export interface JobQueueBounds {
   /** How long a hand-off waits for Redis to take its job: long enough to ride out a brief reconnect. */
   enqueueTimeoutMs: number
@@ -119,7 +134,7 @@ async function jobQueue (fastify: FastifyInstance) {
     // Every line of the job, its upstream calls' included, carries the order's id: grep it from event to Active.
     const correlationId = orderWorkId(crmOrderId)
     await runInContext({ correlationId, log: fastify.logFor(correlationId) }, () => provision(job))
-  }, { connection: consumer, prefix, concurrency: config.PROVISIONING_CONCURRENCY, lockDuration: config.PROVISIONING_LOCK_MS, stalledInterval: config.PROVISIONING_LOCK_MS })
+  }, { connection: consumer, prefix, concurrency: config.PROVISIONING_CONCURRENCY, ...lockOptions(config.PROVISIONING_LOCK_MS) })
 
   async function provision (job: Job<ProvisioningJob>): Promise<void> {
     const { crmOrderId } = job.data

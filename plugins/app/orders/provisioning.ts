@@ -55,12 +55,15 @@ async function changeStatus (deps: ProvisioningDependencies, order: Order, statu
  * Provisions one order: telecom activation, billing AcceptOrder, CRM status. Each completed step is
  * recorded before the next starts, so a retry after a failure or a crash repeats none of them.
  */
-export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId: string): Promise<Order> {
-  let order = await deps.orders.findByCrmId(crmOrderId)
-  if (order === null) throw new OrderNotStoredError(crmOrderId)
-  if (order.status === 'Active') return order
-  order = await deps.orders.countAttempt(order.id)
-  order = await changeStatus(deps, order, 'Provisioning')
+export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId: string): Promise<void> {
+  const started = await deps.orders.startProvisioning(crmOrderId)
+  if (started === null) {
+    // Active already (a replayed event's job), or not stored.
+    if (await deps.orders.findByCrmId(crmOrderId) === null) throw new OrderNotStoredError(crmOrderId)
+    return
+  }
+  let { order } = started
+  if (started.statusChanged) await deps.orderEvents.publish(order)
 
   if (order.telecomActivationId === null) {
     // The CRM order id is the idempotency key: a repeat returns the first activation.
@@ -92,14 +95,14 @@ export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId
     order = await deps.orders.recordBillingAccepted(order.id)
   }
 
-  if (order.crmActivatedAt === null) {
-    await deps.crmQueue.run((deadline) => deps.crm.updateOrder(crmOrderId, { Status: 'Activated' }, deadline))
-    order = await deps.orders.recordCrmActivated(order.id)
-  }
-
-  order = await changeStatus(deps, order, 'Active')
-  deps.log.info({ orderId: order.id, crmOrderId, attempts: order.provisioningAttempts }, 'order provisioned')
-  return order
+  // The last step is recorded with the order's Active status: until then the order is not Active,
+  // and a repeat of this PATCH sets the same status again.
+  await deps.crmQueue.run((deadline) => deps.crm.updateOrder(crmOrderId, { Status: 'Activated' }, deadline))
+  const active = await deps.orders.finishProvisioning(order.id)
+  // Null: another run of this job, which had lost its lock, made it Active and announced it first.
+  if (active === null) return
+  await deps.orderEvents.publish(active)
+  deps.log.info({ orderId: active.id, crmOrderId, attempts: active.provisioningAttempts }, 'order provisioned')
 }
 
 /** After the last attempt: the order is Failed, with the reason kept. */

@@ -85,11 +85,12 @@ export class OrderStore {
 
   /** Stores an order the CRM told of, unless one with its CRM id exists; either way returns the stored one. */
   async ensure (order: NewOrder & { crmOrderId: string }): Promise<Order> {
-    await this.pool.query(
+    const { rows } = await this.pool.query<OrderRow>(
       `INSERT INTO orders (billing_client_id, product_id, billing_cycle, billing_order_id, crm_order_id)
-       VALUES ($1, $2, $3, $4, $5) ON CONFLICT (crm_order_id) DO NOTHING`,
+       VALUES ($1, $2, $3, $4, $5) ON CONFLICT (crm_order_id) DO NOTHING RETURNING ${COLUMNS}`,
       [order.billingClientId, order.productId, order.billingCycle, order.billingOrderId, order.crmOrderId])
-    return (await this.findByCrmId(order.crmOrderId))!
+    // Nothing inserted: another hand-off of the same order stored it first.
+    return rows[0] === undefined ? (await this.findByCrmId(order.crmOrderId))! : toOrder(rows[0])
   }
 
   async findByCrmId (crmOrderId: string): Promise<Order | null> {
@@ -156,8 +157,20 @@ export class OrderStore {
     return rows[0] === undefined ? null : toOrder(rows[0])
   }
 
-  async countAttempt (id: string): Promise<Order> {
-    return this.#update(id, 'provisioning_attempts = provisioning_attempts + 1', [])
+  /**
+   * Counts a provisioning attempt and moves the order to `Provisioning`, unless it is `Active`: one
+   * statement. Null when nothing was done: no such order, or an `Active` one. `statusChanged` says
+   * whether the status (or a failure reason) changed, so that a retry announces nothing.
+   */
+  async startProvisioning (crmOrderId: string): Promise<{ order: Order, statusChanged: boolean } | null> {
+    // The subquery locks the row and reads it as it was, which RETURNING alone cannot.
+    const { rows } = await this.pool.query<OrderRow & { status_changed: boolean }>(
+      `UPDATE orders SET status = 'Provisioning', failure_reason = NULL, provisioning_attempts = provisioning_attempts + 1, updated_at = now()
+       FROM (SELECT id AS previous_id, status AS previous_status, failure_reason AS previous_failure_reason FROM orders WHERE crm_order_id = $1 FOR UPDATE) AS previous
+       WHERE id = previous_id AND previous_status <> 'Active'
+       RETURNING ${COLUMNS}, previous_status <> 'Provisioning' OR previous_failure_reason IS NOT NULL AS status_changed`,
+      [crmOrderId])
+    return rows[0] === undefined ? null : { order: toOrder(rows[0]), statusChanged: rows[0].status_changed }
   }
 
   async recordActivation (id: string, activationId: string, msisdn: string | null): Promise<Order> {
@@ -168,8 +181,16 @@ export class OrderStore {
     return this.#update(id, 'billing_accepted_at = now()', [])
   }
 
-  async recordCrmActivated (id: string): Promise<Order> {
-    return this.#update(id, 'crm_activated_at = now()', [])
+  /**
+   * Records the CRM's status change (when not recorded yet) and moves the order to `Active`, together:
+   * the CRM step is the last. Null when the order was `Active` already (announced then).
+   */
+  async finishProvisioning (id: string): Promise<Order | null> {
+    const { rows } = await this.pool.query<OrderRow>(
+      `UPDATE orders SET crm_activated_at = coalesce(crm_activated_at, now()), status = 'Active', failure_reason = NULL, updated_at = now()
+       WHERE id = $1 AND status <> 'Active' RETURNING ${COLUMNS}`,
+      [id])
+    return rows[0] === undefined ? null : toOrder(rows[0])
   }
 
   async #update (id: string, assignments: string, values: unknown[]): Promise<Order> {
