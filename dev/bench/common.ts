@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
+import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { Redis } from 'ioredis'
 import pg from 'pg'
 import { projectRoot } from '../../lib/project-root.js'
-import { startService, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
+import { runServer, startService, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
 
 export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100)
 export const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
@@ -16,12 +17,13 @@ export const DATABASE = 'portal_bff_bench'
 export const DATABASE_URL = `postgres://postgres@${POSTGRES.host}:${POSTGRES.port}/${DATABASE}`
 export const REDIS_URL = 'redis://127.0.0.1:6379'
 
-export interface Measure { requests: number, seconds: number, failures: number }
+/** `latencyP99Ms`: autocannon's 99th percentile of the response times of the run. */
+export interface Measure { requests: number, seconds: number, failures: number, latencyP99Ms: number }
 
 /** One autocannon run; failures are non-2xx answers and socket errors or timeouts. */
 export async function load (options: autocannon.Options): Promise<Measure> {
   const result = await autocannon({ connections: CONNECTIONS, duration: SECONDS, ...options })
-  return { requests: result.requests.total, seconds: result.duration, failures: result.non2xx + result.errors }
+  return { requests: result.requests.total, seconds: result.duration, failures: result.non2xx + result.errors, latencyP99Ms: result.latency.p99 }
 }
 
 /** Requests per second over several measures. */
@@ -59,6 +61,8 @@ export function serviceEnv (settings: Record<string, string>): Record<string, st
     REDIS_URL,
     LOG_DIR: join(projectRoot, 'logs', 'bench'),
     JWT_SECRET: 'bench-secret-that-is-at-least-32-chars',
+    // No balancer to wait for between the rounds' stops and starts.
+    SHUTDOWN_DELAY_MS: '0',
     ...settings
   }
 }
@@ -86,6 +90,100 @@ export async function peakRssMb (server: ServiceProcess): Promise<number> {
   return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024
 }
 
+/** CPU time a process has used so far, in µs: user (its own code) and system (the kernel's work for it). */
+export interface CpuTime { user: number, system: number }
+
+// /proc/<pid>/stat counts in clock ticks, 100 a second on Linux.
+const MICROSECONDS_A_TICK = 10_000
+
+export async function cpuTime (pid: number): Promise<CpuTime> {
+  // The fields after the command name, which is in parentheses and may hold spaces.
+  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ')
+  return { user: Number(fields[11]) * MICROSECONDS_A_TICK, system: Number(fields[12]) * MICROSECONDS_A_TICK }
+}
+
+/** Resident set size (VmRSS) of a running process now, in bytes. */
+export async function rssBytes (pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8')
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) * 1024
+}
+
+/**
+ * Starts a server as `startService` does, but reads its output only until it listens, then
+ * discards it unparsed: at a log line per request, parsing them would cost the process that runs
+ * the load generator its CPU, and the service its measured rate. `lines` holds the lines up to then.
+ */
+export async function startQuiet (options: RunOptions, timeoutMs = 30_000): Promise<ServiceProcess> {
+  const port = options.env.PORT
+  if (port !== undefined && port !== '0') return startOnPort(options, port, timeoutMs)
+  const { child, exit, stderr } = runServer({ ...options, env: { PORT: '0', ...options.env } })
+  const lines: Array<Record<string, unknown>> = []
+  const stdout = child.stdout!
+  let text = ''
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`${options.entry} did not listen in time: ${stderr()}`))
+    }, timeoutMs)
+    exit.then((code) => reject(new Error(`${options.entry} exited with ${code}: ${stderr()}`)), reject)
+    const read = (chunk: Buffer) => {
+      text += chunk.toString()
+      let end: number
+      while ((end = text.indexOf('\n')) !== -1) {
+        const line = text.slice(0, end)
+        text = text.slice(end + 1)
+        try {
+          lines.push(JSON.parse(line))
+        } catch {
+          continue
+        }
+        const listening = /Server listening at (http:\/\/127\.0\.0\.1:[0-9]+)/.exec(String(lines.at(-1)!.message))
+        if (listening?.[1] !== undefined) {
+          clearTimeout(timer)
+          stdout.off('data', read)
+          // Still read, so the pipe never fills and blocks the server's logging.
+          stdout.resume()
+          resolve(listening[1])
+          return
+        }
+      }
+    }
+    stdout.on('data', read)
+  })
+  return { child, url, lines, stderr, exit }
+}
+
+/** A port free on 127.0.0.1 now. */
+export async function freePort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+/**
+ * The service on a given port, its output discarded from the start, ready once GET /health/live
+ * answers: for settings under which it does not log that it listens (LOG_LEVEL=warn).
+ */
+async function startOnPort (options: RunOptions, port: string, timeoutMs: number): Promise<ServiceProcess> {
+  const { child, exit, stderr } = runServer(options)
+  child.stdout!.resume()
+  const url = `http://127.0.0.1:${port}`
+  let exited = false
+  exit.then(() => { exited = true }, () => { exited = true })
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    if (exited) throw new Error(`${options.entry} exited: ${stderr()}`)
+    if (await fetch(`${url}/health/live`).then((response) => response.ok, () => false)) return { child, url, lines: [], stderr, exit }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL')
+      throw new Error(`${options.entry} did not answer on ${url} in time: ${stderr()}`)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
 /** Peak resident set size of the benchmark process since it started, in MB: the in-process suites. */
 export function ownPeakRssMb (): number {
   return process.resourceUsage().maxRSS / 1024
@@ -98,10 +196,13 @@ export async function stop ({ child, exit }: ServiceProcess): Promise<void> {
 }
 
 /** Runs `work` with a way to start servers; whatever happens, every server it started is stopped. */
-export async function withServers<T> (work: (start: (options: RunOptions) => Promise<ServiceProcess>) => Promise<T>): Promise<T> {
+export async function withServers<T> (
+  work: (start: (options: RunOptions) => Promise<ServiceProcess>) => Promise<T>,
+  starter: (options: RunOptions) => Promise<ServiceProcess> = startService
+): Promise<T> {
   const servers: ServiceProcess[] = []
   const start = async (options: RunOptions) => {
-    const server = await startService(options)
+    const server = await starter(options)
     servers.push(server)
     return server
   }

@@ -59,7 +59,7 @@ async function settledCacheReads (service: ServiceProcess): Promise<CacheReads> 
   }
 }
 
-async function login (service: ServiceProcess, email: string, password: string): Promise<string> {
+export async function login (service: ServiceProcess, email: string, password: string): Promise<string> {
   const response = await fetch(`${service.url}/auth/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

@@ -5,7 +5,8 @@ import { BillingClient } from '../../integrations/billing/client.js'
 import type { UpstreamName } from '../../integrations/upstream.js'
 import { loadConfig } from '../../schemas/config.js'
 import { startSandbox, type Sandbox } from '../sandbox/index.js'
-import { deleteKeys, ownPeakRssMb } from './common.js'
+import { PgCountingProxy } from '../tools/pg-counting-proxy.js'
+import { POSTGRES, deleteKeys, ownPeakRssMb } from './common.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 300)
 const DATABASE = 'postgres://postgres@127.0.0.1:5432/postgres'
@@ -26,6 +27,14 @@ interface Outcome {
   /** Per order: calls and milliseconds spent in each step. */
   steps: Array<{ step: string, callsPerOrder: number, msPerOrder: number }>
   crmCallsPerOrder: number
+  /** Per order: the rows of the orders table written, as PostgreSQL counts them. */
+  writes: { inserts: number, updates: number }
+  /**
+   * Per order, on the wire, when counted: every statement the service sent from the events'
+   * publication to the last order Active, each a transaction of its own (nothing on this path opens
+   * a transaction block).
+   */
+  statements?: number
 }
 
 async function withClient<T> (work: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -52,17 +61,25 @@ async function seedOrders (sandbox: Sandbox): Promise<string[]> {
   }
 }
 
-/** Publishes EVENTS events at once and measures until every order is Active. */
-async function provision ({ latencyMs, settings }: Scenario): Promise<Outcome> {
+/**
+ * Publishes EVENTS events at once and measures until every order is Active. Counted, the service's
+ * statements go through a counting proxy, which shares this process's CPU: the times of such a run
+ * are not reported.
+ */
+async function provision ({ latencyMs, settings }: Scenario, counted = false): Promise<Outcome> {
   const schema = `bench_${randomUUID().replaceAll('-', '')}`
   const keyPrefix = `bench:provisioning:${schema}:`
   await withClient((client) => client.query(`CREATE SCHEMA ${schema}`))
   const sandbox = await startSandbox({ crm: { streaming: { connectTimeoutMs: 1000 }, apiUsage: { used: 0, max: 10_000_000 } } })
+  // The service's every statement goes through the counter; the bench's own do not.
+  const proxy = counted ? await PgCountingProxy.start(POSTGRES.port) : undefined
   const { config } = loadConfig({
     ...sandbox.settings,
     NODE_ENV: 'bench',
-    DATABASE_URL: `${DATABASE}?options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+    DATABASE_URL: `${proxy?.url('postgres') ?? DATABASE}?options=${encodeURIComponent(`-c search_path=${schema}`)}`,
     REDIS_KEY_PREFIX: keyPrefix,
+    // Its connections' application name: the run's own, to tell when they have all ended.
+    SERVICE_NAME: schema,
     LOG_LEVEL: 'warn',
     LOG_DIR: 'logs/bench',
     CRM_EVENTS_ENABLED: 'true',
@@ -70,6 +87,7 @@ async function provision ({ latencyMs, settings }: Scenario): Promise<Outcome> {
     ...settings
   })
   const app = await build({ config, logToStdout: false })
+  let closed = false
   try {
     while (app.eventSubscription.stats().state !== 'connected') await new Promise((resolve) => setTimeout(resolve, 50))
     const ids = await seedOrders(sandbox)
@@ -78,14 +96,18 @@ async function provision ({ latencyMs, settings }: Scenario): Promise<Outcome> {
     }
     const databaseQueries = async () => (await app.monitoring.snapshot()).parts.database!.queries
     const before = { telecom: app.upstreamCalls.telecom.summary().count, billing: app.upstreamCalls.billing.summary().count, crm: app.upstreamCalls.crm.summary().count, queries: (await databaseQueries()).count }
+    const statementsBefore = proxy?.queries ?? 0
     const started = performance.now()
     for (const id of ids) sandbox.crm.publishOrderProvisionRequested(id)
-    for (;;) {
-      const { rows } = await app.pg.query<{ active: string }>("SELECT count(*) AS active FROM orders WHERE status = 'Active'")
-      if (Number(rows[0]?.active) >= EVENTS) break
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+    await withClient(async (client) => {
+      for (;;) {
+        const { rows } = await client.query<{ active: string }>(`SELECT count(*) AS active FROM ${schema}.orders WHERE status = 'Active'`)
+        if (Number(rows[0]?.active) >= EVENTS) break
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    })
     const seconds = (performance.now() - started) / 1000
+    const statements = proxy === undefined ? undefined : (proxy.queries - statementsBefore) / EVENTS
 
     // Averages over each window, which holds every call of this run; counts since the events went out.
     const calls = (upstream: UpstreamName) => (app.upstreamCalls[upstream].summary().count - before[upstream]) / EVENTS
@@ -93,7 +115,7 @@ async function provision ({ latencyMs, settings }: Scenario): Promise<Outcome> {
     const queryWindow = await databaseQueries()
     const queries = (queryWindow.count - before.queries) / EVENTS
     const waits = { billing: app.billingQueue.metrics().averageWaitTime, crm: app.crmQueue.metrics().averageWaitTime }
-    return {
+    const outcome = {
       ordersPerSecond: EVENTS / seconds,
       seconds,
       concurrency: { provisioning: config.PROVISIONING_CONCURRENCY, billing: config.BILLING_QUEUE_CONCURRENCY, crm: config.CRM_QUEUE_CONCURRENCY },
@@ -105,10 +127,25 @@ async function provision ({ latencyMs, settings }: Scenario): Promise<Outcome> {
         { step: 'CRM queue wait', callsPerOrder: calls('crm'), msPerOrder: calls('crm') * waits.crm },
         { step: 'PostgreSQL query', callsPerOrder: queries, msPerOrder: queries * (queryWindow.average ?? 0) }
       ],
-      crmCallsPerOrder: calls('crm')
+      crmCallsPerOrder: calls('crm'),
+      statements
     }
-  } finally {
+    // A server process may hold its table counts until it ends; pg's pool does not wait for its
+    // connections' ends, so their server processes are waited for.
     await app.close()
+    closed = true
+    const writes = await withClient(async (client) => {
+      while (Number((await client.query<{ count: string }>('SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1', [`${schema}%`])).rows[0]?.count) > 0) {
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+      const { rows } = await client.query<{ inserts: string, updates: string }>(
+        "SELECT n_tup_ins AS inserts, n_tup_upd AS updates FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'orders'", [schema])
+      return rows[0]
+    })
+    return { ...outcome, writes: { inserts: Number(writes?.inserts) / EVENTS, updates: Number(writes?.updates) / EVENTS } }
+  } finally {
+    if (!closed) await app.close()
+    await proxy?.close()
     await sandbox.close()
     await withClient((client) => client.query(`DROP SCHEMA ${schema} CASCADE`))
     await deleteKeys(keyPrefix)
@@ -122,7 +159,8 @@ function report (scenario: Scenario, outcome: Outcome): string[] {
     `    end to end:                     ${outcome.ordersPerSecond.toFixed(1)} orders/s (${EVENTS} orders in ${outcome.seconds.toFixed(1)} s)`,
     `    concurrency:                    provisioning ${provisioning}, billing queue ${billing}, CRM queue ${crm}`,
     '    where the time goes, per order:',
-    ...outcome.steps.map(({ step, callsPerOrder, msPerOrder }) => `      ${step.padEnd(54)} ${callsPerOrder.toFixed(1)} x, ${msPerOrder.toFixed(1)} ms`)
+    ...outcome.steps.map(({ step, callsPerOrder, msPerOrder }) => `      ${step.padEnd(54)} ${callsPerOrder.toFixed(1)} x, ${msPerOrder.toFixed(1)} ms`),
+    `    orders table, per order:        ${outcome.writes.inserts.toFixed(2)} rows inserted, ${outcome.writes.updates.toFixed(2)} row updates`
   ]
 }
 
@@ -138,6 +176,8 @@ export async function benchProvisioning (): Promise<void> {
   const wide: Scenario = { name: `${LATENCY_MS} ms upstreams, CRM queue concurrency 4`, latencyMs: LATENCY_MS, settings: { CRM_QUEUE_CONCURRENCY: '4' } }
   const lines = [`Provisioning: ${EVENTS} OrderProvisionRequested__e events published at once, to Active orders`]
   lines.push(...report(zero, await provision(zero)))
+  const counted = await provision(zero, true)
+  lines.push(`    statements on the wire:         ${counted.statements!.toFixed(2)} per order, each its own transaction (a run of its own through the counting proxy)`)
   const outcomes = { narrow: await provision(narrow), wide: await provision(wide) }
   for (const [scenario, outcome] of [[narrow, outcomes.narrow], [wide, outcomes.wide]] as const) {
     // Each CRM call holds a CRM queue slot for about the latency: that is the bound the settings set.

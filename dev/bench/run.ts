@@ -1,16 +1,27 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { benchBillingQueue } from './billing-queue.js'
+import { benchCachedRead } from './cached-read.js'
 import { benchHealth } from './health.js'
+import { benchHealthBuilds } from './health-ab.js'
 import { benchInvoices } from './invoices.js'
+import { benchHealthProfile } from './profile.js'
 import { benchProvisioning } from './provisioning.js'
+import { benchStreams } from './streams.js'
+import { benchFailover, benchRecovery } from './takeover.js'
 
-// `npm run bench -- health invoices billing-queue provisioning` runs some; no argument runs all.
+// `npm run bench -- health streams` runs those suites; no argument runs all but the named-only tools below.
 const suites: Record<string, () => Promise<void>> = {
   health: benchHealth,
   invoices: benchInvoices,
   'billing-queue': benchBillingQueue,
-  provisioning: benchProvisioning
+  provisioning: benchProvisioning,
+  streams: benchStreams,
+  recovery: benchRecovery,
+  failover: benchFailover,
+  'cached-read': benchCachedRead,
+  'health-profile': benchHealthProfile,
+  'health-ab': benchHealthBuilds
 }
 
 /** Runs one suite in a process of its own; resolves with its exit code. */
@@ -22,13 +33,16 @@ function runApart (name: string): Promise<number> {
   })
 }
 
+// Tools rather than figures of the table: run when named, not by `npm run bench` alone.
+const namedOnly = new Set(['health-profile', 'health-ab'])
+
 const chosen = process.argv.slice(2)
 const unknown = chosen.filter((name) => !(name in suites))
 if (unknown.length > 0) {
   process.stderr.write(`Unknown suite: ${unknown.join(', ')}. Suites: ${Object.keys(suites).join(', ')}\n`)
   process.exit(2)
 }
-const names = Object.keys(suites).filter((name) => chosen.length === 0 || chosen.includes(name))
+const names = Object.keys(suites).filter((name) => chosen.length === 0 ? !namedOnly.has(name) : chosen.includes(name))
 if (names.length === 1) {
   await suites[names[0]!]!()
 } else {
