@@ -3,8 +3,8 @@ import { parseArgs } from 'node:util'
 import { projectRoot } from '../../lib/project-root.js'
 
 /**
- * `npm run soak -- --minutes 10`: runs test/app/soak.test.ts for that long (CI runs it for 60 s within
- * `npm test`). tap's own per-file timeout is raised to cover the soak and its drain.
+ * `npm run soak -- --minutes 10`: runs test/app/soak.slow.test.ts for that long (`npm run test:slow`,
+ * which CI runs, runs it for 60 s). tap's own per-file timeout is raised to cover the soak and its drain.
  */
 const { values } = parseArgs({ options: { minutes: { type: 'string', default: '1' } } })
 const minutes = Number(values.minutes)
@@ -13,7 +13,7 @@ if (!Number.isFinite(minutes) || minutes < 1) {
   process.exit(2)
 }
 const seconds = Math.round(minutes * 60)
-const tap = spawn('npx', ['tap', '--disable-coverage', `--timeout=${seconds + 300}`, 'test/app/soak.test.ts'], {
+const tap = spawn('npx', ['tap', '--disable-coverage', `--timeout=${seconds + 300}`, 'test/app/soak.slow.test.ts'], {
   cwd: projectRoot,
   env: { ...process.env, SOAK_SECONDS: String(seconds) },
   stdio: 'inherit'
