@@ -51,3 +51,20 @@ export function testKeyPrefix (): string {
   removeAtEnd()
   return prefix
 }
+
+/** Every setting production requires, and nothing more. */
+export const COMPLETE_PRODUCTION: Readonly<Record<string, string>> = {
+  NODE_ENV: 'production',
+  DATABASE_URL: 'postgres://db/portal',
+  REDIS_URL: 'redis://cache:6379',
+  BILLING_API_URL: 'https://billing.example/includes/api.php',
+  BILLING_API_IDENTIFIER: 'id',
+  BILLING_API_SECRET: 'secret',
+  CRM_LOGIN_URL: 'https://login.example',
+  CRM_CLIENT_ID: 'client',
+  CRM_USERNAME: 'user@example.com',
+  CRM_PRIVATE_KEY: '-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----',
+  TELECOM_API_URL: 'https://telecom.example',
+  TELECOM_API_KEY: 'key',
+  JWT_SECRET: 'x'.repeat(32)
+}

@@ -1,5 +1,21 @@
+import type { FastifyInstance } from 'fastify'
 import { BillingClient } from '../../integrations/billing/client.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
+
+/** A sandbox CRM whose long polls end within a second, for tests that wait on the subscription. */
+export const STREAMING = { crm: { streaming: { connectTimeoutMs: 1000 } } }
+/** The platform-event subscription on, with a short lease, for tests that break and heal it. */
+export const EVENTS_ON = { CRM_EVENTS_ENABLED: 'true', CRM_EVENTS_CONNECT_MARGIN_MS: '500', CRM_EVENTS_LEASE_TTL_MS: '3000' }
+
+export async function allActive (app: FastifyInstance, crmOrderIds: string[]): Promise<boolean> {
+  const orders = await Promise.all(crmOrderIds.map((id) => app.orders.findByCrmId(id)))
+  return orders.every((order) => order?.status === 'Active')
+}
+
+/** The `events` part of GET /health/queues. */
+export async function eventsReport (app: FastifyInstance) {
+  return (await app.inject('/health/queues')).json().events
+}
 
 /** Orders pending in billing and in Pending Review in the CRM, as the portal would have left them. */
 export async function seedCrmOrders (sandbox: Sandbox, count: number): Promise<string[]> {

@@ -1,24 +1,9 @@
 import t from 'tap'
 import { ConfigError, loadConfig } from '../../schemas/config.js'
 import { runServer } from '../helpers/service-process.js'
+import { COMPLETE_PRODUCTION } from '../helpers/made.js'
 
 const base = { NODE_ENV: 'test' }
-
-const COMPLETE_PRODUCTION: Record<string, string> = {
-  NODE_ENV: 'production',
-  DATABASE_URL: 'postgres://db/portal',
-  REDIS_URL: 'redis://cache:6379',
-  BILLING_API_URL: 'https://billing.example/includes/api.php',
-  BILLING_API_IDENTIFIER: 'id',
-  BILLING_API_SECRET: 'secret',
-  CRM_LOGIN_URL: 'https://login.example',
-  CRM_CLIENT_ID: 'client',
-  CRM_USERNAME: 'user@example.com',
-  CRM_PRIVATE_KEY: '-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----',
-  TELECOM_API_URL: 'https://telecom.example',
-  TELECOM_API_KEY: 'key',
-  JWT_SECRET: 'x'.repeat(32)
-}
 
 /** The setting a bad configuration is rejected for. */
 function rejectedSetting (env: NodeJS.ProcessEnv): string | undefined {

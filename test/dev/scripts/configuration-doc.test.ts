@@ -5,6 +5,7 @@ import { Type } from '@sinclair/typebox'
 import { CONFIGURATION_DOC_FILE, SECTIONS, outOfDate, renderConfigurationDoc } from '../../../dev/scripts/generate-config-docs.js'
 import { projectRoot } from '../../../lib/project-root.js'
 import { ConfigError, SettingsSchema, loadConfig } from '../../../schemas/config.js'
+import { COMPLETE_PRODUCTION } from '../../helpers/made.js'
 
 const checkedIn = readFileSync(join(projectRoot, CONFIGURATION_DOC_FILE), 'utf8')
 const names = Object.keys(SettingsSchema.properties)
@@ -47,21 +48,7 @@ t.test('defaults and bounds come from the schema', async (t) => {
 
 t.test('what the page says production requires is what loadConfig requires', async (t) => {
   const required = names.filter((name) => rowOf(checkedIn, name)?.includes('required in production'))
-  const complete: Record<string, string> = {
-    NODE_ENV: 'production',
-    DATABASE_URL: 'postgres://db/portal',
-    REDIS_URL: 'redis://cache:6379',
-    BILLING_API_URL: 'https://billing.example/includes/api.php',
-    BILLING_API_IDENTIFIER: 'id',
-    BILLING_API_SECRET: 'secret',
-    CRM_LOGIN_URL: 'https://login.example',
-    CRM_CLIENT_ID: 'client',
-    CRM_USERNAME: 'user@example.com',
-    CRM_PRIVATE_KEY: '-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----',
-    TELECOM_API_URL: 'https://telecom.example',
-    TELECOM_API_KEY: 'key',
-    JWT_SECRET: 'x'.repeat(32)
-  }
+  const complete = COMPLETE_PRODUCTION
   t.same(required.filter((name) => name !== 'CRM_PRIVATE_KEY_PATH').sort(), Object.keys(complete).filter((name) => name !== 'NODE_ENV').sort(), 'the settings marked required')
   t.doesNotThrow(() => loadConfig(complete), 'production starts with them alone')
   // Either key satisfies the requirement, so both are left out to see it refused.

@@ -5,24 +5,12 @@ import { buildTestApp, startTestSandbox, tempDir, testSchemaUrl } from '../../..
 import { PrivatePostgres } from '../../../helpers/private-postgres.js'
 import { PrivateRedis } from '../../../helpers/private-redis.js'
 import { waitFor } from '../../../helpers/processes.js'
-import { provisioningOutcome, seedCrmOrders } from '../../../helpers/provisioning.js'
+import { allActive, EVENTS_ON, eventsReport, provisioningOutcome, seedCrmOrders, STREAMING } from '../../../helpers/provisioning.js'
 import type { FastifyInstance } from 'fastify'
 import type { Sandbox } from '../../../../dev/sandbox/index.js'
 
-const STREAMING = { crm: { streaming: { connectTimeoutMs: 1000 } } }
-const EVENTS_ON = { CRM_EVENTS_ENABLED: 'true', CRM_EVENTS_CONNECT_MARGIN_MS: '500', CRM_EVENTS_LEASE_TTL_MS: '3000' }
-
-async function allActive (app: FastifyInstance, crmOrderIds: string[]): Promise<boolean> {
-  const orders = await Promise.all(crmOrderIds.map((id) => app.orders.findByCrmId(id)))
-  return orders.every((order) => order?.status === 'Active')
-}
-
-async function events (app: FastifyInstance) {
-  return (await app.inject('/health/queues')).json().events
-}
-
 async function connected (app: FastifyInstance, sandbox: Sandbox) {
-  await waitFor('the subscription', async () => (await events(app)).state === 'connected' && sandbox.crm.streamingStats.subscribes > 0, 10_000)
+  await waitFor('the subscription', async () => (await eventsReport(app)).state === 'connected' && sandbox.crm.streamingStats.subscribes > 0, 10_000)
 }
 
 t.test('100 events: 100 orders Active, each step once; the replay key holds the last replayId', async (t) => {
@@ -37,8 +25,8 @@ t.test('100 events: 100 orders Active, each step once; the replay key holds the 
   t.same(provisioningOutcome(sandbox, ids), { activations: 100, distinctKeys: 100, keysUsedOnce: 100, billingAccepted: 100, crmActivated: 100 })
   await waitFor('the replay position', async () => (await app.redis.get(app.eventSubscription.replayKey)) === String(lastReplayId))
   t.equal(app.eventSubscription.replayKey, `${app.config.REDIS_KEY_PREFIX}crm:pe:replay:/event/OrderProvisionRequested__e`)
-  await waitFor('the holder report', async () => (await events(app)).holder?.replayId === lastReplayId)
-  t.match(await events(app), { state: 'connected', received: 100, replayId: lastReplayId, lastError: null, holder: { state: 'connected', replayId: lastReplayId } })
+  await waitFor('the holder report', async () => (await eventsReport(app)).holder?.replayId === lastReplayId)
+  t.match(await eventsReport(app), { state: 'connected', received: 100, replayId: lastReplayId, lastError: null, holder: { state: 'connected', replayId: lastReplayId } })
   const check = (await app.inject('/auth/health-check')).json()
   t.match(check.checks.events, { status: 'ok' }, 'the events check passes while connected')
 })
@@ -71,13 +59,13 @@ t.test('PostgreSQL stopped when the first events arrive: the batch is refused; o
   t.equal(await app.redis.get(app.eventSubscription.replayKey), null, 'no position stored yet: nothing has been handed off')
   await cluster.stop()
   for (const id of ids) sandbox.crm.publishOrderProvisionRequested(id)
-  await waitFor('the batch refused', async () => (await events(app)).lastError === 'events_rejected', 15_000)
+  await waitFor('the batch refused', async () => (await eventsReport(app)).lastError === 'events_rejected', 15_000)
   t.equal(await app.redis.get(app.eventSubscription.replayKey), null, 'no position stored for events that were not handed off')
   await cluster.start()
   await waitFor('every order Active', () => allActive(app, ids), 60_000)
   t.same(provisioningOutcome(sandbox, ids), { activations: 4, distinctKeys: 4, keysUsedOnce: 4, billingAccepted: 4, crmActivated: 4 }, 'each step once')
   t.equal(await app.orders.findByCrmId(earlier!), null, 'the event from before the subscription started is still left alone, as LATEST says')
-  t.ok((await events(app)).reconnects >= 1, 'the stream handshook again to get the batch redelivered')
+  t.ok((await eventsReport(app)).reconnects >= 1, 'the stream handshook again to get the batch redelivered')
 })
 
 t.test('Redis down when the first events arrive: the batch is refused, its floor kept until Redis is back; then every order is provisioned once', async (t) => {
@@ -133,7 +121,7 @@ t.test('duplicated and replayed events never make a second job', async (t) => {
   await app.redis.del(app.eventSubscription.replayKey)
   await app.pg.query('DELETE FROM event_replay_positions')
   sandbox.crm.dropAllSessions()
-  await waitFor('the replay', async () => (await events(app)).received >= 20, 20_000)
+  await waitFor('the replay', async () => (await eventsReport(app)).received >= 20, 20_000)
   await waitFor('the jobs settled', async () => (await app.inject('/health/queues')).json().jobs.active === 0)
   const jobs = (await app.inject('/health/queues')).json().jobs
   t.match(jobs, { completed: 5, failed: 0, waiting: 0, active: 0 }, 'one job per order')
@@ -150,7 +138,7 @@ t.test('events carrying the 15-character form of an order id reach the same orde
   const published = [storedFirst, short(storedFirst), short(announcedShort), announcedShort]
   for (const [index, id] of published.entries()) {
     sandbox.crm.publishOrderProvisionRequested(id)
-    await waitFor('the event handed off', async () => (await events(app)).received >= index + 1)
+    await waitFor('the event handed off', async () => (await eventsReport(app)).received >= index + 1)
   }
   await waitFor('Active', () => allActive(app, [storedFirst, announcedShort]), 30_000)
   await waitFor('the jobs settled', async () => (await app.inject('/health/queues')).json().jobs.active === 0)
@@ -183,20 +171,20 @@ t.test('the CRM drops every session: resubscribed from the stored position, noth
   await waitFor('all', () => allActive(app, ids), 30_000)
   t.ok(sandbox.crm.streamingStats.handshakes > handshakes, 'handshook again')
   t.same(provisioningOutcome(sandbox, ids).activations, 10)
-  t.ok((await events(app)).reconnects >= 1)
+  t.ok((await eventsReport(app)).reconnects >= 1)
 })
 
 t.test('the CRM refusing connections: the subscription fails loudly, backs off, and resumes from the stored position', async (t) => {
   const { sandbox, app, ids, rest } = await firstHalfActive(t, 6)
   await sandbox.crm.down()
-  await waitFor('the subscription failed', async () => (await events(app)).state === 'failed', 10_000)
+  await waitFor('the subscription failed', async () => (await eventsReport(app)).state === 'failed', 10_000)
   const check = (await app.inject('/auth/health-check')).json()
   t.match(check.checks.events, { status: 'fail', error: 'connection_refused' }, 'the events check fails while nobody is subscribed, with the stream\'s failure class')
   for (const id of rest) sandbox.crm.publishOrderProvisionRequested(id)
   await sandbox.crm.up()
   await waitFor('the rest provisioned', () => allActive(app, ids), 60_000)
   t.equal(provisioningOutcome(sandbox, ids).activations, 6, 'nothing lost, nothing twice')
-  t.equal((await events(app)).state, 'connected')
+  t.equal((await eventsReport(app)).state, 'connected')
 })
 
 t.test('connects stop being answered: the watchdog re-handshakes, the gap shows, later events are provisioned', async (t) => {
@@ -208,7 +196,7 @@ t.test('connects stop being answered: the watchdog re-handshakes, the gap shows,
   sandbox.crm.publishOrderProvisionRequested(first!)
   await waitFor('the first provisioned', () => allActive(app, [first!]), 30_000)
   const states = new Set<string>()
-  const watch = setInterval(() => { events(app).then((report) => states.add(report.state), () => {}) }, 100)
+  const watch = setInterval(() => { eventsReport(app).then((report) => states.add(report.state), () => {}) }, 100)
   t.teardown(() => clearInterval(watch))
   const handshakes = sandbox.crm.streamingStats.handshakes
   sandbox.crm.stopAnsweringConnects()
@@ -220,7 +208,7 @@ t.test('connects stop being answered: the watchdog re-handshakes, the gap shows,
   sandbox.crm.resumeAnsweringConnects()
   await waitFor('the event published during the gap provisioned', () => allActive(app, [later!]), 30_000)
   t.ok([...states].some((state) => state !== 'connected'), `the gap showed: ${[...states].join(', ')}`)
-  t.match(await events(app), { state: 'connected', lastError: 'timeout' })
+  t.match(await eventsReport(app), { state: 'connected', lastError: 'timeout' })
 })
 
 t.test('an invalid stored replayId falls back per CRM_EVENTS_REPLAY, logged at level 50', async (t) => {

@@ -6,22 +6,11 @@ import type { FastifyInstance } from 'fastify'
 import { buildTestApp, startTestSandbox, tempDir } from '../../../helpers/app.js'
 import { PrivateRedis } from '../../../helpers/private-redis.js'
 import { waitFor } from '../../../helpers/processes.js'
-import { provisioningOutcome, seedCrmOrders } from '../../../helpers/provisioning.js'
+import { allActive, EVENTS_ON, eventsReport, provisioningOutcome, seedCrmOrders, STREAMING } from '../../../helpers/provisioning.js'
 import { PROVISIONING_QUEUE } from '../../../../plugins/app/orders/job-queue.js'
 
 // Redis without persistence, killed and started again empty: the replay position, the queued jobs,
 // the lease are gone. CRM_EVENTS_REPLAY is left unset (LATEST), as the operator had it.
-const STREAMING = { crm: { streaming: { connectTimeoutMs: 1000 } } }
-const EVENTS_ON = { CRM_EVENTS_ENABLED: 'true', CRM_EVENTS_CONNECT_MARGIN_MS: '500', CRM_EVENTS_LEASE_TTL_MS: '3000' }
-
-async function allActive (app: FastifyInstance, crmOrderIds: string[]): Promise<boolean> {
-  const orders = await Promise.all(crmOrderIds.map((id) => app.orders.findByCrmId(id)))
-  return orders.every((order) => order?.status === 'Active')
-}
-
-async function events (app: FastifyInstance) {
-  return (await app.inject('/health/queues')).json().events
-}
 
 async function mirroredPosition (app: FastifyInstance): Promise<number | null> {
   const { rows } = await app.pg.query<{ replay_id: string }>('SELECT replay_id FROM event_replay_positions')
@@ -40,7 +29,7 @@ async function subscribedApp (t: Test, overrides: Record<string, string> = {}) {
   const sandbox = await startTestSandbox(t, STREAMING)
   const logDir = tempDir('logs')
   const app = await buildTestApp(t, { ...EVENTS_ON, REDIS_URL: redis.url, LOG_DIR: logDir, ...overrides }, sandbox)
-  await waitFor('the subscription', async () => (await events(app)).state === 'connected', 10_000)
+  await waitFor('the subscription', async () => (await eventsReport(app)).state === 'connected', 10_000)
   return { redis, sandbox, logDir, app }
 }
 
@@ -52,7 +41,7 @@ t.test('events published while Redis was away are replayed from the position Pos
   await waitFor('its position mirrored', async () => await mirroredPosition(app) === firstReplayId)
 
   await redis.kill()
-  await waitFor('the subscription stopped', async () => (await events(app)).state !== 'connected', 10_000)
+  await waitFor('the subscription stopped', async () => (await eventsReport(app)).state !== 'connected', 10_000)
   const lastReplayId = gap.map((id) => sandbox.crm.publishOrderProvisionRequested(id)).at(-1)
   await redis.start()
 
@@ -60,7 +49,7 @@ t.test('events published while Redis was away are replayed from the position Pos
   t.same(provisioningOutcome(sandbox, [first, ...gap]), { activations: 4, distinctKeys: 4, keysUsedOnce: 4, billingAccepted: 4, crmActivated: 4 }, 'each step once')
   await waitFor('the position past the gap, in both stores', async () =>
     await app.redis.get(app.eventSubscription.replayKey) === String(lastReplayId) && await mirroredPosition(app) === lastReplayId)
-  t.equal((await events(app)).state, 'connected', 'subscribed again by itself')
+  t.equal((await eventsReport(app)).state, 'connected', 'subscribed again by itself')
   const resumed = logLines(logDir, 'resuming from the one PostgreSQL mirrors')
   t.equal(resumed.length, 1, 'the resumption said once')
   t.match(resumed[0], { level: 40, replayId: firstReplayId }, 'at warn, with the position')
