@@ -32,8 +32,12 @@ export class PrivateRedis {
     return this.#process.pid
   }
 
+  // A replica's full sync writes an RDB file even without persistence: in a temp dir, not the cwd.
+  #workDir: string | undefined
+
   async start (): Promise<void> {
-    const persistence = this.dataDir === undefined ? ['--appendonly', 'no'] : ['--appendonly', 'yes', '--dir', this.dataDir]
+    this.#workDir ??= this.dataDir ?? tempDir('redis-work')
+    const persistence = ['--appendonly', this.dataDir === undefined ? 'no' : 'yes', '--dir', this.#workDir]
     this.#process = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--loglevel', 'warning'], { stdio: 'ignore' })
     await waitFor(`redis-server on ${this.port}`, async () => {
       const client = new Redis(this.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
