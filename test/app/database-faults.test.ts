@@ -1,16 +1,11 @@
 import t from 'tap'
+import { placeOrder } from '../helpers/provisioning.js'
 import pg from 'pg'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
 import { PrivatePostgres } from '../helpers/private-postgres.js'
 import { waitFor } from '../helpers/processes.js'
 import { bearer, login } from '../helpers/tokens.js'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
-
-async function placeOrder (app: FastifyInstance, token: string) {
-  const response = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
-  if (response.statusCode !== 201) throw new Error(`order failed: ${response.statusCode} ${response.body}`)
-  return response.json()
-}
 
 const DATABASE_UNAVAILABLE = { statusCode: 500, error: 'Internal Server Error', message: 'Database is temporarily unavailable', code: 'DATABASE_UNAVAILABLE' }
 // Timers and the event loop of a busy test machine: how late an answer may be past its bound.

@@ -1,6 +1,14 @@
 import type { FastifyInstance } from 'fastify'
 import { BillingClient } from '../../integrations/billing/client.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
+import { bearer } from './tokens.js'
+
+/** A portal order of product 1, monthly, placed through the API; anything but 201 throws. */
+export async function placeOrder (app: FastifyInstance, token: string) {
+  const response = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
+  if (response.statusCode !== 201) throw new Error(`order failed: ${response.statusCode} ${response.body}`)
+  return response.json()
+}
 
 /** A sandbox CRM whose long polls end within a second, for tests that wait on the subscription. */
 export const STREAMING = { crm: { streaming: { connectTimeoutMs: 1000 } } }

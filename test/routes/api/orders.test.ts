@@ -1,16 +1,10 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
+import { placeOrder } from '../../helpers/provisioning.js'
 import { buildTestApp, startTestSandbox } from '../../helpers/app.js'
 import { waitFor } from '../../helpers/processes.js'
 import { bearer, login } from '../../helpers/tokens.js'
-import type { FastifyInstance } from 'fastify'
-
-async function placeOrder (app: FastifyInstance, token: string) {
-  const response = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
-  if (response.statusCode !== 201) throw new Error(`order failed: ${response.statusCode} ${response.body}`)
-  return response.json()
-}
 
 t.test('an order goes to billing, to the CRM in Pending Review, and is stored', async (t) => {
   const sandbox = await startTestSandbox(t)
