@@ -13,7 +13,7 @@ import postgres from './plugins/external/postgres.js'
 import redis from './plugins/external/redis.js'
 import jwt from './plugins/external/jwt.js'
 import rateLimit from './plugins/external/rate-limit.js'
-import securityHeaders from './plugins/external/security-headers.js'
+import securityHeaders, { browserCors } from './plugins/external/security-headers.js'
 import errorHandler, { errorBody, handleClientError } from './plugins/app/error-handler.js'
 import correlation from './plugins/app/correlation.js'
 import health from './plugins/app/health.js'
@@ -142,11 +142,17 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     // What browsers use gets security headers and CORS; machine-polled probes, outside this
     // scope, get neither: their hooks would cost /health a third of its throughput.
     await app.register(async function browserFacing (scope) {
-      await scope.register(securityHeaders)
-      await scope.register(docsUi)
-      await scope.register(statusRoutes)
-      await scope.register(authRoutes)
-      await scope.register(portalApi)
+      await scope.register(browserCors)
+      await scope.register(async function pages (pages) {
+        await pages.register(securityHeaders, { serves: 'pages' })
+        await pages.register(docsUi)
+        await pages.register(statusRoutes)
+      })
+      await scope.register(async function api (api) {
+        await api.register(securityHeaders, { serves: 'api' })
+        await api.register(authRoutes)
+        await api.register(portalApi)
+      })
     })
 
     await app.ready()
