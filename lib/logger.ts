@@ -80,18 +80,23 @@ export function createLogger ({ level, service, logDir, stdout = true }: LoggerS
 }
 
 type LogMethod = (...args: unknown[]) => void
+type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
 
 /** pino's log methods, each passed on to the logger `target` names at the time of the call. */
 abstract class DelegatingLogger {
   protected abstract get target (): Pick<FastifyBaseLogger, 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'>
 
-  fatal (...args: unknown[]): void { (this.target.fatal as LogMethod)(...args) }
-  error (...args: unknown[]): void { (this.target.error as LogMethod)(...args) }
-  warn (...args: unknown[]): void { (this.target.warn as LogMethod)(...args) }
-  info (...args: unknown[]): void { (this.target.info as LogMethod)(...args) }
-  debug (...args: unknown[]): void { (this.target.debug as LogMethod)(...args) }
-  trace (...args: unknown[]): void { (this.target.trace as LogMethod)(...args) }
-  silent (...args: unknown[]): void { (this.target.silent as LogMethod)(...args) }
+  fatal (...args: unknown[]): void { this.write('fatal', args) }
+  error (...args: unknown[]): void { this.write('error', args) }
+  warn (...args: unknown[]): void { this.write('warn', args) }
+  info (...args: unknown[]): void { this.write('info', args) }
+  debug (...args: unknown[]): void { this.write('debug', args) }
+  trace (...args: unknown[]): void { this.write('trace', args) }
+  silent (...args: unknown[]): void { this.write('silent', args) }
+
+  protected write (level: LogLevel, args: unknown[]): void {
+    (this.target[level] as LogMethod)(...args)
+  }
 }
 
 /**
@@ -149,5 +154,24 @@ export class LazyChildLogger extends DelegatingLogger {
 
   child (bindings: Bindings, options?: ChildLoggerOptions): Logger {
     return this.target.child(bindings, options)
+  }
+
+  /**
+   * A line of an object and a message, while no child exists and the child would change nothing
+   * but the bindings, is written by the parent with the bindings put first: the same line, without
+   * making a child for it (every request's completion line is such a line).
+   */
+  protected override write (level: LogLevel, args: unknown[]): void {
+    const [fields, ...rest] = args
+    if (this.#child === undefined && this.#bindingsOnly() && typeof fields === 'object' && fields !== null && !(fields instanceof Error)) {
+      (this.parent[level] as LogMethod)({ ...this.bindings, ...fields }, ...rest)
+      return
+    }
+    super.write(level, args)
+  }
+
+  #bindingsOnly (): boolean {
+    const { level, ...others } = this.options
+    return (level === undefined || level === this.parent.level) && Object.keys(others).length === 0
   }
 }
