@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import { isDeepStrictEqual } from 'node:util'
+import { setTimeout } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import { CACHE_TTL_SECONDS } from '../../plugins/app/services-cache.js'
 import { defaultBillingClients } from '../sandbox/index.js'
@@ -84,7 +85,12 @@ export async function benchCachedRead (): Promise<void> {
       const first = await start(service.options)
       const authorization = `Bearer ${await login(first, client.email, client.password)}`
       const expected = await body(first, authorization)
-      const cached = await redis.get(cacheKey)
+      // The service writes the entry after it answers, on a connection of its own.
+      let cached = await redis.get(cacheKey)
+      for (let attempt = 0; cached === null && attempt < 20; attempt++) {
+        await setTimeout(50)
+        cached = await redis.get(cacheKey)
+      }
       if (cached === null) throw new Error(`the service left no cache entry at ${cacheKey}`)
       await stop(first)
 
