@@ -1,6 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
+import type { ServerResponse } from 'node:http'
 import type { Redis } from 'ioredis'
+import { streamIdAfter, type OrderEventListener, type OrderEvents, type OrderStatusEvent } from './orders/status-events.js'
 
 /** Who holds a stream: the portal user and the access token it was opened with. */
 export interface StreamOwner {
@@ -20,54 +22,84 @@ export interface StreamCounts {
   refused: Record<StreamRefusal, number>
 }
 
-interface OpenStream {
-  owner: StreamOwner
-  end: (reason: StreamEnd) => void
-  expiry: NodeJS.Timeout
+/** What the registry needs of a stream. */
+export interface RegisteredStream {
+  readonly owner: StreamOwner
+  /** Ends the stream from outside: its token logged out or expired, the instance closing. */
+  end (reason: StreamEnd): void
+  /** Writes a comment line, so that proxies do not close an idle stream. */
+  heartbeat (): void
 }
+
+/** A comment line every 15 s keeps proxies from closing an idle stream. */
+export const HEARTBEAT_MS = 15_000
+/** The streams take turns for their heartbeat, a slice a second: all at once would hold the event loop. */
+const HEARTBEAT_SLICES = 15
 
 /**
  * The open `/api/events` streams of this instance. A user may hold `perUser` of them and the
  * instance `total`; one more is refused, never made room for by closing an older one (a browser
  * would reconnect it, and two tabs would take turns). A stream ends when its token is logged out
  * (on any instance: revocations are announced on Redis), when the token expires, and at shutdown.
+ * One heartbeat timer serves every stream, a fifteenth of them each second: a timer a stream
+ * would cost 10,000 streams 3 MB, and writing to them all in one turn would hold every frame back.
  */
 export class EventStreams {
-  readonly #streams = new Set<OpenStream>()
+  /** Each stream, with the timer that ends it when its token expires. */
+  readonly #streams = new Map<RegisteredStream, NodeJS.Timeout>()
   readonly #perClient = new Map<number, number>()
   readonly #refused: Record<StreamRefusal, number> = { user_limit: 0, instance_limit: 0 }
+  readonly #slices = Array.from({ length: HEARTBEAT_SLICES }, () => new Set<RegisteredStream>())
+  #nextSlice = 0
+  #beat = 0
+  readonly #heartbeat: NodeJS.Timeout
   #closed = false
 
-  constructor (private readonly limits: { perUser: number, total: number }) {}
+  constructor (private readonly limits: { perUser: number, total: number, heartbeatMs?: number }) {
+    this.#heartbeat = setInterval(() => {
+      for (const stream of this.#slices[this.#beat++ % HEARTBEAT_SLICES]!) stream.heartbeat()
+    }, (limits.heartbeatMs ?? HEARTBEAT_MS) / HEARTBEAT_SLICES).unref()
+  }
 
-  /** Opens a stream, or says why not; `end` is called once when the stream must end. */
-  open (owner: StreamOwner, end: (reason: StreamEnd) => void): { close: () => void } | StreamRefusal {
+  /** Opens a stream, or says why not; its `end` is called once when it must end. */
+  open (stream: RegisteredStream): StreamRefusal | undefined {
     // A stream whose request passed its checks as the instance began to close would hold the close
     // until its timeout: refused as by a full instance (503, retry shortly), uncounted.
     if (this.#closed) return 'instance_limit'
     if (this.#streams.size >= this.limits.total) return this.#refuse('instance_limit')
-    const held = this.#perClient.get(owner.clientId) ?? 0
+    const { clientId, exp } = stream.owner
+    const held = this.#perClient.get(clientId) ?? 0
     if (held >= this.limits.perUser) return this.#refuse('user_limit')
-    const stream: OpenStream = {
-      owner,
-      end,
-      // A timer's delay is at most 2^31-1 ms; a token lives minutes, so this never clamps.
-      expiry: setTimeout(() => this.#end(stream, 'expired'), Math.max(0, owner.exp * 1000 - Date.now()))
-    }
-    this.#streams.add(stream)
-    this.#perClient.set(owner.clientId, held + 1)
-    return { close: () => this.#remove(stream) }
+    // A timer's delay is at most 2^31-1 ms; a token lives minutes, so this never clamps.
+    this.#streams.set(stream, setTimeout(() => this.#end(stream, 'expired'), Math.max(0, exp * 1000 - Date.now())))
+    this.#perClient.set(clientId, held + 1)
+    this.#slices[this.#nextSlice++ % HEARTBEAT_SLICES]!.add(stream)
+    return undefined
+  }
+
+  /** A stream ended by itself (its client went away, Redis failed): forgotten, its place freed. */
+  release (stream: RegisteredStream): boolean {
+    const expiry = this.#streams.get(stream)
+    if (expiry === undefined) return false
+    this.#streams.delete(stream)
+    clearTimeout(expiry)
+    for (const slice of this.#slices) if (slice.delete(stream)) break
+    const held = (this.#perClient.get(stream.owner.clientId) ?? 1) - 1
+    if (held === 0) this.#perClient.delete(stream.owner.clientId)
+    else this.#perClient.set(stream.owner.clientId, held)
+    return true
   }
 
   /** Ends every stream opened with this token. */
   endToken (jti: string): void {
-    for (const stream of this.#streams) if (stream.owner.jti === jti) this.#end(stream, 'logged_out')
+    for (const stream of this.#streams.keys()) if (stream.owner.jti === jti) this.#end(stream, 'logged_out')
   }
 
   /** Ends every stream, and refuses those asked for from now on: the instance is closing. */
   close (): void {
     this.#closed = true
-    for (const stream of this.#streams) this.#end(stream, 'shutdown')
+    clearInterval(this.#heartbeat)
+    for (const stream of this.#streams.keys()) this.#end(stream, 'shutdown')
   }
 
   counts (): StreamCounts {
@@ -79,18 +111,87 @@ export class EventStreams {
     return reason
   }
 
-  #end (stream: OpenStream, reason: StreamEnd): void {
-    if (!this.#remove(stream)) return
-    stream.end(reason)
+  #end (stream: RegisteredStream, reason: StreamEnd): void {
+    if (this.release(stream)) stream.end(reason)
+  }
+}
+
+function frame (event: OrderStatusEvent): string {
+  const { id, ...data } = event
+  return `id: ${id}\nevent: order.status\ndata: ${JSON.stringify(data)}\n\n`
+}
+
+/**
+ * One open `/api/events` response: its user's order changes, in id order, each once, from the
+ * backlog first and then live. An object a stream with its methods on the prototype, rather than a
+ * closure for each callback: an instance holds ten thousand of them.
+ */
+export class EventStream implements RegisteredStream, OrderEventListener {
+  #lastSent: string
+  /** Changes heard while the backlog is read, sent after it; undefined once the stream is live. */
+  #pending: OrderStatusEvent[] | undefined = []
+
+  constructor (
+    readonly owner: StreamOwner,
+    private readonly response: ServerResponse,
+    private readonly registry: EventStreams,
+    private readonly events: OrderEvents,
+    resumeFrom: string | undefined
+  ) {
+    this.#lastSent = resumeFrom ?? '0-0'
   }
 
-  #remove (stream: OpenStream): boolean {
-    if (!this.#streams.delete(stream)) return false
-    clearTimeout(stream.expiry)
-    const held = (this.#perClient.get(stream.owner.clientId) ?? 1) - 1
-    if (held === 0) this.#perClient.delete(stream.owner.clientId)
-    else this.#perClient.set(stream.owner.clientId, held)
-    return true
+  /** Joins the registry and listens to the user's changes, or says why the stream is refused. */
+  open (): StreamRefusal | undefined {
+    const refusal = this.registry.open(this)
+    // Listening starts before the backlog is read, so that nothing falls between the two.
+    if (refusal === undefined) this.events.listen(this.owner.clientId, this)
+    return refusal
+  }
+
+  /** The backlog has been sent: what was heard meanwhile follows, and changes go out as they come. */
+  goLive (backlog: OrderStatusEvent[]): void {
+    for (const event of backlog) this.#send(event)
+    for (const event of this.#pending ?? []) this.#send(event)
+    this.#pending = undefined
+  }
+
+  deliver (event: OrderStatusEvent): void {
+    if (this.#pending !== undefined) this.#pending.push(event)
+    else this.#send(event)
+  }
+
+  heartbeat (): void {
+    this.#write(': heartbeat\n\n')
+  }
+
+  end (reason: StreamEnd): void {
+    this.#write(`event: ${reason === 'shutdown' ? 'shutdown' : 'session.ended'}\ndata: ${JSON.stringify({ reason })}\n\n`)
+    this.drop()
+  }
+
+  /** Ends the response without a last event (Redis failed: the client reconnects). */
+  drop (): void {
+    this.disconnected()
+    this.response.end()
+  }
+
+  /** The client went away, or the stream ended: nothing more is sent to it. */
+  disconnected (): void {
+    this.events.unlisten(this.owner.clientId, this)
+    this.registry.release(this)
+  }
+
+  #send (event: OrderStatusEvent): void {
+    if (!streamIdAfter(event.id, this.#lastSent)) return
+    this.#lastSent = event.id
+    this.#write(frame(event))
+  }
+
+  // A stream may end (a logout, the shutdown) while it still reads its backlog: a write after the
+  // end would raise an error event on the response, which nothing listens to.
+  #write (text: string): void {
+    if (this.response.writable) this.response.write(text)
   }
 }
 

@@ -15,7 +15,12 @@ export interface OrderStatusEvent {
   at: string
 }
 
-type Listener = (event: OrderStatusEvent) => void
+/** An instance's stream of one client's changes. */
+export interface OrderEventListener {
+  deliver (event: OrderStatusEvent): void
+  /** Redis failed or stopped answering: the changes no longer arrive, and the stream must end. */
+  drop (): void
+}
 
 /**
  * How often, while streams are open, the subscriber connection is asked whether Redis answers. A
@@ -50,8 +55,8 @@ export function streamIdAfter (a: string, b: string): boolean {
  * channel, which each instance fans out to its own connections.
  */
 export class OrderEvents {
-  readonly #listeners = new Map<number, Set<Listener>>()
-  readonly #onDrop = new Set<() => void>()
+  readonly #listeners = new Map<number, Set<OrderEventListener>>()
+  readonly #all = new Set<OrderEventListener>()
   readonly #channel: string
   #liveness: NodeJS.Timeout | undefined
   /** A PING not answered yet: while there is one, Redis has not answered since it was sent. */
@@ -117,21 +122,19 @@ export class OrderEvents {
     return entries.map(([id, fields]) => ({ id, ...JSON.parse(fields[1] ?? '{}') as Omit<OrderStatusEvent, 'id'> }))
   }
 
-  /** Listens to one client's changes; returns the function that stops listening. */
-  listen (clientId: number, listener: Listener, onDrop: () => void): () => void {
+  /** Listens to one client's changes until `unlisten`. */
+  listen (clientId: number, listener: OrderEventListener): void {
     const listeners = this.#listeners.get(clientId) ?? new Set()
     listeners.add(listener)
     this.#listeners.set(clientId, listeners)
-    this.#onDrop.add(onDrop)
-    return () => {
-      listeners.delete(listener)
-      if (listeners.size === 0) this.#listeners.delete(clientId)
-      this.#onDrop.delete(onDrop)
-    }
+    this.#all.add(listener)
   }
 
-  get connections (): number {
-    return this.#onDrop.size
+  unlisten (clientId: number, listener: OrderEventListener): void {
+    const listeners = this.#listeners.get(clientId)
+    listeners?.delete(listener)
+    if (listeners?.size === 0) this.#listeners.delete(clientId)
+    this.#all.delete(listener)
   }
 
   #deliver (message: string): void {
@@ -141,12 +144,12 @@ export class OrderEvents {
     } catch {
       return
     }
-    for (const listener of this.#listeners.get(parsed.clientId) ?? []) listener(parsed.event)
+    for (const listener of this.#listeners.get(parsed.clientId) ?? []) listener.deliver(parsed.event)
   }
 
   /** Drops the streams when Redis does not answer a PING in time, or has not answered the last one yet. */
   async #checkLiveness (): Promise<void> {
-    if (this.#onDrop.size === 0) return
+    if (this.#all.size === 0) return
     if (this.#unanswered === undefined) {
       const ping = this.#subscriber.ping().finally(() => { this.#unanswered = undefined })
       ping.catch(() => {})
@@ -157,9 +160,9 @@ export class OrderEvents {
   }
 
   #dropAll (reason: string): void {
-    if (this.#onDrop.size === 0) return
-    this.#options.log.info(`order event streams dropped: ${reason} (${this.#onDrop.size} streams)`)
-    for (const drop of [...this.#onDrop]) drop()
+    if (this.#all.size === 0) return
+    this.#options.log.info(`order event streams dropped: ${reason} (${this.#all.size} streams)`)
+    for (const listener of [...this.#all]) listener.drop()
   }
 
   #backlogKey (clientId: number): string {

@@ -6,6 +6,7 @@ import { waitFor } from '../../helpers/processes.js'
 import { startService } from '../../helpers/service-process.js'
 import { SseClient } from '../../helpers/sse.js'
 import { bearer, login } from '../../helpers/tokens.js'
+import { EventStreams } from '../../../plugins/app/event-streams.js'
 
 const ended = (client: SseClient) => client.events.filter((event) => event.event === 'session.ended').map((event) => JSON.parse(event.data ?? '{}').reason)
 
@@ -99,4 +100,35 @@ t.test('SIGTERM with several streams open: every stream ends and the process exi
   t.ok(performance.now() - signalled < 5000, `exited ${Math.round(performance.now() - signalled)} ms after SIGTERM`)
   await waitFor('every stream to end', async () => streams.every((stream) => stream.ended), 1000)
   t.ok(streams.every((stream) => stream.events.some((event) => event.event === 'shutdown')), 'each was told the instance is shutting down')
+})
+
+t.test('the streams take turns for their heartbeat: each gets one every period, a fifteenth of them at a time', async (t) => {
+  const PERIOD_MS = 600
+  const registry = new EventStreams({ perUser: 100, total: 100, heartbeatMs: PERIOD_MS })
+  t.teardown(() => registry.close())
+  const beats = new Map<string, number>()
+  let batch: string[] = []
+  const batches: string[][] = []
+  const flush = () => {
+    if (batch.length > 0) batches.push(batch)
+    batch = []
+  }
+  const open = (jti: string) => registry.open({
+    owner: { clientId: 1, jti, exp: Math.floor(Date.now() / 1000) + 60 },
+    end: () => {},
+    heartbeat: () => {
+      beats.set(jti, (beats.get(jti) ?? 0) + 1)
+      // One turn's heartbeats run together: the batch ends when the event loop moves on.
+      if (batch.length === 0) setImmediate(flush)
+      batch.push(jti)
+    }
+  })
+  for (let i = 0; i < 30; i++) t.equal(open(`token-${i}`), undefined)
+  await waitFor('two heartbeats on every stream', async () => beats.size === 30 && [...beats.values()].every((count) => count >= 2), PERIOD_MS * 10)
+  const counts = [...beats.values()]
+  t.ok(Math.max(...counts) - Math.min(...counts) <= 1, `in turns, none skipped: ${counts.join(',')}`)
+  t.ok(batches.every((one) => one.length <= 2), `never more than a fifteenth at once: ${batches.map((one) => one.length).join(',')}`)
+
+  const released = registry.release({ owner: { clientId: 1, jti: 'unknown', exp: 0 }, end: () => {}, heartbeat: () => {} })
+  t.equal(released, false, 'a stream it does not hold is not released')
 })
