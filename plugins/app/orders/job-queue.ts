@@ -150,6 +150,16 @@ async function jobQueue (fastify: FastifyInstance) {
       throw error
     }
   }
+  // A job whose worker ended with it more often than BullMQ allows (a process killed each time it
+  // provisions this order) is failed by BullMQ without being run: the order must say so, as after a
+  // last failed attempt, or it would stay Provisioning.
+  worker.on('failed', (job, error) => {
+    if (job === undefined || job.deferredFailure === undefined) return
+    const { crmOrderId } = job.data
+    const reason = `stalled: ${error.message}`
+    fastify.logFor(orderWorkId(crmOrderId)).error({ crmOrderId, reason }, 'provisioning failed for good')
+    failOrder(deps, crmOrderId, reason).catch((failure: unknown) => fastify.log.error({ err: failure, crmOrderId }, 'a stalled order could not be marked failed'))
+  })
   // BullMQ re-emits connection errors on the queue and the worker (unheard, an 'error' event throws),
   // one per reconnection attempt: an outage is one line, and its end another.
   const outage = new OutageLog(fastify.log, 'provisioning job queue: Redis')

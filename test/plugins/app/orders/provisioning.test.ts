@@ -1,6 +1,8 @@
 import t from 'tap'
+import { Queue, Worker } from 'bullmq'
 import { placeOrder } from '../../../helpers/provisioning.js'
-import { buildTestApp, startTestSandbox } from '../../../helpers/app.js'
+import { buildTestApp, startTestSandbox, testKeyPrefix, testSchemaUrl } from '../../../helpers/app.js'
+import { PROVISIONING_QUEUE } from '../../../../plugins/app/orders/job-queue.js'
 import { waitFor } from '../../../helpers/processes.js'
 import { login } from '../../../helpers/tokens.js'
 
@@ -127,4 +129,33 @@ t.test('the CRM over its quota during provisioning: the CRM step is retried, the
   t.not(failed?.telecomActivationId, null, 'the steps before the CRM were done, once')
   t.equal(sandbox.telecom.activations.filter((activation) => activation.orderId === placed[0]!.crmOrderId).length, 1, 'one activation, not one per attempt')
   sandbox.crm.setApiUsage(usage)
+})
+
+t.test('a job whose worker ended with it twice is failed by BullMQ unrun: the order is Failed, not left Provisioning', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const shared = { DATABASE_URL: await testSchemaUrl(t), REDIS_KEY_PREFIX: testKeyPrefix() }
+  const placing = await buildTestApp(t, shared, sandbox)
+  const order = await placeOrder(placing, await login(placing))
+  await placing.close()
+
+  // A worker that holds the job without renewing its lock, as a process killed while provisioning:
+  // BullMQ's stalled check takes the job back twice, and the second time marks it to fail.
+  const connection = { host: '127.0.0.1', port: 6379 }
+  const prefix = `${shared.REDIS_KEY_PREFIX}bull`
+  const queue = new Queue(PROVISIONING_QUEUE, { connection, prefix })
+  const dying = new Worker(PROVISIONING_QUEUE, async () => await new Promise(() => {}), { connection, prefix, concurrency: 2, skipLockRenewal: true, lockDuration: 300, stalledInterval: 200, maxStalledCount: 1 })
+  t.teardown(async () => {
+    await dying.close(true)
+    await queue.close()
+  })
+  await queue.add('provision', { crmOrderId: order.crmOrderId }, { jobId: order.crmOrderId })
+  await waitFor('the job marked to fail', async () => (await queue.getJob(order.crmOrderId))?.deferredFailure !== undefined, 10_000)
+  await dying.close(true)
+
+  const app = await buildTestApp(t, shared, sandbox)
+  await waitFor('the order Failed', async () => (await app.orders.findByCrmId(order.crmOrderId))?.status === 'Failed', 10_000)
+  t.match(await app.orders.findByCrmId(order.crmOrderId), { status: 'Failed', failureReason: /^stalled: job stalled more than allowable limit/ })
+  t.equal(sandbox.telecom.activations.length, 0, 'nothing was provisioned')
+  // Written to the CRM after the order's own status.
+  await waitFor('the CRM order says why', async () => /stalled/.test(String(sandbox.crm.order(order.crmOrderId)?.Provisioning_Error__c)))
 })
