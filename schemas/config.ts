@@ -30,6 +30,7 @@ export const SettingsSchema = Type.Object({
   REDIS_COMMAND_TIMEOUT_MS: Milliseconds(1000, 'bound on one Redis command'),
   REDIS_SENTINELS: Type.Optional(Type.String({ minLength: 1, description: 'host:port,... of Redis Sentinels (a few, so that one down does not matter), given with REDIS_SENTINEL_NAME: every Redis connection asks them for the current primary and follows it when they fail over; REDIS_URL then gives only the user name, password and database number, its host is not used' })),
   REDIS_SENTINEL_NAME: Type.Optional(Type.String({ minLength: 1, description: 'the name the Sentinels monitor the primary under (their sentinel monitor line), given with REDIS_SENTINELS' })),
+  REDIS_SENTINEL_PASSWORD: Type.Optional(Secret('password of the Sentinels themselves (their requirepass), given with REDIS_SENTINELS; the primary\'s own credentials stay in REDIS_URL')),
   REDIS_ALLOW_VOLATILE: Type.Boolean({ default: false, description: 'true lets the service start in production although Redis may evict keys (maxmemory-policy other than noeviction) or keeps nothing across a restart (appendonly no and no save points), with a warning: queued provisioning jobs, sign-in limits and rate-limit counters could be lost. Outside production either is only a warning' }),
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 120_000, default: 5000, description: 'after SIGTERM, how long readiness answers 503 while requests are still served (with Connection: close), before the listener closes; set it above the balancer\'s time to mark an instance down (HAProxy inter x fall, a Kubernetes readiness period x failureThreshold)' }),
   SHUTDOWN_TIMEOUT_MS: Milliseconds(30_000, 'hard bound on a graceful shutdown'),
@@ -95,13 +96,15 @@ export type Settings = Static<typeof SettingsSchema>
 export interface RedisSentinel {
   sentinels: Array<{ host: string, port: number }>
   name: string
+  /** The Sentinels' own password, when they require one. */
+  password: string | undefined
 }
 
-export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME'> {
+export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME' | 'REDIS_SENTINEL_PASSWORD'> {
   JWT_SECRET: string
   /** TRUST_PROXY as Fastify's `trustProxy` option takes it. */
   trustProxy: boolean | string | ((address: string, hop: number) => boolean)
-  /** REDIS_SENTINELS and REDIS_SENTINEL_NAME; unset, REDIS_URL's host is Redis. */
+  /** REDIS_SENTINELS, REDIS_SENTINEL_NAME and REDIS_SENTINEL_PASSWORD; unset, REDIS_URL's host is Redis. */
   redisSentinel: RedisSentinel | undefined
   isProduction: boolean
   /** Upstream settings that were not given; outside production the sandbox fills them in. */
@@ -171,9 +174,12 @@ function trustProxyOf (value: string | undefined): Config['trustProxy'] {
   return addresses.join(',')
 }
 
-/** REDIS_SENTINELS and REDIS_SENTINEL_NAME, given together or not at all. */
-function redisSentinelOf (list: string | undefined, name: string | undefined): RedisSentinel | undefined {
-  if (list === undefined && name === undefined) return undefined
+/** REDIS_SENTINELS and REDIS_SENTINEL_NAME, given together or not at all; REDIS_SENTINEL_PASSWORD only with them. */
+function redisSentinelOf (list: string | undefined, name: string | undefined, password: string | undefined): RedisSentinel | undefined {
+  if (list === undefined && name === undefined) {
+    if (password !== undefined) throw new ConfigError('REDIS_SENTINEL_PASSWORD', 'set without REDIS_SENTINELS: it is the Sentinels\' password; the password of Redis itself goes in REDIS_URL')
+    return undefined
+  }
   if (list === undefined) throw new ConfigError('REDIS_SENTINELS', 'required: REDIS_SENTINEL_NAME is set, and only Sentinels can say where that primary is')
   if (name === undefined) throw new ConfigError('REDIS_SENTINEL_NAME', 'required: REDIS_SENTINELS is set, and the Sentinels are asked for the primary by its name')
   const entries = list.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
@@ -185,7 +191,7 @@ function redisSentinelOf (list: string | undefined, name: string | undefined): R
     if (match === null || port < 1 || port > 65535) throw new ConfigError('REDIS_SENTINELS', `'${entry}' is not host:port`)
     return { host: (match[1] ?? match[2])!, port }
   })
-  return { sentinels, name }
+  return { sentinels, name, password }
 }
 
 /**
@@ -209,7 +215,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
   const settings = Value.Convert(SettingsSchema, Value.Default(SettingsSchema, raw))
   const problem = firstProblem(SettingsSchema, settings as Record<string, unknown>)
   if (problem !== undefined) throw problem
-  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, ...rest } = settings as Settings
+  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, ...rest } = settings as Settings
 
   let privateKey = rest.CRM_PRIVATE_KEY
   if (privateKey === undefined && keyPath !== undefined) {
@@ -229,7 +235,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     CRM_PRIVATE_KEY: privateKey,
     JWT_SECRET: jwtSecret ?? randomBytes(32).toString('hex'),
     trustProxy: trustProxyOf(trustProxy),
-    redisSentinel: redisSentinelOf(sentinels, sentinelName),
+    redisSentinel: redisSentinelOf(sentinels, sentinelName, sentinelPassword),
     isProduction,
     missingUpstreamSettings: UPSTREAM_SETTINGS.filter((name) => name === 'CRM_PRIVATE_KEY' ? privateKey === undefined : rest[name] === undefined)
   }

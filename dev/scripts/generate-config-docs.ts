@@ -33,7 +33,7 @@ export const SECTIONS: readonly Section[] = [
   {
     title: 'Redis',
     lead: 'Redis holds the services cache, token revocations, rate-limit counters, the CRM daily usage, the replay position and the provisioning job queue.',
-    settings: ['REDIS_URL', 'REDIS_SENTINELS', 'REDIS_SENTINEL_NAME', 'REDIS_KEY_PREFIX', 'REDIS_COMMAND_TIMEOUT_MS', 'REDIS_ALLOW_VOLATILE']
+    settings: ['REDIS_URL', 'REDIS_SENTINELS', 'REDIS_SENTINEL_NAME', 'REDIS_SENTINEL_PASSWORD', 'REDIS_KEY_PREFIX', 'REDIS_COMMAND_TIMEOUT_MS', 'REDIS_ALLOW_VOLATILE']
   },
   {
     title: 'Authentication',

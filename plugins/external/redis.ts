@@ -78,6 +78,7 @@ export function redisConnectionOptions (config: Pick<Config, 'REDIS_URL' | 'REDI
     ...common,
     sentinels: redisSentinel.sentinels,
     name: redisSentinel.name,
+    sentinelPassword: redisSentinel.password,
     // rediss: the primary's connection is TLS (ioredis names that option for Sentinel mode); the Sentinels' is not.
     ...(tls && { tls: {}, enableTLSForSentinelMode: true }),
     // A hung Sentinel must not hold the search for the primary: the next one is asked.

@@ -14,14 +14,14 @@ export const SENTINEL_DOWN_AFTER_MS = 1000
 export const SENTINEL_FAILOVER_TIMEOUT_MS = 3000
 
 /** A connection to a Redis or Sentinel port for the test's own commands; it does not reconnect. */
-function adminClient (port: number): Redis {
-  const client = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true })
+function adminClient (port: number, password?: string): Redis {
+  const client = new Redis({ port, host: '127.0.0.1', password, maxRetriesPerRequest: 0, retryStrategy: () => null, lazyConnect: true })
   client.on('error', () => {})
   return client
 }
 
-async function ask<T> (port: number, command: (client: Redis) => Promise<T>): Promise<T> {
-  const client = adminClient(port)
+async function ask<T> (port: number, command: (client: Redis) => Promise<T>, password?: string): Promise<T> {
+  const client = adminClient(port, password)
   try {
     await client.connect()
     return await command(client)
@@ -38,10 +38,11 @@ export class PrivateSentinelSet {
   readonly name = 'portal-test'
   readonly #sentinels: Array<{ port: number, process: ChildProcess }> = []
 
-  private constructor (readonly primary: PrivateRedis, readonly replica: PrivateRedis) {}
+  /** `password`: the Sentinels require it (their requirepass), as a production set may. */
+  private constructor (readonly primary: PrivateRedis, readonly replica: PrivateRedis, readonly password: string | undefined) {}
 
-  static async start (t: Test): Promise<PrivateSentinelSet> {
-    const set = new PrivateSentinelSet(await PrivateRedis.start(), await PrivateRedis.start())
+  static async start (t: Test, { password }: { password?: string } = {}): Promise<PrivateSentinelSet> {
+    const set = new PrivateSentinelSet(await PrivateRedis.start(), await PrivateRedis.start(), password)
     t.teardown(() => set.end())
     await ask(set.replica.port, (client) => client.replicaof('127.0.0.1', set.primary.port))
     await waitFor('the replica in sync', () => ask(set.replica.port, async (client) => (await client.info('replication')).includes('master_link_status:up')))
@@ -65,7 +66,7 @@ export class PrivateSentinelSet {
     const ports = await Promise.all(this.#sentinels.map(({ port }) => ask(port, async (client) => {
       const address = await client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', this.name) as [string, string] | null
       return address === null ? undefined : Number(address[1])
-    }).catch(() => undefined)))
+    }, this.password).catch(() => undefined)))
     return ports.every((port) => port === ports[0]) ? ports[0] : undefined
   }
 
@@ -95,15 +96,17 @@ export class PrivateSentinelSet {
       `sentinel down-after-milliseconds ${this.name} ${SENTINEL_DOWN_AFTER_MS}`,
       `sentinel failover-timeout ${this.name} ${SENTINEL_FAILOVER_TIMEOUT_MS}`,
       `sentinel parallel-syncs ${this.name} 1`,
+      // Sentinels sign in to each other with their own password: every one has the same.
+      ...this.password === undefined ? [] : [`requirepass ${this.password}`],
       ''
     ].join('\n'))
     const child = spawn('redis-server', [file, '--sentinel'], { stdio: 'ignore' })
     this.#sentinels.push({ port, process: child })
-    await waitFor(`Sentinel on ${port}`, () => ask(port, async (client) => (await client.ping()) === 'PONG'))
+    await waitFor(`Sentinel on ${port}`, () => ask(port, async (client) => (await client.ping()) === 'PONG', this.password))
   }
 
   async #everySentinel (check: (client: Redis) => Promise<boolean>): Promise<boolean> {
-    const results = await Promise.all(this.#sentinels.map(({ port }) => ask(port, check)))
+    const results = await Promise.all(this.#sentinels.map(({ port }) => ask(port, check, this.password)))
     return results.every(Boolean)
   }
 }

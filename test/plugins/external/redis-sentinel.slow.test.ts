@@ -32,6 +32,7 @@ function testConfigOf (env: Record<string, string>) {
 t.test('REDIS_SENTINELS and REDIS_SENTINEL_NAME: both or neither, each entry host:port; REDIS_URL keeps the credentials and database', async (t) => {
   t.equal(rejectedSetting({ REDIS_SENTINELS: '127.0.0.1:26379' }), 'REDIS_SENTINEL_NAME')
   t.equal(rejectedSetting({ REDIS_SENTINEL_NAME: 'portal' }), 'REDIS_SENTINELS')
+  t.equal(rejectedSetting({ REDIS_SENTINEL_PASSWORD: 'sentinel-secret' }), 'REDIS_SENTINEL_PASSWORD', 'the Sentinels\' password without Sentinels is refused: Redis\'s own goes in REDIS_URL')
   for (const bad of ['sentinel-1', 'sentinel-1:0', 'sentinel-1:70000', ' , ', 'a:1,b']) {
     t.equal(rejectedSetting({ REDIS_SENTINELS: bad, REDIS_SENTINEL_NAME: 'portal' }), 'REDIS_SENTINELS', `'${bad}' refused`)
   }
@@ -48,6 +49,9 @@ t.test('REDIS_SENTINELS and REDIS_SENTINEL_NAME: both or neither, each entry hos
     failoverDetector: true
   })
   t.notOk('host' in redisConnectionOptions(config), 'the URL\'s host is not used')
+  t.notOk(redisConnectionOptions(config).sentinelPassword, 'no password for Sentinels that require none')
+  const guarded = testConfigOf({ REDIS_SENTINELS: 'sentinel-1:26379', REDIS_SENTINEL_NAME: 'portal', REDIS_SENTINEL_PASSWORD: 'sentinel-secret' })
+  t.equal(redisConnectionOptions(guarded).sentinelPassword, 'sentinel-secret', 'REDIS_SENTINEL_PASSWORD signs in to the Sentinels')
   t.match(redisConnectionOptions(testConfigOf({ REDIS_URL: 'redis://:secret@cache.example:6390/2' })), { host: 'cache.example', port: 6390, password: 'secret', db: 2 })
   t.notOk('sentinels' in redisConnectionOptions(testConfigOf({})), 'without Sentinels, REDIS_URL is Redis')
 })
@@ -83,8 +87,9 @@ async function worksOnPromoted (t: Test, app: FastifyInstance, set: PrivateSenti
 }
 
 /** The service on the set, signing in and polling as often as the tests below do. */
-function buildOnSentinels (t: Test, set: PrivateSentinelSet): Promise<FastifyInstance> {
+function buildOnSentinels (t: Test, set: PrivateSentinelSet, overrides: Record<string, string> = {}): Promise<FastifyInstance> {
   return buildTestApp(t, {
+    ...overrides,
     // Its host is not asked: the Sentinels name the primary.
     REDIS_URL: 'redis://unused.invalid:6379',
     REDIS_SENTINELS: set.sentinelsSetting,
@@ -149,4 +154,12 @@ t.test('the primary hung (its connections open, unanswered): the Sentinels\' fai
   t.comment(`hung: the Sentinels failed over in ${Math.round(failedOverMs)} ms; the service worked again ${Math.round(recoveredMs)} ms after the primary hung`)
   t.ok(recoveredMs < RECOVERY_BOUND_MS, `recovered in ${Math.round(recoveredMs)} ms, within ${RECOVERY_BOUND_MS} ms, with no connection closed by the primary`)
   await worksOnPromoted(t, app, set)
+})
+
+t.test('Sentinels that require a password: REDIS_SENTINEL_PASSWORD signs in to them, and the service follows their failover', async (t) => {
+  const set = await PrivateSentinelSet.start(t, { password: 'sentinel-secret' })
+  const app = await buildOnSentinels(t, set, { REDIS_SENTINEL_PASSWORD: 'sentinel-secret' })
+  t.ok(await works(app), 'the service finds the primary through the Sentinels')
+  const { recoveredMs } = await recovery(app, set, () => set.primary.kill())
+  t.ok(recoveredMs < RECOVERY_BOUND_MS, `the primary killed, recovered in ${Math.round(recoveredMs)} ms, within ${RECOVERY_BOUND_MS} ms`)
 })
