@@ -43,12 +43,14 @@ async function eventSubscriber (fastify: FastifyInstance) {
   const { config, orders, crm, crmQueue, jobQueue, log } = fastify
 
   /**
-   * The order an event names: stored already, or read from the CRM and stored now under the id the
-   * CRM gives it. An event may carry the 15-character form of an id the REST API gave in 18.
+   * The order an event names, marked as handed to the job queue: stored already, or read from the
+   * CRM and stored now under the id the CRM gives it. An event may carry the 15-character form of
+   * an id the REST API gave in 18. Marked in the statement that finds or stores it, before the job
+   * is queued: should Redis lose the job, the order is known to be waiting for one.
    */
-  async function orderOf (crmOrderId: string): Promise<Order | null> {
+  async function requestProvisioning (crmOrderId: string): Promise<Order | null> {
     const caseSafe = caseSafeId(crmOrderId)
-    const stored = await orders.findByCrmId(crmOrderId) ?? (caseSafe === crmOrderId ? null : await orders.findByCrmId(caseSafe))
+    const stored = await orders.markProvisioningRequested(crmOrderId) ?? (caseSafe === crmOrderId ? null : await orders.markProvisioningRequested(caseSafe))
     if (stored !== null) return stored
     const record = await crmQueue.run((deadline) => crm.getOrder(crmOrderId, deadline))
     if (record === null) return null
@@ -58,7 +60,7 @@ async function eventSubscriber (fastify: FastifyInstance) {
       billingOrderId: numberOrNull(record.BillingOrderId__c),
       productId: String(record.Product__c ?? ''),
       billingCycle: null
-    })
+    }, { provisioningRequested: true })
   }
 
   /** The event's order is stored and its job queued before the event counts as received. */
@@ -75,15 +77,13 @@ async function eventSubscriber (fastify: FastifyInstance) {
   }
 
   async function handOffOrder (crmOrderId: string, replayId: number): Promise<void> {
-    const order = await orderOf(crmOrderId)
+    const order = await requestProvisioning(crmOrderId)
     if (order === null) {
       log.warn({ replayId, crmOrderId }, 'OrderProvisionRequested__e names an order the CRM does not have: skipped')
       return
     }
     // The stored id, not the event's form of it: one job per order, whichever form events carry.
     const storedId = order.crmOrderId ?? crmOrderId
-    // Recorded first: should Redis lose the job, the order is known to be waiting for one.
-    await orders.markProvisioningRequested(order.id)
     await jobQueue.enqueue(storedId)
     log.info({ replayId, crmOrderId: storedId, ...(storedId === crmOrderId ? {} : { eventOrderId: crmOrderId }), orderId: order.id }, 'provisioning requested')
   }

@@ -83,14 +83,21 @@ export class OrderStore {
     return toOrder(rows[0]!)
   }
 
-  /** Stores an order the CRM told of, unless one with its CRM id exists; either way returns the stored one. */
-  async ensure (order: NewOrder & { crmOrderId: string }): Promise<Order> {
+  /**
+   * Stores an order the CRM told of, unless one with its CRM id exists; either way returns the
+   * stored one. `provisioningRequested`: an event handed it to the job queue, recorded in the same
+   * statement (a first hand-off's time stays).
+   */
+  async ensure (order: NewOrder & { crmOrderId: string }, { provisioningRequested = false } = {}): Promise<Order> {
+    // On a conflict (another hand-off, or the portal, stored it first) the update changes nothing
+    // but the mark, and makes the statement return the stored row.
     const { rows } = await this.pool.query<OrderRow>(
-      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, billing_order_id, crm_order_id)
-       VALUES ($1, $2, $3, $4, $5) ON CONFLICT (crm_order_id) DO NOTHING RETURNING ${COLUMNS}`,
-      [order.billingClientId, order.productId, order.billingCycle, order.billingOrderId, order.crmOrderId])
-    // Nothing inserted: another hand-off of the same order stored it first.
-    return rows[0] === undefined ? (await this.findByCrmId(order.crmOrderId))! : toOrder(rows[0])
+      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, billing_order_id, crm_order_id, provisioning_requested_at)
+       VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN now() END)
+       ON CONFLICT (crm_order_id) DO UPDATE SET provisioning_requested_at = COALESCE(orders.provisioning_requested_at, EXCLUDED.provisioning_requested_at)
+       RETURNING ${COLUMNS}`,
+      [order.billingClientId, order.productId, order.billingCycle, order.billingOrderId, order.crmOrderId, provisioningRequested])
+    return toOrder(rows[0]!)
   }
 
   async findByCrmId (crmOrderId: string): Promise<Order | null> {
@@ -128,9 +135,16 @@ export class OrderStore {
     return { count: rows[0]?.count ?? 0, oldestAgeSeconds: rows[0]?.oldest ?? null }
   }
 
-  /** An event handed the order to the job queue: until it leaves Pending Review, a job for it is queued. */
-  async markProvisioningRequested (id: string): Promise<void> {
-    await this.pool.query('UPDATE orders SET provisioning_requested_at = now() WHERE id = $1 AND provisioning_requested_at IS NULL', [id])
+  /**
+   * The stored order with this CRM id, marked as handed by an event to the job queue (until it
+   * leaves Pending Review, a job for it is queued; a first hand-off's time stays); null when none
+   * is stored. Found and marked in one statement.
+   */
+  async markProvisioningRequested (crmOrderId: string): Promise<Order | null> {
+    const { rows } = await this.pool.query<OrderRow>(
+      `UPDATE orders SET provisioning_requested_at = COALESCE(provisioning_requested_at, now()) WHERE crm_order_id = $1 RETURNING ${COLUMNS}`,
+      [crmOrderId])
+    return rows[0] === undefined ? null : toOrder(rows[0])
   }
 
   /**
