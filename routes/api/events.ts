@@ -68,6 +68,12 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
       throw new StreamsUnavailableError()
     }
     request.raw.on('close', () => stream.disconnected())
+    // A client that went away while its token was checked has closed already: no 'close' is to come.
+    if (request.raw.socket.destroyed) {
+      stream.disconnected()
+      reply.hijack()
+      return
+    }
 
     reply.hijack()
     const headersSoFar = Object.entries(reply.getHeaders()).filter((entry): entry is [string, string | number | string[]] => entry[1] !== undefined)

@@ -1,4 +1,7 @@
 import t from 'tap'
+import { once } from 'node:events'
+import { connect } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, startTestSandbox } from '../../helpers/app.js'
 import { waitFor } from '../../helpers/processes.js'
 import { buildTestAppOnPrivateRedis } from '../../helpers/private-redis.js'
@@ -96,4 +99,26 @@ t.test('Redis hung: open streams drop once a liveness PING goes unanswered; once
   t.same(statuses(again), ['Provisioning', 'Active'], 'the changes after Redis answers again')
   await new Promise((resolve) => setTimeout(resolve, LIVENESS_INTERVAL_MS + 1000))
   t.equal(again.ended, false, 'a stream stays open while Redis answers')
+})
+
+t.test('a client gone while its token was being checked leaves no stream behind to count against its limit', async (t) => {
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { REDIS_COMMAND_TIMEOUT_MS: '5000' })
+  const url = new URL(await app.listen({ port: 0, host: '127.0.0.1' }))
+  const token = await login(app)
+  // The token check waits on a hung Redis while the client goes away.
+  redis.hang()
+  const socket = connect(Number(url.port), url.hostname)
+  await once(socket, 'connect')
+  socket.write(`GET /api/events HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${token}\r\n\r\n`)
+  await sleep(300)
+  socket.destroy()
+  await sleep(100)
+  redis.resume()
+
+  // A stream opened after it on the same Redis connection: by then the gone client's request has been handled.
+  const stream = await SseClient.open(`${url.origin}/api/events`, bearer(token))
+  t.teardown(() => stream.close())
+  t.equal(stream.status, 200)
+  await sleep(500)
+  t.equal(app.eventStreams.counts().open, 1, 'only the stream whose client is there')
 })
