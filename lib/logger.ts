@@ -135,8 +135,12 @@ export class ContextLogger extends DelegatingLogger {
 export class LazyChildLogger extends DelegatingLogger {
   #child: Logger | undefined
 
+  /** The child's options hold a level at most: no serializers or other settings a line would go through. */
+  readonly #levelOnly: boolean
+
   constructor (private readonly parent: Logger, private readonly bindings: Bindings, private readonly options: ChildLoggerOptions) {
     super()
+    this.#levelOnly = Object.keys(options).every((key) => key === 'level')
   }
 
   protected get target (): Logger {
@@ -171,7 +175,7 @@ export class LazyChildLogger extends DelegatingLogger {
   }
 
   #bindingsOnly (): boolean {
-    const { level, ...others } = this.options
-    return (level === undefined || level === this.parent.level) && Object.keys(others).length === 0
+    const { level } = this.options
+    return this.#levelOnly && (level === undefined || level === this.parent.level)
   }
 }

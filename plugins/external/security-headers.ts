@@ -30,7 +30,7 @@ const API_POLICY: Readonly<HelmetOptions> = {
  * Helmet writes once onto a recording response. @fastify/helmet builds Helmet's whole middleware
  * anew on every request: about 10 µs of CPU each, a tenth of a cached portal read.
  */
-export function helmetHeaders (options: Readonly<HelmetOptions> = {}): Record<string, string> {
+function helmetHeaders (options: Readonly<HelmetOptions> = {}): Record<string, string> {
   const headers: Record<string, string> = {}
   const recorder = {
     setHeader (name: string, value: string | number | readonly string[]) { headers[name.toLowerCase()] = String(value) },
