@@ -1,0 +1,334 @@
+/* global document, location, fetch, EventSource, CSS, URL, URLSearchParams, setTimeout, clearTimeout */
+// The reference portal page: native browser features only. The session is an HttpOnly cookie that
+// this script never sees; every call sends it (credentials: 'include'), every unsafe call carries
+// the x-csrf header, and the live order status comes through a native EventSource.
+
+const CSRF_HEADER = { 'x-csrf': '1' }
+// A stream the service refused for a reason other than the session's end (too many streams, an
+// instance at its limit) is asked for again, less often each time.
+const STREAM_RETRY_MS = { first: 2000, max: 60_000 }
+// Checked just after the session's end is due, in case no stream tells.
+const SESSION_CHECK_MARGIN_MS = 1000
+const ORDER = { productId: 1, billingCycle: 'monthly' }
+const END_REASONS = {
+  logged_out: 'Your session was ended by a sign-out (here, in another tab or everywhere).',
+  expired: 'Your session has expired.'
+}
+
+const $ = (selector) => document.querySelector(selector)
+
+/** The service's origin: this page's by default, or `?api=http://host:port` for a page served elsewhere. */
+function serviceOrigin () {
+  const given = new URLSearchParams(location.search).get('api')
+  if (given === null || given === '') return ''
+  const url = new URL(given)
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`?api= must be an http(s) URL, not ${given}`)
+  return url.origin
+}
+
+const API = serviceOrigin()
+
+class ApiError extends Error {
+  constructor (status, code, message, retryAfter) {
+    super(message)
+    this.status = status
+    this.code = code
+    this.retryAfter = retryAfter
+  }
+}
+
+/** One call to the service; the error body's message and code when it refuses. */
+async function call (method, path, body) {
+  const headers = { accept: 'application/json', ...(method === 'GET' ? {} : CSRF_HEADER) }
+  if (body !== undefined) headers['content-type'] = 'application/json'
+  let response
+  try {
+    response = await fetch(API + path, { method, headers, credentials: 'include', body: body === undefined ? undefined : JSON.stringify(body) })
+  } catch {
+    throw new ApiError(0, 'UNREACHABLE', 'The service cannot be reached.')
+  }
+  if (response.status === 204) return null
+  const payload = await response.json().catch(() => null)
+  if (!response.ok) {
+    throw new ApiError(response.status, payload?.code, payload?.message ?? `HTTP ${response.status}`, response.headers.get('retry-after'))
+  }
+  return payload
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// What is on the screen.
+
+function element (tag, text, attributes = {}) {
+  const node = document.createElement(tag)
+  if (text !== undefined && text !== null) node.textContent = String(text)
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value !== undefined && value !== null) node.setAttribute(name, value)
+  }
+  return node
+}
+
+/** A message above the page; `reason` names it for tests and styles. */
+function say (text, reason) {
+  const message = $('#message')
+  message.textContent = text
+  message.dataset.reason = reason
+  message.hidden = false
+}
+
+function quiet () {
+  const message = $('#message')
+  message.hidden = true
+  message.textContent = ''
+  delete message.dataset.reason
+}
+
+function showState (state) {
+  document.body.dataset.state = state
+  $('#signed-out').hidden = state !== 'signed-out'
+  $('#signed-in').hidden = state !== 'signed-in'
+}
+
+function showTime (node, iso) {
+  node.dateTime = iso
+  node.textContent = new Date(iso).toLocaleString()
+}
+
+function renderSession (session) {
+  $('#session [data-field=clientId]').textContent = String(session.clientId)
+  showTime($('#session [data-field=expiresAt]'), session.expiresAt)
+  showTime($('#session [data-field=idleExpiresAt]'), session.idleExpiresAt)
+}
+
+function renderInvoices (invoices) {
+  $('#invoices tbody').replaceChildren(...invoices.map((invoice) => {
+    const row = element('tr', undefined, { 'data-invoice-id': invoice.id, 'data-status': invoice.status })
+    row.append(
+      element('td', invoice.invoiceNumber),
+      element('td', invoice.date ?? ''),
+      element('td', invoice.dueDate ?? ''),
+      element('td', `${invoice.total.toFixed(2)} ${invoice.currencyCode ?? ''}`.trim(), { class: 'num' }),
+      element('td', invoice.status)
+    )
+    return row
+  }))
+  $('#invoices').dataset.loaded = 'true'
+}
+
+/** The order's row, made on first sight: a status event may come before the answer that placed it. */
+function orderRow (orderId) {
+  const rows = $('#orders tbody')
+  let row = rows.querySelector(`tr[data-order-id="${CSS.escape(orderId)}"]`)
+  if (row === null) {
+    row = element('tr', undefined, { 'data-order-id': orderId })
+    for (const field of ['createdAt', 'productId', 'billingCycle', 'status']) row.append(element('td', undefined, { 'data-field': field }))
+    const seen = element('td')
+    seen.append(element('ol', undefined, { class: 'history' }))
+    row.append(seen)
+    rows.prepend(row)
+  }
+  return row
+}
+
+/** A status, unless the row already shows a later one. */
+function setStatus (row, status, at, failureReason) {
+  if (row.dataset.at !== undefined && row.dataset.at > at) return
+  row.dataset.at = at
+  row.dataset.status = status
+  const cell = row.querySelector('[data-field=status]')
+  cell.textContent = failureReason === null || failureReason === undefined ? status : `${status}: ${failureReason}`
+}
+
+function renderOrder (order) {
+  const row = orderRow(order.id)
+  if (order.crmOrderId !== null) row.dataset.crmOrderId = order.crmOrderId
+  row.querySelector('[data-field=createdAt]').textContent = new Date(order.createdAt).toLocaleString()
+  row.querySelector('[data-field=productId]').textContent = order.productId
+  row.querySelector('[data-field=billingCycle]').textContent = order.billingCycle ?? ''
+  setStatus(row, order.status, order.updatedAt, order.failureReason)
+}
+
+/** An `order.status` event: the row's status, and one more line in what was seen live. */
+function renderStatusEvent (event) {
+  const row = orderRow(event.orderId)
+  if (event.crmOrderId !== null) row.dataset.crmOrderId = event.crmOrderId
+  setStatus(row, event.status, event.at, event.failureReason)
+  const line = element('li', `${event.status} at ${new Date(event.at).toLocaleTimeString()}`, { 'data-status': event.status })
+  row.querySelector('.history').append(line)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The session.
+
+let sessionCheck
+let stream
+let streamRetry
+let streamRetryMs = STREAM_RETRY_MS.first
+
+function clearTimers () {
+  clearTimeout(sessionCheck)
+  clearTimeout(streamRetry)
+}
+
+/** Back to the sign-in form, with nothing of the session left on the page. */
+function signedOut (text, reason) {
+  clearTimers()
+  closeStream()
+  $('#invoices tbody').replaceChildren()
+  $('#orders tbody').replaceChildren()
+  delete $('#invoices').dataset.loaded
+  showState('signed-out')
+  if (text === undefined) quiet()
+  else say(text, reason)
+}
+
+/** A 401 from any call means the session has ended: the sign-in form, with why. Anything else is said. */
+function failed (error) {
+  if (error instanceof ApiError && error.status === 401) {
+    signedOut('Your session has ended. Please sign in again.', 'session-ended')
+    return
+  }
+  const wait = error.retryAfter ? ` Try again in ${error.retryAfter} s.` : ''
+  say(`${error.message}${wait}`, 'error')
+}
+
+/** Asks when the session ends (which does not extend it), and looks again once that time has come. */
+async function checkSession () {
+  let session
+  try {
+    session = await call('GET', '/auth/session')
+  } catch (error) {
+    failed(error)
+    return null
+  }
+  renderSession(session)
+  clearTimeout(sessionCheck)
+  const due = Math.min(Date.parse(session.expiresAt), Date.parse(session.idleExpiresAt))
+  sessionCheck = setTimeout(checkSession, Math.max(0, due - Date.now()) + SESSION_CHECK_MARGIN_MS)
+  return session
+}
+
+async function loadInvoices () {
+  const { invoices } = await call('GET', '/api/invoices')
+  renderInvoices(invoices)
+}
+
+async function loadOrders () {
+  const { orders } = await call('GET', '/api/orders?limit=10')
+  for (const order of orders.reverse()) renderOrder(order)
+}
+
+async function signedIn (session) {
+  renderSession(session)
+  showState('signed-in')
+  openStream()
+  try {
+    await Promise.all([loadInvoices(), loadOrders()])
+    // The reads renewed the session: show its new idle end.
+    await checkSession()
+  } catch (error) {
+    failed(error)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The live order status: a native EventSource, its cookie sent across origins too (withCredentials).
+
+function showStream (state, text) {
+  const badge = $('#stream')
+  badge.dataset.stream = state
+  badge.textContent = text
+}
+
+function closeStream () {
+  if (stream === undefined) return
+  stream.close()
+  stream = undefined
+  showStream('closed', 'live updates off')
+}
+
+function openStream () {
+  closeStream()
+  const source = new EventSource(`${API}/api/events`, { withCredentials: true })
+  stream = source
+  showStream('connecting', 'connecting')
+  source.addEventListener('open', () => {
+    streamRetryMs = STREAM_RETRY_MS.first
+    showStream('open', 'live')
+  })
+  source.addEventListener('order.status', (event) => renderStatusEvent(JSON.parse(event.data)))
+  source.addEventListener('session.ended', (event) => {
+    const { reason } = JSON.parse(event.data)
+    signedOut(END_REASONS[reason] ?? 'Your session has ended. Please sign in again.', 'session-ended')
+  })
+  // The instance is shutting down: EventSource reconnects by itself, and another instance answers.
+  source.addEventListener('shutdown', () => showStream('connecting', 'reconnecting'))
+  source.addEventListener('error', () => {
+    if (source !== stream) return
+    if (source.readyState !== EventSource.CLOSED) {
+      showStream('connecting', 'reconnecting')
+      return
+    }
+    // Refused: EventSource does not say why, and does not try again. A 401 here means the
+    // session has ended, which GET /auth/session tells; otherwise the stream is asked for later.
+    showStream('closed', 'live updates off')
+    stream = undefined
+    checkSession().then((session) => {
+      if (session === null) return
+      streamRetry = setTimeout(openStream, streamRetryMs)
+      streamRetryMs = Math.min(streamRetryMs * 2, STREAM_RETRY_MS.max)
+    })
+  })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// What the user does.
+
+async function signIn (event) {
+  event.preventDefault()
+  const form = event.currentTarget
+  const credentials = { email: form.elements.email.value, password: form.elements.password.value }
+  form.elements.password.value = ''
+  try {
+    const session = await call('POST', '/auth/session', credentials)
+    quiet()
+    await signedIn(session)
+  } catch (error) {
+    // 401 here is the sign-in refused (its message says why), not a session that ended.
+    if (error instanceof ApiError && error.status === 401) say(error.message, 'sign-in-refused')
+    else failed(error)
+  }
+}
+
+async function signOut (path, text, reason) {
+  try {
+    await call('POST', path)
+  } catch (error) {
+    failed(error)
+    return
+  }
+  signedOut(text, reason)
+}
+
+async function placeOrder () {
+  const button = $('#place-order')
+  button.disabled = true
+  try {
+    renderOrder(await call('POST', '/api/orders', ORDER))
+  } catch (error) {
+    failed(error)
+  } finally {
+    button.disabled = false
+  }
+}
+
+$('#sign-in').addEventListener('submit', signIn)
+$('#sign-out').addEventListener('click', () => signOut('/auth/logout', 'You signed out.', 'signed-out'))
+$('#sign-out-everywhere').addEventListener('click', () => signOut('/auth/logout-all', 'You signed out everywhere.', 'signed-out-everywhere'))
+$('#place-order').addEventListener('click', placeOrder)
+$('#service').textContent = API === '' ? 'same origin' : API
+
+// A reload keeps the user signed in: the cookie is still there, and the service says whose it is.
+call('GET', '/auth/session').then(signedIn, (error) => {
+  signedOut()
+  if (!(error instanceof ApiError && error.status === 401)) failed(error)
+})
