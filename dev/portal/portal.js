@@ -120,7 +120,7 @@ function orderRow (orderId) {
   let row = rows.querySelector(`tr[data-order-id="${CSS.escape(orderId)}"]`)
   if (row === null) {
     row = element('tr', undefined, { 'data-order-id': orderId })
-    for (const field of ['createdAt', 'productId', 'billingCycle', 'status']) row.append(element('td', undefined, { 'data-field': field }))
+    for (const field of ['createdAt', 'productId', 'billingCycle', 'crmOrderId', 'status']) row.append(element('td', undefined, { 'data-field': field }))
     const seen = element('td')
     seen.append(element('ol', undefined, { class: 'history' }))
     row.append(seen)
@@ -138,9 +138,16 @@ function setStatus (row, status, at, failureReason) {
   cell.textContent = failureReason === null || failureReason === undefined ? status : `${status}: ${failureReason}`
 }
 
+/** The CRM's id of the order: the one its approval, the platform event, names. */
+function showCrmOrder (row, crmOrderId) {
+  if (crmOrderId === null) return
+  row.dataset.crmOrderId = crmOrderId
+  row.querySelector('[data-field=crmOrderId]').textContent = crmOrderId
+}
+
 function renderOrder (order) {
   const row = orderRow(order.id)
-  if (order.crmOrderId !== null) row.dataset.crmOrderId = order.crmOrderId
+  showCrmOrder(row, order.crmOrderId)
   row.querySelector('[data-field=createdAt]').textContent = new Date(order.createdAt).toLocaleString()
   row.querySelector('[data-field=productId]').textContent = order.productId
   row.querySelector('[data-field=billingCycle]').textContent = order.billingCycle ?? ''
@@ -150,7 +157,7 @@ function renderOrder (order) {
 /** An `order.status` event: the row's status, and one more line in what was seen live. */
 function renderStatusEvent (event) {
   const row = orderRow(event.orderId)
-  if (event.crmOrderId !== null) row.dataset.crmOrderId = event.crmOrderId
+  showCrmOrder(row, event.crmOrderId)
   setStatus(row, event.status, event.at, event.failureReason)
   const line = element('li', `${event.status} at ${new Date(event.at).toLocaleTimeString()}`, { 'data-status': event.status })
   row.querySelector('.history').append(line)
