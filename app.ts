@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net'
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Config } from './schemas/config.js'
 import { ContextLogger, LazyChildLogger, createLogger } from './lib/logger.js'
 import { runInContext } from './lib/log-context.js'
@@ -12,6 +12,7 @@ import swagger, { docsUi } from './plugins/external/swagger.js'
 import postgres from './plugins/external/postgres.js'
 import redis from './plugins/external/redis.js'
 import jwt from './plugins/external/jwt.js'
+import cookie from './plugins/external/cookie.js'
 import rateLimit from './plugins/external/rate-limit.js'
 import securityHeaders, { browserCors } from './plugins/external/security-headers.js'
 import errorHandler, { errorBody, handleClientError } from './plugins/app/error-handler.js'
@@ -23,6 +24,7 @@ import requestQueues from './plugins/app/request-queues.js'
 import servicesCache from './plugins/app/services-cache.js'
 import upstreams from './plugins/app/upstreams.js'
 import blacklist from './plugins/app/blacklist.js'
+import sessions from './plugins/app/sessions.js'
 import authentication from './plugins/app/authentication.js'
 import opsAccess from './plugins/app/ops-access.js'
 import orders from './plugins/app/orders/index.js'
@@ -53,6 +55,8 @@ export interface BuildOptions {
   config: Config
   /** Log to stdout as well as to the log files (default true). */
   logToStdout?: boolean
+  /** More pages, served beside the status page with its security headers: the development entry's reference portal page. */
+  pages?: FastifyPluginAsync
 }
 
 /**
@@ -62,7 +66,7 @@ export interface BuildOptions {
 const TIMEOUT_CHECK_INTERVAL_MS = 1000
 
 /** Builds the service, ready to inject requests into or to listen. */
-export async function build ({ config, logToStdout = true }: BuildOptions): Promise<FastifyInstance> {
+export async function build ({ config, logToStdout = true, pages: extraPages }: BuildOptions): Promise<FastifyInstance> {
   const logger = createLogger({ level: config.LOG_LEVEL, service: config.SERVICE_NAME, logDir: config.LOG_DIR, stdout: logToStdout })
   await logger.ready
   const app = Fastify({
@@ -115,6 +119,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     await app.register(postgres)
     await app.register(redis)
     await app.register(jwt)
+    await app.register(cookie)
     await app.register(rateLimit)
 
     await app.register(errorHandler)
@@ -126,6 +131,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
     await app.register(servicesCache)
     await app.register(upstreams)
     await app.register(blacklist)
+    await app.register(sessions)
     await app.register(authentication)
     await app.register(opsAccess)
     await app.register(orders)
@@ -147,6 +153,7 @@ export async function build ({ config, logToStdout = true }: BuildOptions): Prom
         await pages.register(securityHeaders, { serves: 'pages' })
         await pages.register(docsUi)
         await pages.register(statusRoutes)
+        if (extraPages !== undefined) await pages.register(extraPages)
       })
       await scope.register(async function api (api) {
         await api.register(securityHeaders, { serves: 'api' })

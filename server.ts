@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
-import { build } from './app.js'
+import { build, type BuildOptions } from './app.js'
 import { ConfigError, loadConfig, type LoadedConfig } from './schemas/config.js'
 
 /** Reads the settings; a bad one ends the process with one line naming it. */
@@ -26,11 +26,13 @@ const CLOSE_RESERVE_MS = 5000
 export interface ServeOptions {
   /** Closes what the caller started beside the service, once the service has closed. */
   onClosed?: () => Promise<void>
+  /** More pages to serve (the development entry's reference portal page). */
+  pages?: BuildOptions['pages']
 }
 
 /** Builds the service, listens, and wires graceful shutdown and log reopening. */
-export async function serve ({ config, warnings }: LoadedConfig, { onClosed }: ServeOptions = {}): Promise<FastifyInstance> {
-  const app = await build({ config }).catch(async (error: unknown) => {
+export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pages }: ServeOptions = {}): Promise<FastifyInstance> {
+  const app = await build({ config, pages }).catch(async (error: unknown) => {
     process.stderr.write(`Startup failed: ${error instanceof Error ? error.message : String(error)}\n`)
     await onClosed?.()
     process.exit(1)

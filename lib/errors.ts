@@ -23,7 +23,8 @@ export function isPublicError (code: unknown): boolean {
 
 export const DatabaseUnavailableError = definePublicError('DATABASE_UNAVAILABLE', 'Database is temporarily unavailable', 500)
 export const NotFoundError = definePublicError('NOT_FOUND', 'Route %s not found', 404)
-export const UnauthorizedError = definePublicError('UNAUTHORIZED', 'Missing, invalid or expired access token', 401)
+export const UnauthorizedError = definePublicError('UNAUTHORIZED', 'Missing, invalid or expired access token or session', 401)
+export const CsrfRejectedError = definePublicError('CSRF_REJECTED', 'A request made with the session cookie needs the header x-csrf: 1 and must come from the portal\'s own site', 403)
 export const OpsUnauthorizedError = definePublicError('OPS_UNAUTHORIZED', 'This operator endpoint needs the operations token (OPS_TOKEN)', 401)
 export const InvalidCredentialsError = definePublicError('INVALID_CREDENTIALS', 'Invalid email or password', 401)
 export const TwoFactorRequiredError = definePublicError('TWO_FACTOR_REQUIRED', 'This account has two-factor authentication on, which portal sign-in cannot complete', 403)

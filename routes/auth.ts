@@ -1,15 +1,40 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { BillingUnavailableError, InvalidCredentialsError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../lib/errors.js'
 import { FailureLimiter, type Limit } from '../lib/failure-limiter.js'
-import { AccessToken, LoginRequest } from '../schemas/auth.js'
-import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse } from '../schemas/error.js'
+import { SESSION_COOKIE, type Session } from '../plugins/app/sessions.js'
+import { AccessToken, LoginRequest, SessionInfo } from '../schemas/auth.js'
+import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse, TOKEN_CHECK_UNAVAILABLE, unsafeAuthenticatedErrorResponses } from '../schemas/error.js'
+
+const signInErrorResponses = {
+  ...commonErrorResponses,
+  ...bodyErrorResponses,
+  401: errorResponse('The email and password do not match a billing account (`INVALID_CREDENTIALS`)'),
+  403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`), or no billing client account found acts for the user (`NO_CLIENT_ACCOUNT`)'),
+  429: errorResponse('More than `LOGIN_RATE_LIMIT_MAX` sign-ins (by token or session) from this address in a minute (`RATE_LIMITED`), or `LOGIN_ACCOUNT_FAILURES_MAX` failed sign-ins of this email from any address within `LOGIN_ACCOUNT_WINDOW_MS` (`TOO_MANY_FAILED_SIGN_INS`, whether or not the account exists); `retry-after` says when to try again'),
+  503: errorResponse(`${BILLING_UNAVAILABLE}; or Redis is unavailable and \`AUTH_BLACKLIST_FAIL_CLOSED\` is on, so no token or session could be checked (\`AUTH_UNAVAILABLE\`)`)
+}
+
+const signOutErrorResponses = {
+  ...unsafeAuthenticatedErrorResponses,
+  503: errorResponse(`Redis is unavailable: the sign-out cannot be stored, nor the credential checked (\`AUTH_UNAVAILABLE\`); ${TOKEN_CHECK_UNAVAILABLE}`)
+}
+
+const COOKIE_ATTRIBUTES = { path: '/', httpOnly: true, secure: true, sameSite: 'strict' } as const
+
+function sessionInfo ({ clientId, expiresAt, idleExpiresAt }: Session) {
+  return { clientId, expiresAt: new Date(expiresAt).toISOString(), idleExpiresAt: new Date(idleExpiresAt).toISOString() }
+}
+
+function clearSessionCookie (reply: FastifyReply): void {
+  reply.clearCookie(SESSION_COOKIE, COOKIE_ATTRIBUTES)
+}
 
 const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
-  fastify.addSchema(LoginRequest)
-  fastify.addSchema(AccessToken)
-  const { ACCESS_TOKEN_TTL_SECONDS, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
+  for (const schema of [LoginRequest, AccessToken, SessionInfo]) fastify.addSchema(schema)
+  const { ACCESS_TOKEN_TTL_SECONDS, SESSION_MAX_AGE_S, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
   const accountFailures = new FailureLimiter(fastify.redis, { keyPrefix: `${REDIS_KEY_PREFIX}sign-in-failures:`, max: LOGIN_ACCOUNT_FAILURES_MAX, windowMs: LOGIN_ACCOUNT_WINDOW_MS })
   // The account's key: its email as billing compares it, hashed so that Redis holds no address.
   const accountOf = (email: string) => createHash('sha256').update(email.trim().toLowerCase()).digest('hex')
@@ -18,28 +43,11 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     fastify.log.warn({ err: error }, 'sign-in failures cannot be counted: Redis is unavailable')
     return { limited: false, retryAfterSeconds: 0 }
   }
+  // Both ways of signing in share one bucket per address: a second endpoint gives no second allowance.
+  const signInRateLimit = { rateLimit: { max: LOGIN_RATE_LIMIT_MAX, timeWindow: 60_000, groupId: 'sign-in', keyGenerator: (request: FastifyRequest) => `login:${request.ip}` } }
 
-  fastify.post('/auth/login', {
-    onRequest: fastify.requireDatabase,
-    config: { rateLimit: { max: LOGIN_RATE_LIMIT_MAX, timeWindow: 60_000, keyGenerator: (request) => `login:${request.ip}` } },
-    schema: {
-      operationId: 'signIn',
-      tags: ['auth'],
-      summary: 'Sign in with the billing account; returns a Bearer access token',
-      security: [],
-      body: Type.Ref(LoginRequest),
-      response: {
-        200: Type.Ref(AccessToken, { description: 'signed in' }),
-        ...commonErrorResponses,
-        ...bodyErrorResponses,
-        401: errorResponse('The email and password do not match a billing account (`INVALID_CREDENTIALS`)'),
-        403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`), or no billing client account found acts for the user (`NO_CLIENT_ACCOUNT`)'),
-        429: errorResponse('More than `LOGIN_RATE_LIMIT_MAX` sign-ins from this address in a minute (`RATE_LIMITED`), or `LOGIN_ACCOUNT_FAILURES_MAX` failed sign-ins of this email from any address within `LOGIN_ACCOUNT_WINDOW_MS` (`TOO_MANY_FAILED_SIGN_INS`, whether or not the account exists); `retry-after` says when to try again'),
-        503: errorResponse(`${BILLING_UNAVAILABLE}; or Redis is unavailable and \`AUTH_BLACKLIST_FAIL_CLOSED\` is on, so no token could be checked (\`AUTH_UNAVAILABLE\`)`)
-      }
-    }
-  }, async (request, reply) => {
-    const { email, password } = request.body
+  /** Checks the email and password with billing, within the sign-in limits; answers the billing client id. */
+  async function signIn (email: string, password: string, reply: FastifyReply): Promise<number> {
     await fastify.tokenBlacklist.ensureCheckable()
     const account = accountOf(email)
     const limit = await accountFailures.check(account).catch(unlimited)
@@ -47,37 +55,116 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       reply.header('retry-after', limit.retryAfterSeconds)
       throw new TooManyFailedSignInsError(`${limit.retryAfterSeconds} seconds`)
     }
-    const signIn = await fastify.billingQueue.run((deadline) => fastify.billing.signIn(email, password, deadline)).catch((error: unknown) => {
+    const outcome = await fastify.billingQueue.run((deadline) => fastify.billing.signIn(email, password, deadline)).catch((error: unknown) => {
       throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
     })
     // One answer whatever was wrong: an unknown email and a wrong password look alike, and count alike.
-    if (signIn.outcome === 'invalid_credentials') {
+    if (outcome.outcome === 'invalid_credentials') {
       await accountFailures.fail(account).catch(unlimited)
       throw new InvalidCredentialsError()
     }
     // The billing API checks the password only: a token now would skip the account's second factor.
-    if (signIn.outcome === 'two_factor_required') throw new TwoFactorRequiredError()
-    if (signIn.outcome === 'no_client_account') throw new NoClientAccountError()
+    if (outcome.outcome === 'two_factor_required') throw new TwoFactorRequiredError()
+    if (outcome.outcome === 'no_client_account') throw new NoClientAccountError()
     await accountFailures.reset(account).catch(unlimited)
-    const accessToken = await fastify.jwt.sign({ sub: String(signIn.clientId), jti: randomUUID() })
+    return outcome.clientId
+  }
+
+  fastify.post('/auth/login', {
+    onRequest: fastify.requireDatabase,
+    config: signInRateLimit,
+    schema: {
+      operationId: 'signIn',
+      tags: ['auth'],
+      summary: 'Sign in with the billing account; returns a Bearer access token',
+      description: 'For clients other than the portal\'s browser app, which signs in with POST /auth/session and keeps no token.',
+      security: [],
+      body: Type.Ref(LoginRequest),
+      response: { 200: Type.Ref(AccessToken, { description: 'signed in' }), ...signInErrorResponses }
+    }
+  }, async (request, reply) => {
+    const clientId = await signIn(request.body.email, request.body.password, reply)
+    const jti = randomUUID()
+    // Recorded before it is handed out: signing out everywhere revokes every token it can find.
+    await fastify.sessions.recordToken(jti, clientId, Math.ceil(Date.now() / 1000) + ACCESS_TOKEN_TTL_SECONDS)
+    const accessToken = await fastify.jwt.sign({ sub: String(clientId), jti })
     return { accessToken, expiresIn: ACCESS_TOKEN_TTL_SECONDS, tokenType: 'Bearer' as const }
   })
+
+  fastify.post('/auth/session', {
+    onRequest: fastify.requireDatabase,
+    config: signInRateLimit,
+    schema: {
+      operationId: 'startSession',
+      tags: ['auth'],
+      summary: 'Sign the portal\'s browser app in: sets the session cookie',
+      description: `Checks the email and password as POST /auth/login does, with the same limits and errors, and sets the cookie \`${SESSION_COOKIE}\` (HttpOnly, Secure, SameSite=Strict, Path=/). The body holds no token: the page never sees one. Send the cookie with every portal request (\`credentials: 'include'\` from another origin) and \`x-csrf: 1\` with every POST. The session ends after \`SESSION_IDLE_TIMEOUT_S\` without use, \`SESSION_MAX_AGE_S\` after sign-in, or at sign-out.`,
+      security: [],
+      body: Type.Ref(LoginRequest),
+      response: {
+        200: Type.Ref(SessionInfo, { description: 'signed in: the `Set-Cookie` header carries the session' }),
+        ...signInErrorResponses
+      }
+    }
+  }, async (request, reply) => {
+    const clientId = await signIn(request.body.email, request.body.password, reply)
+    const { cookie, session } = await fastify.sessions.start(clientId)
+    reply.setCookie(SESSION_COOKIE, cookie, { ...COOKIE_ATTRIBUTES, maxAge: SESSION_MAX_AGE_S })
+    return sessionInfo(session)
+  })
+
+  fastify.get('/auth/session', {
+    onRequest: fastify.authenticateSession,
+    schema: {
+      operationId: 'getSession',
+      tags: ['auth'],
+      summary: 'The signed-in session: who it acts for and when it ends',
+      description: 'Asking does not extend the session: a page may poll it to show when the session ends.',
+      security: [{ sessionCookie: [] }],
+      response: {
+        200: Type.Ref(SessionInfo, { description: 'a live session' }),
+        ...authenticatedErrorResponses,
+        503: errorResponse(TOKEN_CHECK_UNAVAILABLE)
+      }
+    }
+  }, async (request) => sessionInfo(request.session!))
 
   fastify.post('/auth/logout', {
     onRequest: [fastify.requireDatabase, fastify.authenticate],
     schema: {
       operationId: 'signOut',
       tags: ['auth'],
-      summary: 'Revoke the access token until it expires',
-      security: [{ bearerAuth: [] }],
-      response: {
-        204: Type.Null({ description: 'revoked' }),
-        ...authenticatedErrorResponses,
-        503: errorResponse('Redis is unavailable: the revocation cannot be stored, nor the token checked (`AUTH_UNAVAILABLE`)')
-      }
+      summary: 'Sign out: ends the cookie session, or revokes the access token until it expires',
+      description: 'Every instance ends the event streams opened with the session or token. With the cookie, the answer clears it.',
+      security: [{ bearerAuth: [] }, { sessionCookie: [] }],
+      response: { 204: Type.Null({ description: 'signed out' }), ...signOutErrorResponses }
     }
   }, async (request, reply) => {
-    await fastify.tokenBlacklist.revoke(request.user.jti, request.user.exp)
+    if (request.session === undefined) {
+      await fastify.tokenBlacklist.revoke(request.user.jti, request.user.exp)
+    } else {
+      await fastify.sessions.end(request.session)
+      clearSessionCookie(reply)
+    }
+    return reply.code(204).send(null)
+  })
+
+  fastify.post('/auth/logout-all', {
+    onRequest: [fastify.requireDatabase, fastify.authenticate],
+    schema: {
+      operationId: 'signOutEverywhere',
+      tags: ['auth'],
+      summary: 'Sign out everywhere: ends every session and revokes every access token of the signed-in client',
+      description: 'On every instance, with their event streams; the caller\'s own session or token too.',
+      security: [{ bearerAuth: [] }, { sessionCookie: [] }],
+      response: { 204: Type.Null({ description: 'signed out everywhere' }), ...signOutErrorResponses }
+    }
+  }, async (request, reply) => {
+    const ended = await fastify.sessions.endEverywhere(Number(request.user.sub))
+    // A token issued before it was recorded (by an older release) is revoked all the same.
+    if (request.session === undefined) await fastify.tokenBlacklist.revoke(request.user.jti, request.user.exp)
+    else clearSessionCookie(reply)
+    request.log.info({ clientId: Number(request.user.sub), ended }, 'signed out everywhere')
     return reply.code(204).send(null)
   })
 }

@@ -23,3 +23,13 @@ export const AccessToken = Type.Object({
     tokenType: 'Bearer'
   }]
 })
+
+export const SessionInfo = Type.Object({
+  clientId: Type.Integer({ description: 'the billing client the session acts for' }),
+  expiresAt: Type.String({ format: 'date-time', description: 'when the session ends however active: sign-in plus `SESSION_MAX_AGE_S`' }),
+  idleExpiresAt: Type.String({ format: 'date-time', description: 'when the session ends if it is not used before: any authenticated request but GET /auth/session moves it on, to at most `expiresAt`' })
+}, {
+  $id: 'SessionInfo',
+  additionalProperties: false,
+  examples: [{ clientId: 1, expiresAt: '2026-11-27T08:00:00.000Z', idleExpiresAt: '2026-11-26T20:30:00.000Z' }]
+})

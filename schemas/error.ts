@@ -13,7 +13,7 @@ export const ErrorResponse = Type.Object({
   examples: [{
     statusCode: 401,
     error: 'Unauthorized',
-    message: 'Missing, invalid or expired access token',
+    message: 'Missing, invalid or expired access token or session',
     code: 'UNAUTHORIZED',
     correlationId: '8330b7bb-bec4-46ab-9e06-40a07f9409c8'
   }]
@@ -55,14 +55,20 @@ export const bodyErrorResponses = {
   415: errorResponse('The body is in a media type the service does not read: send `application/json` (`FST_ERR_CTP_INVALID_MEDIA_TYPE`)')
 }
 
-/** A route behind a Bearer access token, whose revocation is checked in Redis. */
+/** A route behind a Bearer access token or the session cookie, whose revocation is checked in Redis. */
 export const authenticatedErrorResponses = {
   ...commonErrorResponses,
-  401: errorResponse('The access token is missing, malformed, expired or revoked (`UNAUTHORIZED`)')
+  401: errorResponse('The access token is missing, malformed, expired or revoked, or the session cookie names no live session: signed out, idle past `SESSION_IDLE_TIMEOUT_S` or older than `SESSION_MAX_AGE_S` (`UNAUTHORIZED`; the answer clears the cookie)')
+}
+
+/** A route that changes something, behind the session cookie too. */
+export const unsafeAuthenticatedErrorResponses = {
+  ...authenticatedErrorResponses,
+  403: errorResponse('Made with the session cookie, the request lacks the header `x-csrf: 1`, or comes from another site (`Sec-Fetch-Site: cross-site`, or an `Origin` that is neither this service\'s nor `CORS_ORIGIN`) (`CSRF_REJECTED`). Bearer-token requests are not checked')
 }
 
 /** Why a route behind a token may answer 503, whatever else it calls. */
-export const TOKEN_CHECK_UNAVAILABLE = 'Redis cannot say whether the token is revoked and `AUTH_BLACKLIST_FAIL_CLOSED` is on (`AUTH_UNAVAILABLE`)'
+export const TOKEN_CHECK_UNAVAILABLE = 'Redis cannot say whether the token is revoked and `AUTH_BLACKLIST_FAIL_CLOSED` is on, or holds the session cookie\'s session and cannot be reached (`AUTH_UNAVAILABLE`)'
 
 /** Why a route that calls the billing system may answer 503. */
 export const BILLING_UNAVAILABLE = 'The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`)'

@@ -37,7 +37,7 @@ export const SECTIONS: readonly Section[] = [
   },
   {
     title: 'Authentication',
-    settings: ['JWT_SECRET', 'ACCESS_TOKEN_TTL_SECONDS', 'AUTH_BLACKLIST_FAIL_CLOSED', 'OPS_TOKEN']
+    settings: ['JWT_SECRET', 'ACCESS_TOKEN_TTL_SECONDS', 'SESSION_IDLE_TIMEOUT_S', 'SESSION_MAX_AGE_S', 'AUTH_BLACKLIST_FAIL_CLOSED', 'OPS_TOKEN']
   },
   {
     title: 'Rate limits',

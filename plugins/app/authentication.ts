@@ -1,27 +1,58 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { RateLimitedError, UnauthorizedError } from '../../lib/errors.js'
+import { CsrfRejectedError, RateLimitedError, UnauthorizedError } from '../../lib/errors.js'
 import { FailureLimiter } from '../../lib/failure-limiter.js'
+import { SESSION_COOKIE, type Session } from './sessions.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** onRequest hook of the portal routes: a valid, unrevoked Bearer access token. */
+    /**
+     * onRequest hook of the portal routes: a valid, unrevoked Bearer access token, or else a live
+     * cookie session, which it renews; an unsafe request made with the cookie must pass the CSRF checks.
+     */
     authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void>
+    /** A live cookie session only, left as it is: asking about a session does not extend it. */
+    authenticateSession (request: FastifyRequest, reply: FastifyReply): Promise<void>
+  }
+  interface FastifyRequest {
+    /** The cookie session the request was authenticated by; undefined with a bearer token. */
+    session: Session | undefined
   }
 }
 
 /** Failed token checks are counted per client address over a minute. */
 const TOKEN_FAILURE_WINDOW_MS = 60_000
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
+/** The header a page must add to an unsafe request made with the cookie: a form cannot, and a cross-origin script must pass a CORS preflight to. */
+export const CSRF_HEADER = 'x-csrf'
+
+/**
+ * Why an unsafe request made with the session cookie is refused, if it is: the custom header is
+ * missing, the browser says it comes from another site, or it names an origin that is neither the
+ * service's own nor the portal's (`CORS_ORIGIN`).
+ */
+export function csrfRefusal (request: FastifyRequest, portalOrigin: string | undefined): string | undefined {
+  if (SAFE_METHODS.has(request.method)) return undefined
+  if (request.headers[CSRF_HEADER] !== '1') return 'no x-csrf: 1 header'
+  if (request.headers['sec-fetch-site'] === 'cross-site') return 'Sec-Fetch-Site: cross-site'
+  const origin = request.headers.origin
+  if (origin !== undefined && origin !== portalOrigin && origin !== `${request.protocol}://${request.host}`) return 'a foreign Origin'
+  return undefined
+}
 
 async function authentication (fastify: FastifyInstance) {
-  const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX } = fastify.config
+  const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, CORS_ORIGIN } = fastify.config
   const failures = new FailureLimiter(fastify.redis, { keyPrefix: `${REDIS_KEY_PREFIX}token-failures:`, max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
+  const portalOrigin = CORS_ORIGIN === undefined ? undefined : new URL(CORS_ORIGIN).origin
+  fastify.decorateRequest('session', undefined)
 
   /**
    * A failed check counts against the client's address; past TOKEN_FAILURES_MAX a minute the answer
    * is 429, so a flood of made-up tokens costs one Redis command each. A valid token costs nothing more.
+   * A cookie that names no live session is cleared, so the browser stops sending it.
    */
-  async function refuse (request: FastifyRequest, reply: FastifyReply): Promise<never> {
+  async function refuse (request: FastifyRequest, reply: FastifyReply, cookie?: string): Promise<never> {
+    if (cookie !== undefined) reply.clearCookie(SESSION_COOKIE, { path: '/', secure: true, httpOnly: true, sameSite: 'strict' })
     const limit = await failures.fail(request.ip).catch(() => undefined)
     if (limit?.limited === true) {
       reply.header('retry-after', limit.retryAfterSeconds)
@@ -31,7 +62,27 @@ async function authentication (fastify: FastifyInstance) {
     throw new UnauthorizedError()
   }
 
+  function sessionCookie (request: FastifyRequest): string | undefined {
+    const header = request.headers.cookie
+    return header === undefined ? undefined : fastify.parseCookie(header)[SESSION_COOKIE]
+  }
+
+  async function bySession (request: FastifyRequest, reply: FastifyReply, renew: boolean): Promise<void> {
+    const cookie = sessionCookie(request)
+    if (cookie === undefined) return await refuse(request, reply)
+    const refusal = csrfRefusal(request, portalOrigin)
+    if (refusal !== undefined) {
+      request.log.warn({ reason: refusal, origin: request.headers.origin, secFetchSite: request.headers['sec-fetch-site'] }, 'request with the session cookie refused as cross-site')
+      throw new CsrfRejectedError()
+    }
+    const session = await fastify.sessions.read(cookie, renew)
+    if (session === undefined) return await refuse(request, reply, cookie)
+    request.session = session
+    request.user = { sub: String(session.clientId), jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
+  }
+
   fastify.decorate('authenticate', async (request: FastifyRequest, reply: FastifyReply) => {
+    if (request.headers.authorization === undefined) return await bySession(request, reply, true)
     try {
       await request.jwtVerify()
     } catch {
@@ -39,6 +90,7 @@ async function authentication (fastify: FastifyInstance) {
     }
     if (await fastify.tokenBlacklist.isRevoked(request.user.jti)) await refuse(request, reply)
   })
+  fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => bySession(request, reply, false))
 }
 
-export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['jwt', 'blacklist', 'redis'], decorators: { fastify: ['config'] } })
+export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['jwt', 'blacklist', 'sessions', 'cookie', 'redis'], decorators: { fastify: ['config'] } })

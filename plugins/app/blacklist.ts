@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis'
 import type { Pool } from 'pg'
 import { AuthUnavailableError } from '../../lib/errors.js'
 import { abortable } from '../../lib/abortable.js'
+import { Periodic } from '../../lib/periodic.js'
 import { revocationChannel } from './event-streams.js'
 
 export interface BlacklistStatus {
@@ -89,29 +90,41 @@ export class TokenBlacklist {
   }
 
   async isRevoked (jti: string): Promise<boolean> {
+    return (await this.lookup(jti)).revoked
+  }
+
+  /**
+   * Whether a credential is revoked, and the value of a key of its own (a cookie session's state)
+   * read in the same command: one round trip for both. While Redis cannot answer, a credential
+   * that needs its own key cannot pass open: there is nothing to let through.
+   */
+  async lookup (jti: string, ownKey?: string): Promise<{ revoked: boolean, value: string | null }> {
     const refillsBefore = this.#refills
     let revoked: string | null
     let epoch: string | null
+    let value: string | null = null
     try {
       // The epoch comes in the same command: noticing a loss costs no round trip.
-      [revoked = null, epoch = null] = await this.options.redis.mget(this.#key(jti), this.#epochKey)
+      [revoked = null, epoch = null, value = null] = ownKey === undefined
+        ? await this.options.redis.mget(this.#key(jti), this.#epochKey)
+        : await this.options.redis.mget(this.#key(jti), this.#epochKey, ownKey)
       this.#available = true
     } catch (error) {
-      return this.#unavailable(error)
+      return { revoked: this.#unavailable(error, ownKey !== undefined), value: null }
     }
-    if (revoked !== null) return true
+    if (revoked !== null) return { revoked: true, value }
     if (epoch !== null && Number(epoch) >= this.#epoch) {
       this.#epoch = Number(epoch)
-      return false
+      return { revoked: false, value }
     }
     try {
       // A refill that ended since the command was sent has put back what this one missed.
       if (this.#refills === refillsBefore) {
         await abortable(this.#refill(epoch === null ? 'missing' : 'behind'), AbortSignal.timeout(this.options.refillWaitMs))
       }
-      return (await this.options.redis.exists(this.#key(jti))) === 1
+      return { revoked: (await this.options.redis.exists(this.#key(jti))) === 1, value }
     } catch (error) {
-      return this.#unavailable(error)
+      return { revoked: this.#unavailable(error, ownKey !== undefined), value: null }
     }
   }
 
@@ -150,10 +163,10 @@ export class TokenBlacklist {
     return { mode: this.options.failClosed ? 'fail-closed' : 'fail-open', available: this.#available, failOpenDecisions: this.#failOpenDecisions }
   }
 
-  #unavailable (error: unknown): false {
+  #unavailable (error: unknown, closed = false): false {
     const { failClosed, log } = this.options
     this.#available = false
-    if (failClosed) {
+    if (failClosed || closed) {
       log.error({ err: error }, 'token blacklist unavailable: request refused (fail closed)')
       throw new AuthUnavailableError({ cause: error })
     }
@@ -233,17 +246,11 @@ async function blacklist (fastify: FastifyInstance) {
   await blacklist.prepare().catch((error: unknown) => {
     fastify.log.warn({ err: error }, 'revocations in Redis not checked at start: the first token check does it')
   })
-  let sweep: Promise<void> | undefined
-  const removeExpired = () => {
-    sweep = blacklist.removeExpired().then(() => {}, (error: unknown) => fastify.log.warn({ err: error }, 'expired revocations not removed: retried later'))
-    return sweep
-  }
-  await removeExpired()
-  const sweeping = setInterval(removeExpired, REMOVE_EXPIRED_EVERY_MS).unref()
-  fastify.addHook('onClose', async () => {
-    clearInterval(sweeping)
-    await sweep
-  })
+  const sweep = new Periodic(() => blacklist.removeExpired().catch((error: unknown) => {
+    fastify.log.warn({ err: error }, 'expired revocations not removed: retried later')
+  }), REMOVE_EXPIRED_EVERY_MS)
+  await sweep.run()
+  fastify.addHook('onClose', () => sweep.stop())
   fastify.monitoring.register('blacklist', {
     description: 'the token blacklist',
     read: () => blacklist.status(),

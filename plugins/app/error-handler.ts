@@ -6,6 +6,7 @@ import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, Fa
 import { DatabaseUnavailableError, NotFoundError, isDatabaseUnavailable, isPublicError } from '../../lib/errors.js'
 import { CORRELATION_HEADER } from '../../lib/request-log.js'
 import { ErrorResponse } from '../../schemas/error.js'
+import { EXPOSED_HEADERS } from '../external/security-headers.js'
 
 export function errorBody (request: FastifyRequest, statusCode: number, code: string, message: string): ErrorResponse {
   return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code, correlationId: request.id }
@@ -45,13 +46,25 @@ function toServiceError (error: FastifyError): FastifyError {
   return !clientError && isDatabaseUnavailable(error) ? new DatabaseUnavailableError({ cause: error }) : error
 }
 
-function notFound (request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const error = new NotFoundError(`${request.method} ${request.url.split('?')[0]}`)
-  return reply.code(404).send(errorBody(request, 404, error.code, error.message))
-}
-
 async function errorHandler (fastify: FastifyInstance) {
   fastify.addSchema(ErrorResponse)
+  const { CORS_ORIGIN } = fastify.config
+  const portalOrigin = CORS_ORIGIN === undefined ? undefined : new URL(CORS_ORIGIN).origin
+
+  // A path no route takes lies outside the browser-facing scope and its CORS hook: the portal's
+  // page must still read the 404, not a network error.
+  function notFound (request: FastifyRequest, reply: FastifyReply): FastifyReply {
+    if (portalOrigin !== undefined && request.headers.origin === portalOrigin) {
+      reply.headers({
+        'access-control-allow-origin': portalOrigin,
+        'access-control-allow-credentials': 'true',
+        'access-control-expose-headers': EXPOSED_HEADERS.join(', '),
+        vary: 'Origin'
+      })
+    }
+    const error = new NotFoundError(`${request.method} ${request.url.split('?')[0]}`)
+    return reply.code(404).send(errorBody(request, 404, error.code, error.message))
+  }
 
   fastify.setErrorHandler((rawError: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const error = toServiceError(rawError)
@@ -70,4 +83,4 @@ async function errorHandler (fastify: FastifyInstance) {
   fastify.setNotFoundHandler(notFound)
 }
 
-export default fp(errorHandler, { name: 'error-handler', fastify: '5.x' })
+export default fp(errorHandler, { name: 'error-handler', fastify: '5.x', decorators: { fastify: ['config'] } })

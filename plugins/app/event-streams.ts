@@ -4,12 +4,15 @@ import type { ServerResponse } from 'node:http'
 import type { Redis } from 'ioredis'
 import { streamIdAfter, type OrderEventListener, type OrderEvents, type OrderStatusEvent } from './orders/status-events.js'
 
-/** Who holds a stream: the portal user and the access token it was opened with. */
+/** Who holds a stream: the portal user and the access token or cookie session it was opened with. */
 export interface StreamOwner {
   clientId: number
+  /** The token's `jti`, or the session's id. */
   jti: string
-  /** The token's expiry, in seconds since the epoch. */
+  /** The token's expiry, or the session's absolute end, in seconds since the epoch. */
   exp: number
+  /** A session's idle end, in milliseconds since the epoch: the stream asks again then, since other requests may have renewed it. */
+  idleUntil?: number
 }
 
 export type StreamEnd = 'logged_out' | 'expired' | 'shutdown'
@@ -33,6 +36,8 @@ export interface RegisteredStream {
 
 /** A comment line every 15 s keeps proxies from closing an idle stream. */
 export const HEARTBEAT_MS = 15_000
+/** While Redis cannot say whether a session is still in use, its streams ask again this much later. */
+const SESSION_RECHECK_MS = 5000
 /** The streams take turns for their heartbeat, a slice a second: all at once would hold the event loop. */
 const HEARTBEAT_SLICES = 15
 
@@ -55,7 +60,13 @@ export class EventStreams {
   readonly #heartbeat: NodeJS.Timeout
   #closed = false
 
-  constructor (private readonly limits: { perUser: number, total: number, heartbeatMs?: number }) {
+  constructor (private readonly limits: {
+    perUser: number
+    total: number
+    heartbeatMs?: number
+    /** A session's idle end as it stands now, undefined once the session has ended. */
+    sessionIdleUntil?: (id: string) => Promise<number | undefined>
+  }) {
     this.#heartbeat = setInterval(() => {
       for (const stream of this.#slices[this.#beat++ % HEARTBEAT_SLICES]!) stream.heartbeat()
     }, (limits.heartbeatMs ?? HEARTBEAT_MS) / HEARTBEAT_SLICES).unref()
@@ -67,11 +78,10 @@ export class EventStreams {
     // until its timeout: refused as by a full instance (503, retry shortly), uncounted.
     if (this.#closed) return 'instance_limit'
     if (this.#streams.size >= this.limits.total) return this.#refuse('instance_limit')
-    const { clientId, exp } = stream.owner
+    const { clientId } = stream.owner
     const held = this.#perClient.get(clientId) ?? 0
     if (held >= this.limits.perUser) return this.#refuse('user_limit')
-    // A timer's delay is at most 2^31-1 ms; a token lives minutes, so this never clamps.
-    this.#streams.set(stream, setTimeout(() => this.#end(stream, 'expired'), Math.max(0, exp * 1000 - Date.now())))
+    this.#streams.set(stream, this.#expiry(stream))
     this.#perClient.set(clientId, held + 1)
     this.#slices[this.#nextSlice++ % HEARTBEAT_SLICES]!.add(stream)
     return undefined
@@ -104,6 +114,28 @@ export class EventStreams {
 
   counts (): StreamCounts {
     return { open: this.#streams.size, refused: { ...this.#refused } }
+  }
+
+  // A timer's delay is at most 2^31-1 ms (24 days); a token or session lives hours, so this never clamps.
+  #expiry (stream: RegisteredStream): NodeJS.Timeout {
+    const { exp, idleUntil } = stream.owner
+    const end = Math.min(exp * 1000, idleUntil ?? Infinity)
+    return setTimeout(() => { this.#expire(stream).catch(() => {}) }, Math.max(0, end - Date.now()))
+  }
+
+  /** At a session's idle end, the stream lives on if another request renewed the session meanwhile. */
+  async #expire (stream: RegisteredStream): Promise<void> {
+    const { owner } = stream
+    const idleUntil = owner.idleUntil === undefined || Date.now() >= owner.exp * 1000
+      ? undefined
+      : await this.limits.sessionIdleUntil?.(owner.jti).catch(() => Date.now() + SESSION_RECHECK_MS)
+    if (!this.#streams.has(stream)) return
+    if (idleUntil === undefined || idleUntil <= Date.now()) {
+      this.#end(stream, 'expired')
+      return
+    }
+    owner.idleUntil = idleUntil
+    this.#streams.set(stream, this.#expiry(stream))
   }
 
   #refuse (reason: StreamRefusal): StreamRefusal {
@@ -214,7 +246,7 @@ export function revocationChannel (keyPrefix: string): string {
 
 async function eventStreams (fastify: FastifyInstance) {
   const { SSE_MAX_STREAMS_PER_USER, SSE_MAX_STREAMS, REDIS_KEY_PREFIX } = fastify.config
-  const streams = new EventStreams({ perUser: SSE_MAX_STREAMS_PER_USER, total: SSE_MAX_STREAMS })
+  const streams = new EventStreams({ perUser: SSE_MAX_STREAMS_PER_USER, total: SSE_MAX_STREAMS, sessionIdleUntil: (id) => fastify.sessions.idleExpiresAt(id) })
   fastify.decorate('eventStreams', streams)
 
   // Subscriber mode takes a connection of its own. ioredis's own resubscription leaves its promise
@@ -249,4 +281,4 @@ async function eventStreams (fastify: FastifyInstance) {
   })
 }
 
-export default fp(eventStreams, { name: 'event-streams', fastify: '5.x', dependencies: ['redis', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(eventStreams, { name: 'event-streams', fastify: '5.x', dependencies: ['redis', 'monitoring', 'sessions'], decorators: { fastify: ['config'] } })

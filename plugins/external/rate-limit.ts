@@ -31,8 +31,14 @@ class ObservedStore implements FastifyRateLimitStore {
     }, ...rest)
   }
 
+  /**
+   * The plugin gives each route a bucket of its own, named by its method and URL, even for routes
+   * of one `groupId`: routes of a group share one here (both ways of signing in, say).
+   */
   child (routeOptions: Parameters<FastifyRateLimitStore['child']>[0]): FastifyRateLimitStore {
-    return new ObservedStore(this.inner.child(routeOptions), this.observe)
+    const { groupId } = routeOptions as { groupId?: string }
+    const shared = groupId === undefined ? routeOptions : { ...routeOptions, routeInfo: { method: 'group:', url: groupId } }
+    return new ObservedStore(this.inner.child(shared), this.observe)
   }
 }
 

@@ -52,15 +52,25 @@ async function securityHeaders (fastify: FastifyInstance, { serves }: SecurityHe
   })
 }
 
-/** CORS for the portal's origin, once for every browser-facing route (its preflight route is global). */
+/** What the portal's page may read of an answer besides the safelisted headers: the correlation id, when to retry, the rate limit. */
+export const EXPOSED_HEADERS = ['x-correlation-id', 'retry-after', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']
+/** How long a browser may reuse a preflight: Chromium keeps one at most 2 hours, Firefox 1 day. */
+export const PREFLIGHT_MAX_AGE_S = 7200
+
+/**
+ * CORS for the portal's origin, once for every browser-facing route (its preflight route is
+ * global). Credentialed: the page on a sibling origin sends the session cookie. A 404 gets the
+ * same headers from the not-found handler, which lies outside this scope.
+ */
 async function cors (fastify: FastifyInstance) {
   // Unset CORS_ORIGIN means no cross-origin access at all.
   await fastify.register(fastifyCors, {
-    origin: fastify.config.CORS_ORIGIN ?? false,
-    credentials: false,
+    origin: fastify.config.CORS_ORIGIN === undefined ? false : new URL(fastify.config.CORS_ORIGIN).origin,
+    credentials: true,
     methods: ['GET', 'POST'],
-    allowedHeaders: ['authorization', 'content-type', 'x-correlation-id', 'last-event-id'],
-    exposedHeaders: ['x-correlation-id', 'retry-after']
+    allowedHeaders: ['authorization', 'content-type', 'x-correlation-id', 'last-event-id', 'x-csrf', 'idempotency-key'],
+    exposedHeaders: EXPOSED_HEADERS,
+    maxAge: PREFLIGHT_MAX_AGE_S
   })
 }
 

@@ -9,7 +9,7 @@ async function swagger (fastify: FastifyInstance) {
       openapi: '3.0.3',
       info: {
         title: 'Portal BFF',
-        description: 'Backend-for-frontend of the customer portal: the portal API (sign in with POST /auth/login, then Authorize with the access token), and the health, monitoring and operations interface.',
+        description: 'Backend-for-frontend of the customer portal: the portal API (a browser signs in with POST /auth/session and its cookie; other clients with POST /auth/login, then Authorize with the access token), and the health, monitoring and operations interface.',
         version: '0.1.0'
       },
       // The service does not know the address it is reached at (a developer's machine, a balancer,
@@ -18,7 +18,7 @@ async function swagger (fastify: FastifyInstance) {
       servers: [{ url: '/', description: 'the instance serving this document' }],
       // The portal API first, in the order a front end uses it; the operator endpoints after.
       tags: [
-        { name: 'auth', description: 'Sign-in and sign-out. POST /auth/login answers the access token every portal operation takes as `Authorization: Bearer <accessToken>`' },
+        { name: 'auth', description: 'Sign-in and sign-out. The portal\'s browser app signs in with POST /auth/session, which sets an HttpOnly session cookie that every portal operation accepts (unsafe requests add `x-csrf: 1`); other clients sign in with POST /auth/login, whose access token every portal operation takes as `Authorization: Bearer <accessToken>`' },
         { name: 'invoices', description: 'The signed-in client\'s invoices, from the billing system' },
         { name: 'orders', description: 'The signed-in client\'s orders and their provisioning status' },
         { name: 'events', description: 'Server-sent events: the signed-in client\'s order status changes as they happen' },
@@ -30,6 +30,7 @@ async function swagger (fastify: FastifyInstance) {
       components: {
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'The `accessToken` of POST /auth/login, alone: the `Bearer` prefix is added for you' },
+          sessionCookie: { type: 'apiKey', in: 'cookie', name: '__Host-portal-session', description: 'The portal\'s browser app: the session cookie POST /auth/session sets (HttpOnly, Secure, SameSite=Strict; no script can read it). Send `x-csrf: 1` with every POST made with it' },
           opsToken: { type: 'http', scheme: 'bearer', description: 'The operations token (OPS_TOKEN) of the operator endpoints; they are open while it is unset' }
         }
       }

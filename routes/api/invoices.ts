@@ -30,7 +30,7 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'listInvoices',
       tags: ['invoices'],
       summary: 'The caller\'s invoices, newest first, a page at a time',
-      security: [{ bearerAuth: [] }],
+      security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       querystring: InvoiceQuery,
       response: { 200: Type.Ref(InvoiceList, { description: 'one page of the caller\'s invoices, with the total' }), ...errors }
     }
@@ -49,7 +49,7 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'getInvoice',
       tags: ['invoices'],
       summary: 'One of the caller\'s invoices, with its lines',
-      security: [{ bearerAuth: [] }],
+      security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       params: InvoiceParams,
       response: { 200: Type.Ref(InvoiceDetails, { description: 'the invoice' }), ...errors, 404: errorResponse('The caller has no invoice with this id (`INVOICE_NOT_FOUND`)') }
     }

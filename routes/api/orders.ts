@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { OrderNotFoundError } from '../../lib/errors.js'
-import { authenticatedErrorResponses, bodyErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
+import { authenticatedErrorResponses, bodyErrorResponses, unsafeAuthenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 import { NewOrderRequest, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../schemas/orders.js'
 
 const errors = { ...authenticatedErrorResponses, ...invalidRequestResponse, 503: errorResponse(TOKEN_CHECK_UNAVAILABLE) }
@@ -16,12 +16,13 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['orders'],
       summary: 'Order a product: billing AddOrder, then a CRM Order in Pending Review',
       description: 'The CRM provisions the order when it raises OrderProvisionRequested__e; follow its status on GET /api/events.',
-      security: [{ bearerAuth: [] }],
+      security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       body: Type.Ref(NewOrderRequest),
       response: {
         201: Type.Ref(Order, { description: 'ordered: the order, Pending Review' }),
         ...errors,
         ...bodyErrorResponses,
+        403: unsafeAuthenticatedErrorResponses[403],
         422: errorResponse('The billing system refused the order: an unknown product, say (`ORDER_REJECTED`)'),
         503: errorResponse(`The billing system is unavailable, did not answer in time, or its request queue is full (\`BILLING_UNAVAILABLE\`: the service stored no order); the same of the CRM (\`CRM_UNAVAILABLE\`: the order is kept as Failed, with the reason); or ${TOKEN_CHECK_UNAVAILABLE}`)
       }
@@ -37,7 +38,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'listOrders',
       tags: ['orders'],
       summary: 'The caller\'s orders, newest first',
-      security: [{ bearerAuth: [] }],
+      security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       querystring: OrderQuery,
       response: { 200: Type.Ref(OrderList, { description: 'one page of the caller\'s orders, with the total' }), ...errors }
     }
@@ -52,7 +53,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'getOrder',
       tags: ['orders'],
       summary: 'One of the caller\'s orders and its status',
-      security: [{ bearerAuth: [] }],
+      security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       params: OrderParams,
       response: { 200: Type.Ref(Order, { description: 'the order' }), ...errors, 404: errorResponse('The caller has no order with this id (`ORDER_NOT_FOUND`)') }
     }

@@ -1,0 +1,175 @@
+import { createHash, randomBytes } from 'node:crypto'
+import fp from 'fastify-plugin'
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import type { Redis } from 'ioredis'
+import type { Pool } from 'pg'
+import { Periodic } from '../../lib/periodic.js'
+import type { TokenBlacklist } from './blacklist.js'
+
+/** The portal's session cookie: `__Host-` makes the browser insist on Secure, Path=/ and no Domain. */
+export const SESSION_COOKIE = '__Host-portal-session'
+
+/** A cookie session as the service keeps it. Times in milliseconds since the epoch. */
+export interface Session {
+  /** The hash of the cookie's value: what Redis and PostgreSQL hold, never the cookie itself. */
+  id: string
+  clientId: number
+  /** The absolute end: sign-in plus SESSION_MAX_AGE_S. */
+  expiresAt: number
+  /** The end if the session is not used again: its last renewal plus SESSION_IDLE_TIMEOUT_S. */
+  idleExpiresAt: number
+}
+
+export interface SessionStoreOptions {
+  redis: Redis
+  pool: Pool
+  blacklist: TokenBlacklist
+  prefix: string
+  idleTimeoutMs: number
+  maxAgeMs: number
+  log: FastifyBaseLogger
+}
+
+/** Renewals are spaced a tenth of the idle timeout apart, at most a minute: a session in use costs a write that often, not one a request. */
+const RENEWAL_SHARE = 10
+const RENEWAL_MAX_INTERVAL_MS = 60_000
+
+const hash = (value: string) => createHash('sha256').update(value).digest('base64url')
+
+/**
+ * Cookie sessions, and the record of every credential issued (sessions and bearer tokens), so that
+ * a client can be signed out everywhere. A live session is a Redis key that expires at its idle or
+ * absolute end, whichever comes first. Its end (logout, sign out everywhere) is a revocation in the
+ * token blacklist, which PostgreSQL keeps: a Redis that fails over or comes back empty may lose a
+ * live session, which signs its user out, but never forgets an ended one.
+ */
+export class SessionStore {
+  readonly renewalIntervalMs: number
+  /** Sessions whose renewal this instance is writing: requests that come meanwhile do not write it again. */
+  readonly #renewing = new Set<string>()
+
+  constructor (private readonly options: SessionStoreOptions) {
+    this.renewalIntervalMs = Math.min(RENEWAL_MAX_INTERVAL_MS, Math.ceil(options.idleTimeoutMs / RENEWAL_SHARE))
+  }
+
+  /** Starts a session for the client; answers the cookie's value, which only the browser keeps. */
+  async start (clientId: number): Promise<{ cookie: string, session: Session }> {
+    const cookie = randomBytes(32).toString('base64url')
+    const now = Date.now()
+    const session: Session = { id: hash(cookie), clientId, expiresAt: now + this.options.maxAgeMs, idleExpiresAt: 0 }
+    session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
+    // Recorded first: a session that exists is one that signing out everywhere can find.
+    await this.#record(session.id, 'session', clientId, session.expiresAt)
+    await this.options.redis.set(this.#key(session.id), serialize(session), 'PX', session.idleExpiresAt - now)
+    return { cookie, session }
+  }
+
+  /**
+   * The live session of a cookie, or undefined: unknown, ended, idle or past its age. `renew`
+   * extends its idle end, written at most once a renewal interval.
+   */
+  async read (cookie: string, renew: boolean): Promise<Session | undefined> {
+    const id = hash(cookie)
+    const { revoked, value } = await this.options.blacklist.lookup(id, this.#key(id))
+    if (revoked || value === null) return undefined
+    const session = deserialize(id, value)
+    const now = Date.now()
+    if (session === undefined || now >= session.idleExpiresAt || now >= session.expiresAt) return undefined
+    if (renew) this.#renew(session, now)
+    return session
+  }
+
+  /** When the session idles out now, or undefined once it has ended: an open event stream asks at its idle end. */
+  async idleExpiresAt (id: string): Promise<number | undefined> {
+    const { revoked, value } = await this.options.blacklist.lookup(id, this.#key(id))
+    if (revoked || value === null) return undefined
+    return deserialize(id, value)?.idleExpiresAt
+  }
+
+  /** Ends one session on every instance: its event streams end with it. */
+  async end (session: Session): Promise<void> {
+    await this.options.blacklist.revoke(session.id, Math.ceil(session.expiresAt / 1000))
+    await this.options.redis.del(this.#key(session.id))
+  }
+
+  /** Ends every session and revokes every bearer token of the client, on every instance. */
+  async endEverywhere (clientId: number): Promise<number> {
+    const { rows } = await this.options.pool.query<{ id: string, kind: string, expires: string }>(
+      `SELECT id, kind, ceil(extract(epoch FROM expires_at))::bigint AS expires FROM credentials
+       WHERE client_id = $1 AND expires_at > now()`, [clientId])
+    await Promise.all(rows.map((row) => this.options.blacklist.revoke(row.id, Number(row.expires))))
+    const sessions = rows.filter((row) => row.kind === 'session').map((row) => this.#key(row.id))
+    if (sessions.length > 0) await this.options.redis.del(...sessions)
+    return rows.length
+  }
+
+  /** Records a bearer token as it is issued, so that signing out everywhere revokes it. */
+  async recordToken (jti: string, clientId: number, expiresAtSeconds: number): Promise<void> {
+    await this.#record(jti, 'token', clientId, expiresAtSeconds * 1000)
+  }
+
+  /** Forgets credentials that have expired. */
+  async removeExpired (): Promise<void> {
+    await this.options.pool.query('DELETE FROM credentials WHERE expires_at < now()')
+  }
+
+  #renew (session: Session, now: number): void {
+    const renewedAt = session.idleExpiresAt - this.options.idleTimeoutMs
+    if (now - renewedAt < this.renewalIntervalMs || session.idleExpiresAt >= session.expiresAt || this.#renewing.has(session.id)) return
+    this.#renewing.add(session.id)
+    session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
+    // XX: a session ended meanwhile is not brought back. A lost renewal costs the user at most a
+    // renewal interval of idle time, so the request does not wait for it.
+    this.options.redis.set(this.#key(session.id), serialize(session), 'PX', session.idleExpiresAt - now, 'XX')
+      .catch((error: unknown) => this.options.log.warn({ err: error }, 'session not renewed: Redis is unavailable'))
+      .finally(() => this.#renewing.delete(session.id))
+  }
+
+  async #record (id: string, kind: 'session' | 'token', clientId: number, expiresAtMs: number): Promise<void> {
+    await this.options.pool.query('INSERT INTO credentials (id, kind, client_id, expires_at) VALUES ($1, $2, $3, to_timestamp($4::double precision / 1000))',
+      [id, kind, clientId, expiresAtMs])
+  }
+
+  #key (id: string): string {
+    return `${this.options.prefix}session:${id}`
+  }
+}
+
+function serialize (session: Session): string {
+  return `${session.clientId}:${session.expiresAt}:${session.idleExpiresAt}`
+}
+
+function deserialize (id: string, value: string): Session | undefined {
+  const [clientId, expiresAt, idleExpiresAt] = value.split(':').map(Number)
+  if (!Number.isSafeInteger(clientId) || !Number.isSafeInteger(expiresAt) || !Number.isSafeInteger(idleExpiresAt)) return undefined
+  return { id, clientId: clientId!, expiresAt: expiresAt!, idleExpiresAt: idleExpiresAt! }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    sessions: SessionStore
+  }
+}
+
+// Credentials live at most SESSION_MAX_AGE_S: a few sweeps a day keep the table to the live ones.
+const REMOVE_EXPIRED_EVERY_MS = 15 * 60_000
+
+async function sessions (fastify: FastifyInstance) {
+  const { REDIS_KEY_PREFIX, SESSION_IDLE_TIMEOUT_S, SESSION_MAX_AGE_S } = fastify.config
+  const store = new SessionStore({
+    redis: fastify.redis,
+    pool: fastify.pg.pool,
+    blacklist: fastify.tokenBlacklist,
+    prefix: REDIS_KEY_PREFIX,
+    idleTimeoutMs: SESSION_IDLE_TIMEOUT_S * 1000,
+    maxAgeMs: SESSION_MAX_AGE_S * 1000,
+    log: fastify.log
+  })
+  fastify.decorate('sessions', store)
+  const sweep = new Periodic(() => store.removeExpired().catch((error: unknown) => {
+    fastify.log.warn({ err: error }, 'expired credentials not removed: retried later')
+  }), REMOVE_EXPIRED_EVERY_MS)
+  fastify.addHook('onClose', () => sweep.stop())
+}
+
+export default fp(sessions, { name: 'sessions', fastify: '5.x', dependencies: ['redis', 'postgres', 'db', 'blacklist'], decorators: { fastify: ['config'] } })
