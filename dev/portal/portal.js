@@ -198,20 +198,23 @@ function failed (error) {
   say(`${error.message}${wait}`, 'error')
 }
 
-/** Asks when the session ends (which does not extend it), and looks again once that time has come. */
+/**
+ * Asks when the session ends (which does not extend it), and looks again once that time has come.
+ * False once the session has ended.
+ */
 async function checkSession () {
   let session
   try {
     session = await call('GET', '/auth/session')
   } catch (error) {
     failed(error)
-    return null
+    return !(error instanceof ApiError && error.status === 401)
   }
   renderSession(session)
   clearTimeout(sessionCheck)
   const due = Math.min(Date.parse(session.expiresAt), Date.parse(session.idleExpiresAt))
   sessionCheck = setTimeout(checkSession, Math.max(0, due - Date.now()) + SESSION_CHECK_MARGIN_MS)
-  return session
+  return true
 }
 
 async function loadInvoices () {
@@ -279,8 +282,8 @@ function openStream () {
     // session has ended, which GET /auth/session tells; otherwise the stream is asked for later.
     showStream('closed', 'live updates off')
     stream = undefined
-    checkSession().then((session) => {
-      if (session === null) return
+    checkSession().then((live) => {
+      if (!live) return
       streamRetry = setTimeout(openStream, streamRetryMs)
       streamRetryMs = Math.min(streamRetryMs * 2, STREAM_RETRY_MS.max)
     })

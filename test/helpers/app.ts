@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { FastifyInstance } from 'fastify'
-import { build } from '../../app.js'
+import { build, type BuildOptions } from '../../app.js'
 import { loadConfig, type Config } from '../../schemas/config.js'
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../dev/sandbox/index.js'
 import { SHARED_REDIS, tempDir, testKeyPrefix } from './made.js'
@@ -85,14 +85,14 @@ export async function startTestSandbox (t: Teardown, options?: SandboxOptions): 
 
 /**
  * Builds the app for one test, pointed at the given sandbox or a new one, and closes it when the
- * test ends.
+ * test ends. `options`: what else `build` takes (the pages to serve).
  */
-export async function buildTestApp (t: Teardown, overrides: Record<string, string> = {}, sandbox?: Sandbox): Promise<FastifyInstance> {
+export async function buildTestApp (t: Teardown, overrides: Record<string, string> = {}, sandbox?: Sandbox, options: Omit<BuildOptions, 'config' | 'logToStdout'> = {}): Promise<FastifyInstance> {
   await ensureTestDatabase()
   const upstreams = sandbox ?? await startTestSandbox(t)
   const databaseUrl = overrides.DATABASE_URL ?? await testSchemaUrl(t)
   const config = testConfig({ ...upstreams.settings, DATABASE_URL: databaseUrl, ...overrides })
-  const app = await build({ config, logToStdout: false })
+  const app = await build({ ...options, config, logToStdout: false })
   t.teardown(() => app.close())
   return app
 }
