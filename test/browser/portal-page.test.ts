@@ -102,6 +102,30 @@ function fetchOrder (page: Page, api: string, headers: Record<string, string>) {
   }, { api, headers })
 }
 
+t.test('the page is static HTML, CSS and JS under /portal/ with the service\'s page headers; nothing else of its folder; only where asked for', async (t) => {
+  const app = await buildTestApp(t, {}, undefined, { pages: portalPage })
+  const page = await app.inject('/portal/')
+  t.equal(page.statusCode, 200)
+  t.match(page.headers['content-type'], /^text\/html/)
+  t.match(page.headers['content-security-policy'], /script-src 'self'/, 'Helmet\'s default policy: no inline script')
+  t.equal(page.headers['cache-control'], 'no-cache', 'asked for again, so an edit shows on reload')
+  const scripts = [...page.body.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/g)]
+  t.ok(scripts.length > 0 && scripts.every(([, attributes, body]) => /\bsrc="/.test(attributes ?? '') && body?.trim() === ''), 'every script is a file')
+  t.notMatch(page.body, /\son[a-z]+=|\sstyle=/i, 'no inline event handler or style')
+  const script = await app.inject('/portal/portal.js')
+  t.match(script.headers['content-type'], /^(text|application)\/javascript/)
+  t.notMatch(script.body, /localStorage|sessionStorage|document\.cookie|authorization/i, 'keeps nothing in the browser\'s storage, and sends no token')
+  t.match((await app.inject('/portal/portal.css')).headers['content-type'], /^text\/css/)
+  const bare = await app.inject('/portal?api=http%3A%2F%2Flocalhost%3A3000')
+  t.equal(bare.statusCode, 302)
+  t.equal(bare.headers.location, '/portal/?api=http%3A%2F%2Flocalhost%3A3000', 'to the folder, the query kept')
+  t.equal((await app.inject('/portal/index.ts')).statusCode, 404, 'the plugin\'s source is not served')
+  t.notMatch((await app.inject('/docs/json')).body, /\/portal/, 'nor listed in the API document')
+
+  const product = await buildTestApp(t)
+  t.equal((await product.inject('/portal/')).statusCode, 404, 'the service built without it serves no page')
+})
+
 for (const way of ['same-origin', 'cross-origin'] as const) {
   const served = way === 'same-origin' ? 'served by the service itself' : 'served from another origin, with CORS_ORIGIN'
   t.test(`the reference page, ${served}: sign in, invoices, an order live to Active, a reload, no token in reach, logout ends the stream`, { skip }, async (t) => {
