@@ -18,6 +18,8 @@ export function reconnectDelay (attempt: number): number {
 /** The parts of ioredis 5.10's failover detector (private to its Sentinel connector) used below. */
 interface FailoverDetector {
   sentinels: Array<{ client: Redis }>
+  /** Set once the detector is cleaned up or has announced a failover (which cleans it up). */
+  isDisconnected: boolean
   cleanup: () => void
 }
 
@@ -38,12 +40,18 @@ class TidySentinelConnector extends SentinelConnector {
     const detector = () => (this as unknown as { failoverDetector: FailoverDetector | null }).failoverDetector
     // ioredis makes this stream's detector on the same event, in a listener added before this one.
     const connected = this.options.enableTLSForSentinelMode === true && this.options.tls !== undefined ? 'secureConnect' : 'connect'
+    let own: FailoverDetector | null = null
     stream.once(connected, () => {
+      own = detector()
       // Nothing to report: failing to reach a Sentinel shows when the primary is looked up.
-      for (const { client } of detector()?.sentinels ?? []) client.on('error', () => {})
+      for (const { client } of own?.sentinels ?? []) client.on('error', () => {})
     })
-    // The detector present at close is this stream's: the next one is made when the next stream connects.
-    stream.once('close', () => detector()?.cleanup())
+    // Only a stream that connected has a detector of its own, cleaned once: each cleanup adds a
+    // 'close' listener to every Sentinel connection, and a stream refused while Redis is down would
+    // otherwise clean the last connected stream's detector again on every reconnection attempt.
+    stream.once('close', () => {
+      if (own !== null && !own.isDisconnected) own.cleanup()
+    })
     return stream
   }
 }
