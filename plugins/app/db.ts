@@ -9,6 +9,7 @@ import { percentOf } from '../../lib/numbers.js'
 import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
 import { windowed } from './monitoring/alerts.js'
 import { projectRoot } from '../../lib/project-root.js'
+import { OutageLog } from '../../lib/outage-log.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -76,7 +77,9 @@ async function db (fastify: FastifyInstance) {
 
   const probe = fastify.pg.probe
   if (probe === undefined) throw new Error('The db plugin needs the postgres plugin\'s probe pool')
-  const databaseCheck = async (signal: AbortSignal) => {
+  // The one error line of a database outage: the API's refusals meanwhile are not logged each.
+  const outage = new OutageLog(fastify.log, 'database: PostgreSQL', { level: 'error', consequence: 'the API answers 500 DATABASE_UNAVAILABLE' })
+  const selectOne = async (signal: AbortSignal) => {
     const client = await probe.connect()
     let released = false
     const release = (error?: Error) => {
@@ -95,6 +98,15 @@ async function db (fastify: FastifyInstance) {
       release(error as Error)
       throw error
     }
+  }
+  const databaseCheck = async (signal: AbortSignal) => {
+    try {
+      await selectOne(signal)
+    } catch (error) {
+      outage.error(error)
+      throw error
+    }
+    outage.recovered()
   }
   fastify.coreHealth.register('database', databaseCheck)
   fastify.integrationHealth.register('database', databaseCheck)
