@@ -42,6 +42,14 @@ export function answeredDuringOutage (request: FastifyRequest): void {
   outageAnswers.add(request)
 }
 
+type ResponseSchemas = Record<string, { content?: Record<string, unknown> } | undefined>
+
+/** A route whose answer is an event stream: it lasts as long as its client stays. */
+function eventStream (request: FastifyRequest): boolean {
+  const responses = request.routeOptions.schema?.response as ResponseSchemas | undefined
+  return responses?.['200']?.content?.['text/event-stream'] !== undefined
+}
+
 /**
  * One line per finished request, with the fields of the contract's log line; no line when a
  * request arrives. Failures are logged by the error handler, with the error.
@@ -59,7 +67,8 @@ export class RequestLogController extends LogController {
     const elapsed = reply.elapsedTime
     if (!probe) reply.server.requestObserver?.(request, reply, elapsed)
     const duration = Math.round(elapsed)
-    const slow = duration >= SLOW_REQUEST_MS
+    // A stream's length is its client's: one that ended (client gone, logout, shutdown) is no news.
+    const slow = duration >= SLOW_REQUEST_MS && !(statusCode === 200 && eventStream(request))
     if (probe && statusCode < 500 && !slow && !debugEnabled(reply.log.level)) return
     const line = {
       duration,
