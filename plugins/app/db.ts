@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import Postgrator from 'postgrator'
 import { DatabaseUnavailableError } from '../../lib/errors.js'
-import { instrumentPool, poolUsage, type PoolUsage } from '../../lib/pg-pool.js'
+import { LentConnections, instrumentPool, poolUsage, type PoolUsage } from '../../lib/pg-pool.js'
 import { percentOf } from '../../lib/numbers.js'
 import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
 import { windowed } from './monitoring/alerts.js'
@@ -79,6 +79,8 @@ async function db (fastify: FastifyInstance) {
   if (probe === undefined) throw new Error('The db plugin needs the postgres plugin\'s probe pool')
   // The one error line of a database outage: the API's refusals meanwhile are not logged each.
   const outage = new OutageLog(fastify.log, 'database: PostgreSQL', { level: 'error', consequence: 'the API answers 500 DATABASE_UNAVAILABLE' })
+  const pool = fastify.pg.pool
+  const lent = new LentConnections(pool)
   const selectOne = async (signal: AbortSignal) => {
     const client = await probe.connect()
     let released = false
@@ -88,8 +90,14 @@ async function db (fastify: FastifyInstance) {
       signal.removeEventListener('abort', onAbort)
       client.release(error)
     }
-    // A hung server never answers: drop the connection rather than leave it in the pool.
-    const onAbort = () => release(new Error('health check abandoned'))
+    // A server that does not answer SELECT 1 within the check's bound answers no query: drop the
+    // probe's connection rather than leave it in the pool, and fail the business queries waiting on
+    // the same server now rather than at their query timeout (the gate refuses new ones from now on).
+    const onAbort = () => {
+      release(new Error('health check abandoned'))
+      const dropped = lent.drop()
+      if (dropped > 0) fastify.log.warn({ connections: dropped }, 'database not answering: queries in flight failed at once instead of at DATABASE_QUERY_TIMEOUT_MS')
+    }
     signal.addEventListener('abort', onAbort, { once: true })
     try {
       await client.query('SELECT 1')
@@ -112,7 +120,6 @@ async function db (fastify: FastifyInstance) {
   fastify.integrationHealth.register('database', databaseCheck)
 
   // Business queries only: the probe's are the health check's own.
-  const pool = fastify.pg.pool
   const queries = new SlidingWindow()
   instrumentPool(pool, (durationMs, failed) => {
     queries.record(durationMs, failed)
