@@ -3,7 +3,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import Postgrator from 'postgrator'
-import { DatabaseUnavailableError } from '../../lib/errors.js'
+import { DatabaseUnavailableError, describeCause, isDatabaseUnavailable } from '../../lib/errors.js'
 import { LentConnections, instrumentPool, poolUsage, type PoolUsage } from '../../lib/pg-pool.js'
 import { percentOf } from '../../lib/numbers.js'
 import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
@@ -34,8 +34,8 @@ const MIGRATION_LOCK_ID = 4_242_001
  * connection outlives this client, so only COMMIT or ROLLBACK may free the lock, and the session is
  * left as it was found. A failed migration rolls back with the versions recorded before it.
  */
-export async function migrate (connectionString: string): Promise<string> {
-  const client = new pg.Client({ connectionString })
+export async function migrate (connectionString: string, connectTimeoutMs: number): Promise<string> {
+  const client = new pg.Client({ connectionString, connectionTimeoutMillis: connectTimeoutMs })
   // A lost connection fails the query in flight too, which reports it; unheard, the event would end the process.
   client.on('error', () => {})
   await client.connect()
@@ -72,7 +72,13 @@ export async function migrate (connectionString: string): Promise<string> {
 }
 
 async function db (fastify: FastifyInstance) {
-  const version = await migrate(fastify.config.DATABASE_URL)
+  const { DATABASE_URL, DATABASE_CONNECT_TIMEOUT_MS } = fastify.config
+  const version = await migrate(DATABASE_URL, DATABASE_CONNECT_TIMEOUT_MS).catch((error: unknown) => {
+    const url = new URL(DATABASE_URL)
+    const where = `PostgreSQL at ${url.hostname}:${url.port || 5432}${url.pathname} (DATABASE_URL)`
+    const what = isDatabaseUnavailable(error) ? 'cannot be reached' : 'refused the migrations'
+    throw new Error(`${where} ${what}: ${describeCause(error) ?? 'no answer'}`, { cause: error })
+  })
   fastify.log.info({ schemaVersion: version }, 'database migrations applied')
 
   const probe = fastify.pg.probe

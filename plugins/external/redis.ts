@@ -4,11 +4,15 @@ import { Redis, SentinelConnector, type RedisOptions, type SentinelConnectionOpt
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Config } from '../../schemas/config.js'
 import { abortable } from '../../lib/abortable.js'
+import { describeCause } from '../../lib/errors.js'
 
 const MAX_RECONNECT_DELAY_MS = 2000
 
 // How long a goodbye to Redis may take before the connection is simply dropped.
 const QUIT_TIMEOUT_MS = 1000
+
+/** How long a start waits for Redis: a few reconnection attempts, so that one starting alongside is found. */
+export const STARTUP_CONNECT_MS = 3000
 
 /** Delay before reconnection attempt `attempt` (from 1): quick at first, never more than 2 s apart. */
 export function reconnectDelay (attempt: number): number {
@@ -153,6 +157,35 @@ async function checkWhatRedisKeeps (client: Redis, config: Config, log: FastifyB
   for (const problem of problems) log.warn(problem)
 }
 
+/** Where the service looks for Redis, and the setting that says so, for a message: never the credentials. */
+export function redisWhereabouts (config: Pick<Config, 'REDIS_URL' | 'redisSentinel'>): string {
+  const { redisSentinel } = config
+  if (redisSentinel !== undefined) {
+    const sentinels = redisSentinel.sentinels.map(({ host, port }) => `${host.includes(':') ? `[${host}]` : host}:${port}`).join(',')
+    return `Redis '${redisSentinel.name}' of the Sentinels at ${sentinels} (REDIS_SENTINELS, REDIS_SENTINEL_NAME)`
+  }
+  const url = new URL(config.REDIS_URL)
+  return `Redis at ${url.hostname}:${url.port || 6379} (REDIS_URL)`
+}
+
+/**
+ * The client's first connection, within STARTUP_CONNECT_MS: a Redis that cannot be reached fails
+ * the start naming where it was looked for and why, rather than holding it until the plugin timeout.
+ */
+async function firstConnection (client: Redis, config: Config): Promise<void> {
+  let cause: unknown
+  const onError = (error: unknown) => { cause = error }
+  client.on('error', onError)
+  try {
+    await abortable(new Promise<void>((resolve) => client.once('ready', () => resolve())), AbortSignal.timeout(STARTUP_CONNECT_MS))
+  } catch {
+    client.disconnect()
+    throw new Error(`${redisWhereabouts(config)} cannot be reached within ${STARTUP_CONNECT_MS / 1000} s: ${describeCause(cause) ?? 'no answer'}`)
+  } finally {
+    client.off('error', onError)
+  }
+}
+
 async function redis (fastify: FastifyInstance) {
   const { config } = fastify
   const client = new Redis({
@@ -170,6 +203,7 @@ async function redis (fastify: FastifyInstance) {
     // go out in one write: under load a write per command is most of what a cached read costs.
     enableAutoPipelining: true
   })
+  await firstConnection(client, config)
   // @fastify/redis closes its client with QUIT alone, which rejects while Redis is down and
   // leaves the reconnect timer running; this plugin closes the client itself.
   await fastify.register(fastifyRedis, { client, closeClient: false })
