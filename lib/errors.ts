@@ -100,11 +100,19 @@ export function classifyFailure (error: unknown): FailureClass {
 // refuses new connections), 57P01-57P03 shutdown or not yet accepting connections.
 const UNAVAILABLE_SQLSTATE = /^(08...|53300|57P0[1-3])$/
 const UNAVAILABLE_NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE'])
-const UNAVAILABLE_MESSAGES = /timeout exceeded when trying to connect|Connection terminated|Query read timeout|Client has encountered a connection error/
+const UNAVAILABLE_MESSAGES = /timeout exceeded when trying to connect|^timeout expired$|Connection terminated|Query read timeout|Client has encountered a connection error/
 
 export function isDatabaseUnavailable (error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false
   const { code, message } = error as { code?: unknown, message?: unknown }
   if (typeof code === 'string' && (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_NETWORK_CODES.has(code))) return true
   return typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message)
+}
+
+/** An error's own words for an operator's message: its message, or its code when it has none (a connection refused on every address of a name). */
+export function describeCause (error: unknown): string | undefined {
+  if (!(error instanceof Error)) return error === undefined ? undefined : String(error)
+  if (error.message !== '') return error.message
+  const inner = error instanceof AggregateError ? describeCause(error.errors[0]) : undefined
+  return inner ?? codeOf(error) ?? error.name
 }

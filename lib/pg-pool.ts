@@ -49,3 +49,29 @@ export function poolUsage (pool: pg.Pool): PoolUsage {
   const max = (pool as unknown as { options: { max?: number } }).options.max ?? 10
   return { inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max }
 }
+
+/** The part of a pg client under its public API that carries its socket. */
+interface ClientSocket { connection?: { stream?: { destroy: () => void } } }
+
+/** The connections a pool has lent out, so that they can be dropped when their server stops answering. */
+export class LentConnections {
+  readonly #lent = new Set<pg.PoolClient>()
+
+  constructor (pool: pg.Pool) {
+    pool.on('acquire', (client) => this.#lent.add(client))
+    pool.on('release', (_error, client) => this.#lent.delete(client))
+    pool.on('remove', (client) => this.#lent.delete(client))
+  }
+
+  /**
+   * Closes the socket of every lent connection: their queries fail at once, as when the server goes
+   * away, instead of each waiting out its query timeout; the pool drops them when they come back.
+   * Answers how many there were.
+   */
+  drop (): number {
+    const count = this.#lent.size
+    for (const client of this.#lent) (client as unknown as ClientSocket).connection?.stream?.destroy()
+    this.#lent.clear()
+    return count
+  }
+}

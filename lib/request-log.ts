@@ -31,6 +31,25 @@ export function correlationIdOf (request: IncomingMessage): string {
   return typeof given === 'string' && VALID_CORRELATION_ID.test(given) && !RESERVED_CORRELATION_ID.test(given) ? given : randomUUID()
 }
 
+/** Answers that an outage explains, the outage logged once where it was noticed. */
+const outageAnswers = new WeakSet<FastifyRequest>()
+
+/**
+ * The request is answered with a dependency's documented unavailability (a 5xx): its completion
+ * line is a warning, for the outage's own line is the one error.
+ */
+export function answeredDuringOutage (request: FastifyRequest): void {
+  outageAnswers.add(request)
+}
+
+type ResponseSchemas = Record<string, { content?: Record<string, unknown> } | undefined>
+
+/** A route whose answer is an event stream: it lasts as long as its client stays. */
+function eventStream (request: FastifyRequest): boolean {
+  const responses = request.routeOptions.schema?.response as ResponseSchemas | undefined
+  return responses?.['200']?.content?.['text/event-stream'] !== undefined
+}
+
 /**
  * One line per finished request, with the fields of the contract's log line; no line when a
  * request arrives. Failures are logged by the error handler, with the error.
@@ -48,16 +67,19 @@ export class RequestLogController extends LogController {
     const elapsed = reply.elapsedTime
     if (!probe) reply.server.requestObserver?.(request, reply, elapsed)
     const duration = Math.round(elapsed)
-    if (probe && statusCode < 500 && duration < SLOW_REQUEST_MS && !debugEnabled(reply.log.level)) return
+    // A stream's length is its client's: one that ended (client gone, logout, shutdown) is no news.
+    const slow = duration >= SLOW_REQUEST_MS && !(statusCode === 200 && eventStream(request))
+    if (probe && statusCode < 500 && !slow && !debugEnabled(reply.log.level)) return
     const line = {
       duration,
       path: request.url.split('?')[0],
       method: request.method,
       statusCode,
-      ...(duration >= SLOW_REQUEST_MS && { slow: true })
+      ...(slow && { slow: true })
     }
-    if (statusCode >= 500 && !probe) reply.log.error(line, 'request completed')
-    else if (duration >= SLOW_REQUEST_MS) reply.log.warn(line, 'request completed')
+    const failed = statusCode >= 500 && !probe
+    if (failed && !outageAnswers.has(request)) reply.log.error(line, 'request completed')
+    else if (slow || failed) reply.log.warn(line, 'request completed')
     else if (probe) reply.log.debug(line, 'request completed')
     else reply.log.info(line, 'request completed')
   }

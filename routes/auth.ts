@@ -92,7 +92,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.post('/auth/session', {
-    onRequest: fastify.requireDatabase,
+    onRequest: [fastify.requireSameSite, fastify.requireDatabase],
     config: signInRateLimit,
     schema: {
       operationId: 'startSession',
@@ -103,7 +103,8 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       body: Type.Ref(LoginRequest),
       response: {
         200: Type.Ref(SessionInfo, { description: 'signed in: the `Set-Cookie` header carries the session' }),
-        ...signInErrorResponses
+        ...signInErrorResponses,
+        403: errorResponse(`${signInErrorResponses[403].description}; or the request comes from another site (\`Sec-Fetch-Site: cross-site\`, or an \`Origin\` that is neither this service's nor \`CORS_ORIGIN\`): \`CSRF_REJECTED\``)
       }
     }
   }, async (request, reply) => {

@@ -13,6 +13,8 @@ declare module 'fastify' {
     authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void>
     /** A live cookie session only, left as it is: asking about a session does not extend it. */
     authenticateSession (request: FastifyRequest, reply: FastifyReply): Promise<void>
+    /** onRequest hook of the cookie sign-in: refused from another site, so no page elsewhere can sign a browser in to an account of its choosing. */
+    requireSameSite (request: FastifyRequest, reply: FastifyReply): Promise<void>
   }
   interface FastifyRequest {
     /** The cookie session the request was authenticated by; undefined with a bearer token. */
@@ -34,6 +36,11 @@ export const CSRF_HEADER = 'x-csrf'
 export function csrfRefusal (request: FastifyRequest, portalOrigin: string | undefined): string | undefined {
   if (SAFE_METHODS.has(request.method)) return undefined
   if (request.headers[CSRF_HEADER] !== '1') return 'no x-csrf: 1 header'
+  return crossSiteRefusal(request, portalOrigin)
+}
+
+/** Why a request is taken to come from another site, if it is. */
+function crossSiteRefusal (request: FastifyRequest, portalOrigin: string | undefined): string | undefined {
   if (request.headers['sec-fetch-site'] === 'cross-site') return 'Sec-Fetch-Site: cross-site'
   const origin = request.headers.origin
   if (origin !== undefined && origin !== portalOrigin && origin !== `${request.protocol}://${request.host}`) return 'a foreign Origin'
@@ -62,6 +69,12 @@ async function authentication (fastify: FastifyInstance) {
     throw new UnauthorizedError()
   }
 
+  function refuseIf (request: FastifyRequest, refusal: string | undefined): void {
+    if (refusal === undefined) return
+    request.log.warn({ reason: refusal, origin: request.headers.origin, secFetchSite: request.headers['sec-fetch-site'] }, 'request with the session cookie refused as cross-site')
+    throw new CsrfRejectedError()
+  }
+
   function sessionCookie (request: FastifyRequest): string | undefined {
     const header = request.headers.cookie
     return header === undefined ? undefined : fastify.parseCookie(header)[SESSION_COOKIE]
@@ -70,11 +83,7 @@ async function authentication (fastify: FastifyInstance) {
   async function bySession (request: FastifyRequest, reply: FastifyReply, renew: boolean): Promise<void> {
     const cookie = sessionCookie(request)
     if (cookie === undefined) return await refuse(request, reply)
-    const refusal = csrfRefusal(request, portalOrigin)
-    if (refusal !== undefined) {
-      request.log.warn({ reason: refusal, origin: request.headers.origin, secFetchSite: request.headers['sec-fetch-site'] }, 'request with the session cookie refused as cross-site')
-      throw new CsrfRejectedError()
-    }
+    refuseIf(request, csrfRefusal(request, portalOrigin))
     const session = await fastify.sessions.read(cookie, renew)
     if (session === undefined) return await refuse(request, reply, cookie)
     request.session = session
@@ -91,6 +100,7 @@ async function authentication (fastify: FastifyInstance) {
     if (await fastify.tokenBlacklist.isRevoked(request.user.jti)) await refuse(request, reply)
   })
   fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => bySession(request, reply, false))
+  fastify.decorate('requireSameSite', async (request: FastifyRequest) => refuseIf(request, crossSiteRefusal(request, portalOrigin)))
 }
 
 export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['jwt', 'blacklist', 'sessions', 'cookie', 'redis'], decorators: { fastify: ['config'] } })

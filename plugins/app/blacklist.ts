@@ -5,6 +5,7 @@ import type { Pool } from 'pg'
 import { AuthUnavailableError } from '../../lib/errors.js'
 import { abortable } from '../../lib/abortable.js'
 import { Periodic } from '../../lib/periodic.js'
+import { OutageLog } from '../../lib/outage-log.js'
 import { revocationChannel } from './event-streams.js'
 
 export interface BlacklistStatus {
@@ -64,9 +65,14 @@ export class TokenBlacklist {
   #refills = 0
   #refilling: Promise<void> | undefined
   readonly #epochKey: string
+  /** One line when Redis stops answering the blacklist and one when it answers again, not one per request. */
+  readonly #outage: OutageLog
 
   constructor (private readonly options: TokenBlacklistOptions) {
     this.#epochKey = `${options.prefix}auth:blacklist-epoch`
+    this.#outage = new OutageLog(options.log, 'token blacklist: Redis', {
+      consequence: options.failClosed ? 'fail closed: token checks, sign-ins and logouts answer 503' : 'fail open: token checks pass unverified, counted; logouts answer 503'
+    })
   }
 
   /** Stores the revocation, in PostgreSQL first, then Redis; then announces it: every instance ends the token's event streams. */
@@ -80,8 +86,10 @@ export class TokenBlacklist {
       const epoch = await redis.eval(REVOKE, 2, this.#key(jti), this.#epochKey, String(expiresAtSeconds), rows[0]!.number)
       if (epoch !== null) this.#saw(Number(epoch))
       this.#available = true
+      this.#outage.recovered()
     } catch (error) {
       this.#available = false
+      this.#outage.error(error)
       throw new AuthUnavailableError({ cause: error })
     }
     await redis.publish(announcements, jti).catch((error: unknown) => {
@@ -109,6 +117,7 @@ export class TokenBlacklist {
         ? await this.options.redis.mget(this.#key(jti), this.#epochKey)
         : await this.options.redis.mget(this.#key(jti), this.#epochKey, ownKey)
       this.#available = true
+      this.#outage.recovered()
     } catch (error) {
       return { revoked: this.#unavailable(error, ownKey !== undefined), value: null }
     }
@@ -152,9 +161,10 @@ export class TokenBlacklist {
     try {
       await this.options.redis.ping()
       this.#available = true
+      this.#outage.recovered()
     } catch (error) {
       this.#available = false
-      this.options.log.error({ err: error }, 'token blacklist unavailable: sign-in refused (fail closed)')
+      this.#outage.error(error)
       throw new AuthUnavailableError({ cause: error })
     }
   }
@@ -164,14 +174,10 @@ export class TokenBlacklist {
   }
 
   #unavailable (error: unknown, closed = false): false {
-    const { failClosed, log } = this.options
     this.#available = false
-    if (failClosed || closed) {
-      log.error({ err: error }, 'token blacklist unavailable: request refused (fail closed)')
-      throw new AuthUnavailableError({ cause: error })
-    }
+    this.#outage.error(error)
+    if (this.options.failClosed || closed) throw new AuthUnavailableError({ cause: error })
     this.#failOpenDecisions++
-    log.warn({ err: error, failOpenDecisions: this.#failOpenDecisions }, 'token blacklist unavailable: request let through (fail open)')
     return false
   }
 

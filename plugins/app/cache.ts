@@ -1,22 +1,16 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
+import { OutageLog } from '../../lib/outage-log.js'
 
 async function cache (fastify: FastifyInstance) {
   const { redis } = fastify
   fastify.coreHealth.register('cache', async () => { await redis.ping() })
 
-  // One line per change of connection state, not one per failed reconnect attempt.
-  let connected = redis.status === 'ready'
-  redis.on('error', (error: Error) => {
-    if (!connected) return
-    connected = false
-    fastify.log.error({ err: error }, 'cache connection lost; reconnecting')
-  })
-  redis.on('ready', () => {
-    if (connected) return
-    connected = true
-    fastify.log.info('cache connection restored')
-  })
+  // One line when the connection is lost and one when it is back, with the failed reconnection
+  // attempts between: the one error line of a Redis outage, whatever the traffic meanwhile.
+  const outage = new OutageLog(fastify.log, 'cache connection to Redis', { level: 'error', consequence: 'reconnecting' })
+  redis.on('error', (error: Error) => outage.error(error))
+  redis.on('ready', () => outage.recovered())
 }
 
 export default fp(cache, { name: 'cache', fastify: '5.x', dependencies: ['redis', 'health'] })

@@ -3,12 +3,13 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import Postgrator from 'postgrator'
-import { DatabaseUnavailableError } from '../../lib/errors.js'
-import { instrumentPool, poolUsage, type PoolUsage } from '../../lib/pg-pool.js'
+import { DatabaseUnavailableError, describeCause, isDatabaseUnavailable } from '../../lib/errors.js'
+import { LentConnections, instrumentPool, poolUsage, type PoolUsage } from '../../lib/pg-pool.js'
 import { percentOf } from '../../lib/numbers.js'
 import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
 import { windowed } from './monitoring/alerts.js'
 import { projectRoot } from '../../lib/project-root.js'
+import { OutageLog } from '../../lib/outage-log.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -33,8 +34,8 @@ const MIGRATION_LOCK_ID = 4_242_001
  * connection outlives this client, so only COMMIT or ROLLBACK may free the lock, and the session is
  * left as it was found. A failed migration rolls back with the versions recorded before it.
  */
-export async function migrate (connectionString: string): Promise<string> {
-  const client = new pg.Client({ connectionString })
+export async function migrate (connectionString: string, connectTimeoutMs: number): Promise<string> {
+  const client = new pg.Client({ connectionString, connectionTimeoutMillis: connectTimeoutMs })
   // A lost connection fails the query in flight too, which reports it; unheard, the event would end the process.
   client.on('error', () => {})
   await client.connect()
@@ -71,12 +72,22 @@ export async function migrate (connectionString: string): Promise<string> {
 }
 
 async function db (fastify: FastifyInstance) {
-  const version = await migrate(fastify.config.DATABASE_URL)
+  const { DATABASE_URL, DATABASE_CONNECT_TIMEOUT_MS } = fastify.config
+  const version = await migrate(DATABASE_URL, DATABASE_CONNECT_TIMEOUT_MS).catch((error: unknown) => {
+    const url = new URL(DATABASE_URL)
+    const where = `PostgreSQL at ${url.hostname}:${url.port || 5432}${url.pathname} (DATABASE_URL)`
+    const what = isDatabaseUnavailable(error) ? 'cannot be reached' : 'refused the migrations'
+    throw new Error(`${where} ${what}: ${describeCause(error) ?? 'no answer'}`, { cause: error })
+  })
   fastify.log.info({ schemaVersion: version }, 'database migrations applied')
 
   const probe = fastify.pg.probe
   if (probe === undefined) throw new Error('The db plugin needs the postgres plugin\'s probe pool')
-  const databaseCheck = async (signal: AbortSignal) => {
+  // The one error line of a database outage: the API's refusals meanwhile are not logged each.
+  const outage = new OutageLog(fastify.log, 'database: PostgreSQL', { level: 'error', consequence: 'the API answers 500 DATABASE_UNAVAILABLE' })
+  const pool = fastify.pg.pool
+  const lent = new LentConnections(pool)
+  const selectOne = async (signal: AbortSignal) => {
     const client = await probe.connect()
     let released = false
     const release = (error?: Error) => {
@@ -85,8 +96,14 @@ async function db (fastify: FastifyInstance) {
       signal.removeEventListener('abort', onAbort)
       client.release(error)
     }
-    // A hung server never answers: drop the connection rather than leave it in the pool.
-    const onAbort = () => release(new Error('health check abandoned'))
+    // A server that does not answer SELECT 1 within the check's bound answers no query: drop the
+    // probe's connection rather than leave it in the pool, and fail the business queries waiting on
+    // the same server now rather than at their query timeout (the gate refuses new ones from now on).
+    const onAbort = () => {
+      release(new Error('health check abandoned'))
+      const dropped = lent.drop()
+      if (dropped > 0) fastify.log.warn({ connections: dropped }, 'database not answering: queries in flight failed at once instead of at DATABASE_QUERY_TIMEOUT_MS')
+    }
     signal.addEventListener('abort', onAbort, { once: true })
     try {
       await client.query('SELECT 1')
@@ -96,11 +113,19 @@ async function db (fastify: FastifyInstance) {
       throw error
     }
   }
+  const databaseCheck = async (signal: AbortSignal) => {
+    try {
+      await selectOne(signal)
+    } catch (error) {
+      outage.error(error)
+      throw error
+    }
+    outage.recovered()
+  }
   fastify.coreHealth.register('database', databaseCheck)
   fastify.integrationHealth.register('database', databaseCheck)
 
   // Business queries only: the probe's are the health check's own.
-  const pool = fastify.pg.pool
   const queries = new SlidingWindow()
   instrumentPool(pool, (durationMs, failed) => {
     queries.record(durationMs, failed)

@@ -4,7 +4,7 @@ import type { Socket } from 'node:net'
 import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { DatabaseUnavailableError, NotFoundError, isDatabaseUnavailable, isPublicError } from '../../lib/errors.js'
-import { CORRELATION_HEADER } from '../../lib/request-log.js'
+import { CORRELATION_HEADER, answeredDuringOutage } from '../../lib/request-log.js'
 import { ErrorResponse } from '../../schemas/error.js'
 import { EXPOSED_HEADERS } from '../external/security-headers.js'
 
@@ -46,6 +46,12 @@ function toServiceError (error: FastifyError): FastifyError {
   return !clientError && isDatabaseUnavailable(error) ? new DatabaseUnavailableError({ cause: error }) : error
 }
 
+/**
+ * Refusals of a dependency in an outage, each logged once for the whole outage where it is
+ * noticed (the token blacklist's outage log, the database check's): a line per request would bury it.
+ */
+const OUTAGE_CODES = new Set(['AUTH_UNAVAILABLE', 'DATABASE_UNAVAILABLE'])
+
 async function errorHandler (fastify: FastifyInstance) {
   fastify.addSchema(ErrorResponse)
   const { CORS_ORIGIN } = fastify.config
@@ -70,7 +76,8 @@ async function errorHandler (fastify: FastifyInstance) {
     const error = toServiceError(rawError)
     const statusCode = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500
     if (statusCode >= 500) {
-      request.log.error({ err: rawError }, 'request failed')
+      if (OUTAGE_CODES.has(rawError.code)) answeredDuringOutage(request)
+      else request.log.error({ err: rawError }, 'request failed')
       const shown = isPublicError(error.code)
       return reply.code(statusCode).send(errorBody(request, statusCode, shown ? error.code : 'INTERNAL_ERROR', shown ? error.message : 'Internal Server Error'))
     }

@@ -4,11 +4,15 @@ import { Redis, SentinelConnector, type RedisOptions, type SentinelConnectionOpt
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Config } from '../../schemas/config.js'
 import { abortable } from '../../lib/abortable.js'
+import { describeCause } from '../../lib/errors.js'
 
 const MAX_RECONNECT_DELAY_MS = 2000
 
 // How long a goodbye to Redis may take before the connection is simply dropped.
 const QUIT_TIMEOUT_MS = 1000
+
+/** How long a start waits for Redis: a few reconnection attempts, so that one starting alongside is found. */
+export const STARTUP_CONNECT_MS = 3000
 
 /** Delay before reconnection attempt `attempt` (from 1): quick at first, never more than 2 s apart. */
 export function reconnectDelay (attempt: number): number {
@@ -18,6 +22,8 @@ export function reconnectDelay (attempt: number): number {
 /** The parts of ioredis 5.10's failover detector (private to its Sentinel connector) used below. */
 interface FailoverDetector {
   sentinels: Array<{ client: Redis }>
+  /** Set once the detector is cleaned up or has announced a failover (which cleans it up). */
+  isDisconnected: boolean
   cleanup: () => void
 }
 
@@ -38,12 +44,18 @@ class TidySentinelConnector extends SentinelConnector {
     const detector = () => (this as unknown as { failoverDetector: FailoverDetector | null }).failoverDetector
     // ioredis makes this stream's detector on the same event, in a listener added before this one.
     const connected = this.options.enableTLSForSentinelMode === true && this.options.tls !== undefined ? 'secureConnect' : 'connect'
+    let own: FailoverDetector | null = null
     stream.once(connected, () => {
+      own = detector()
       // Nothing to report: failing to reach a Sentinel shows when the primary is looked up.
-      for (const { client } of detector()?.sentinels ?? []) client.on('error', () => {})
+      for (const { client } of own?.sentinels ?? []) client.on('error', () => {})
     })
-    // The detector present at close is this stream's: the next one is made when the next stream connects.
-    stream.once('close', () => detector()?.cleanup())
+    // Only a stream that connected has a detector of its own, cleaned once: each cleanup adds a
+    // 'close' listener to every Sentinel connection, and a stream refused while Redis is down would
+    // otherwise clean the last connected stream's detector again on every reconnection attempt.
+    stream.once('close', () => {
+      if (own !== null && !own.isDisconnected) own.cleanup()
+    })
     return stream
   }
 }
@@ -145,6 +157,35 @@ async function checkWhatRedisKeeps (client: Redis, config: Config, log: FastifyB
   for (const problem of problems) log.warn(problem)
 }
 
+/** Where the service looks for Redis, and the setting that says so, for a message: never the credentials. */
+export function redisWhereabouts (config: Pick<Config, 'REDIS_URL' | 'redisSentinel'>): string {
+  const { redisSentinel } = config
+  if (redisSentinel !== undefined) {
+    const sentinels = redisSentinel.sentinels.map(({ host, port }) => `${host.includes(':') ? `[${host}]` : host}:${port}`).join(',')
+    return `Redis '${redisSentinel.name}' of the Sentinels at ${sentinels} (REDIS_SENTINELS, REDIS_SENTINEL_NAME)`
+  }
+  const url = new URL(config.REDIS_URL)
+  return `Redis at ${url.hostname}:${url.port || 6379} (REDIS_URL)`
+}
+
+/**
+ * The client's first connection, within STARTUP_CONNECT_MS: a Redis that cannot be reached fails
+ * the start naming where it was looked for and why, rather than holding it until the plugin timeout.
+ */
+async function firstConnection (client: Redis, config: Config): Promise<void> {
+  let cause: unknown
+  const onError = (error: unknown) => { cause = error }
+  client.on('error', onError)
+  try {
+    await abortable(new Promise<void>((resolve) => client.once('ready', () => resolve())), AbortSignal.timeout(STARTUP_CONNECT_MS))
+  } catch {
+    client.disconnect()
+    throw new Error(`${redisWhereabouts(config)} cannot be reached within ${STARTUP_CONNECT_MS / 1000} s: ${describeCause(cause) ?? 'no answer'}`)
+  } finally {
+    client.off('error', onError)
+  }
+}
+
 async function redis (fastify: FastifyInstance) {
   const { config } = fastify
   const client = new Redis({
@@ -162,6 +203,7 @@ async function redis (fastify: FastifyInstance) {
     // go out in one write: under load a write per command is most of what a cached read costs.
     enableAutoPipelining: true
   })
+  await firstConnection(client, config)
   // @fastify/redis closes its client with QUIT alone, which rejects while Redis is down and
   // leaves the reconnect timer running; this plugin closes the client itself.
   await fastify.register(fastifyRedis, { client, closeClient: false })

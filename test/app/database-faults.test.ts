@@ -81,6 +81,35 @@ t.test('PostgreSQL hung or stopped: every API request answers 500 DATABASE_UNAVA
   t.pass('recovers without restarting the service')
 })
 
+t.test('PostgreSQL hung under requests already admitted: once the database check times out, their queries fail at once with 500 DATABASE_UNAVAILABLE, not at DATABASE_QUERY_TIMEOUT_MS', async (t) => {
+  const cluster = await PrivatePostgres.start()
+  t.teardown(() => cluster.destroy())
+  const app = await buildTestApp(t, {
+    DATABASE_URL: cluster.url,
+    // Ten minutes: only the check can end these queries within the test.
+    DATABASE_QUERY_TIMEOUT_MS: '600000',
+    HEALTH_CHECK_TIMEOUT_MS: '500',
+    HEALTH_CHECK_CACHE_MS: '0'
+  })
+  const token = await login(app)
+  t.equal((await app.inject('/health')).json().checks.database, 'ok')
+  cluster.hang()
+  t.teardown(() => cluster.resume())
+  // Admitted: the last check found the database ok. Their queries hang with the server.
+  const admitted = [
+    app.inject({ url: '/api/orders', headers: bearer(token) }),
+    app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
+  ]
+  await waitFor('the hang in /health', async () => (await app.inject('/health')).json().checks.database === 'fail')
+  const answers = await Promise.race([Promise.all(admitted), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 5000))])
+  t.ok(answers !== undefined, 'the admitted requests are answered once the check has seen the hang')
+  for (const response of answers ?? []) {
+    t.same(response.json(), { ...DATABASE_UNAVAILABLE, correlationId: response.headers['x-correlation-id'] }, `${response.raw.req.method} /api/orders: 500 DATABASE_UNAVAILABLE`)
+  }
+  cluster.resume()
+  await waitFor('the API to be served again', async () => (await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode === 200)
+})
+
 t.test('the business pool exhausted: callers wait DATABASE_CONNECT_TIMEOUT_MS, then 500 DATABASE_UNAVAILABLE; /health is unaffected', async (t) => {
   const app = await buildTestApp(t, { DATABASE_POOL_MAX: '1', DATABASE_CONNECT_TIMEOUT_MS: '400' })
   const token = await login(app)

@@ -1,12 +1,16 @@
 import t from 'tap'
 import { OutageLog } from '../../lib/outage-log.js'
 
+type Line = { level: string, details: object, message: string }
+
+function recorder () {
+  const lines: Line[] = []
+  const at = (level: string) => (details: object, message: string) => { lines.push({ level, details, message }) }
+  return { lines, log: { error: at('error'), warn: at('warn'), info: at('info') } }
+}
+
 t.test('an outage is one line when it starts and one when it ends, however many errors between', async (t) => {
-  const lines: Array<{ level: string, details: object, message: string }> = []
-  const log = {
-    warn: (details: object, message: string) => lines.push({ level: 'warn', details, message }),
-    info: (details: object, message: string) => lines.push({ level: 'info', details, message })
-  }
+  const { lines, log } = recorder()
   const outage = new OutageLog(log, 'the queue: Redis')
   outage.recovered()
   t.same(lines, [], 'nothing to say while nothing failed')
@@ -19,4 +23,12 @@ t.test('an outage is one line when it starts and one when it ends, however many 
   t.same(lines.slice(1), [{ level: 'info', details: { errors: 42 }, message: 'the queue: Redis recovered' }], 'the end, once, with the count')
   outage.error(new Error('the next outage'))
   t.equal(lines.length, 3, 'a new outage is a new line')
+})
+
+t.test('the opening line may be an error and say what the service does meanwhile', async (t) => {
+  const { lines, log } = recorder()
+  const outage = new OutageLog(log, 'token blacklist: Redis', { level: 'error', consequence: 'token checks refused' })
+  outage.error(new Error('down'))
+  outage.error(new Error('down'))
+  t.match(lines, [{ level: 'error', message: 'token blacklist: Redis failing (token checks refused); further errors are counted until it recovers' }])
 })

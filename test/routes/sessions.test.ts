@@ -1,27 +1,8 @@
 import t from 'tap'
-import { setTimeout as sleep } from 'node:timers/promises'
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
-import { buildTestApp, startTestSandbox, testSchemaUrl } from '../helpers/app.js'
-import { buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
-import { waitFor } from '../helpers/processes.js'
-import { SseClient } from '../helpers/sse.js'
+import { buildTestApp } from '../helpers/app.js'
+import { CSRF, JANE, ORDER, startSession, status } from '../helpers/sessions.js'
 import { bearer, login } from '../helpers/tokens.js'
 import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
-
-const JANE = { email: 'jane@example.com', password: 'correct-horse' }
-const ORDER = { productId: 1, billingCycle: 'monthly' }
-const CSRF = { 'x-csrf': '1' }
-
-/** Signs Jane in with a cookie session; answers the cookie header a browser would send, and the answer. */
-async function startSession (app: FastifyInstance): Promise<{ cookie: { cookie: string }, response: LightMyRequestResponse }> {
-  const response = await app.inject({ method: 'POST', url: '/auth/session', payload: JANE })
-  if (response.statusCode !== 200) throw new Error(`sign-in failed: ${response.statusCode} ${response.body}`)
-  const value = response.cookies.find((cookie) => cookie.name === SESSION_COOKIE)?.value
-  return { cookie: { cookie: `${SESSION_COOKIE}=${value}` }, response }
-}
-
-const status = async (app: FastifyInstance, headers: Record<string, string>, url = '/api/invoices') =>
-  (await app.inject({ method: 'GET', url, headers })).statusCode
 
 t.test('POST /auth/session sets one HttpOnly, Secure, SameSite=Strict __Host- cookie, opaque, and answers no token', async (t) => {
   const app = await buildTestApp(t)
@@ -66,6 +47,17 @@ t.test('sign-in through /auth/session has the limits and errors of /auth/login, 
   t.equal(limited.statusCode, 429, 'the fifth sign-in from the address in a minute, by either way')
   t.equal(limited.json().code, 'RATE_LIMITED')
   t.equal((await app.inject({ method: 'POST', url: '/auth/session', payload: { email: 'tom@example.com', password: 'second-factor' }, remoteAddress: '10.0.0.2' })).json().code, 'TWO_FACTOR_REQUIRED')
+})
+
+t.test('no page on another site can sign a browser in: a cross-site sign-in is refused before billing is asked', async (t) => {
+  const app = await buildTestApp(t, { CORS_ORIGIN: 'https://portal.example.com' })
+  for (const headers of [{ 'sec-fetch-site': 'cross-site' }, { origin: 'https://evil.example.net' }]) {
+    const refused = await app.inject({ method: 'POST', url: '/auth/session', headers, payload: JANE })
+    t.equal(refused.statusCode, 403)
+    t.equal(refused.json().code, 'CSRF_REJECTED')
+    t.equal(refused.headers['set-cookie'], undefined)
+  }
+  t.equal((await app.inject({ method: 'POST', url: '/auth/session', headers: { origin: 'https://portal.example.com', 'sec-fetch-site': 'same-site' }, payload: JANE })).statusCode, 200, 'the portal signs in')
 })
 
 t.test('CSRF: an unsafe request made with the cookie needs x-csrf: 1 and a same-site origin; bearer requests are not checked', async (t) => {
@@ -120,109 +112,4 @@ t.test('CORS for a credentialed portal on another origin: credentials, max-age, 
     t.equal(answer.headers['access-control-allow-credentials'], 'true')
     t.match(answer.headers['access-control-expose-headers'], /x-correlation-id.*retry-after.*x-ratelimit-remaining/)
   }
-})
-
-t.test('lifetimes: reads keep a session alive past its idle timeout, GET /auth/session does not, and no session outlives its age', async (t) => {
-  const app = await buildTestApp(t, { SESSION_IDLE_TIMEOUT_S: '4', SESSION_MAX_AGE_S: '12' })
-  const [active, polled] = [await startSession(app), await startSession(app)]
-  const started = Date.now()
-  const seen = { activeUntil: 0, polledUntil: 0 }
-  await Promise.all([
-    (async () => {
-      while (Date.now() - started < 16_000) {
-        if (await status(app, active.cookie) !== 200) break
-        seen.activeUntil = Date.now() - started
-        await sleep(2000)
-      }
-    })(),
-    (async () => {
-      while (Date.now() - started < 16_000) {
-        if (await status(app, polled.cookie, '/auth/session') !== 200) break
-        seen.polledUntil = Date.now() - started
-        await sleep(1000)
-      }
-    })()
-  ])
-  t.ok(seen.activeUntil >= 8000, `reads every 2 s kept the session alive past 4 s (to ${seen.activeUntil} ms)`)
-  t.ok(seen.activeUntil < 12_000, `and it ended at its 12 s age (last read ${seen.activeUntil} ms)`)
-  t.ok(seen.polledUntil < 4000, `polling GET /auth/session alone let it idle out (last 200 at ${seen.polledUntil} ms)`)
-})
-
-t.test('logout ends the session everywhere, its stream with session.ended, and a reconnect gets 401', async (t) => {
-  const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, {}, sandbox)
-  const url = await app.listen({ port: 0, host: '127.0.0.1' })
-  const { cookie } = await startSession(app)
-  const stream = await SseClient.open(`${url}/api/events`, cookie)
-  t.teardown(() => stream.close())
-  t.equal(stream.status, 200, 'the stream opens with the cookie')
-  const order = (await app.inject({ method: 'POST', url: '/api/orders', headers: { ...cookie, ...CSRF }, payload: ORDER })).json()
-  await waitFor('the order on the stream', async () => stream.events.some((event) => event.event === 'order.status'))
-  t.match(JSON.parse(stream.events[0]!.data!), { orderId: order.id, status: 'Pending Review' })
-
-  const logout = await app.inject({ method: 'POST', url: '/auth/logout', headers: { ...cookie, ...CSRF } })
-  t.equal(logout.statusCode, 204)
-  t.match(String(logout.headers['set-cookie']), new RegExp(`^${SESSION_COOKIE}=; Max-Age=0; Path=/;.* HttpOnly; Secure; SameSite=Strict$`), 'the cookie is cleared')
-  await waitFor('the stream ends', async () => stream.ended)
-  t.match(stream.events.at(-1), { event: 'session.ended', data: '{"reason":"logged_out"}' })
-  t.equal((await SseClient.open(`${url}/api/events`, cookie)).status, 401, 'a reconnect gets 401, which stops an EventSource')
-  t.equal(await status(app, cookie), 401)
-  t.equal(await status(app, cookie, '/auth/session'), 401)
-})
-
-t.test('a stream of a session that idles out ends; one whose session is in use lives on', async (t) => {
-  const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, { SESSION_IDLE_TIMEOUT_S: '2' }, sandbox)
-  const url = await app.listen({ port: 0, host: '127.0.0.1' })
-  const [idle, used] = [await startSession(app), await startSession(app)]
-  const idleStream = await SseClient.open(`${url}/api/events`, idle.cookie)
-  const usedStream = await SseClient.open(`${url}/api/events`, used.cookie)
-  t.teardown(() => { idleStream.close(); usedStream.close() })
-  const started = Date.now()
-  while (Date.now() - started < 5000) {
-    t.equal(await status(app, used.cookie), 200)
-    await sleep(700)
-  }
-  t.ok(idleStream.ended, 'the idle session\'s stream ended')
-  t.match(idleStream.events.at(-1), { event: 'session.ended', data: '{"reason":"expired"}' })
-  t.notOk(usedStream.ended, 'the stream of a session in use lives past the idle timeout')
-})
-
-t.test('logout-all on one instance ends a cookie session and a bearer token of the client on another, and their streams', async (t) => {
-  const sandbox = await startTestSandbox(t)
-  const shared = { DATABASE_URL: await testSchemaUrl(t) }
-  const first = await buildTestApp(t, shared, sandbox)
-  const second = await buildTestApp(t, { ...shared, REDIS_KEY_PREFIX: first.config.REDIS_KEY_PREFIX }, sandbox)
-  const url = await second.listen({ port: 0, host: '127.0.0.1' })
-  const { cookie } = await startSession(second)
-  const token = await login(second)
-  const john = await login(second, 'john@example.com', 'battery-staple')
-  const sessionStream = await SseClient.open(`${url}/api/events`, cookie)
-  const tokenStream = await SseClient.open(`${url}/api/events`, bearer(token))
-  t.teardown(() => { sessionStream.close(); tokenStream.close() })
-  const { cookie: mine } = await startSession(first)
-
-  const all = await first.inject({ method: 'POST', url: '/auth/logout-all', headers: { ...mine, ...CSRF } })
-  t.equal(all.statusCode, 204)
-  const ended = Date.now()
-  await waitFor('both streams end on the other instance', async () => sessionStream.ended && tokenStream.ended, 2000)
-  t.ok(Date.now() - ended <= 2000, 'within 2 s')
-  t.equal(await status(second, cookie), 401, 'the session, on the other instance')
-  t.equal(await status(second, bearer(token)), 401, 'the bearer token, on the other instance')
-  t.equal(await status(first, mine, '/auth/session'), 401, 'the caller\'s own session')
-  t.equal(await status(second, bearer(john)), 200, 'another client is untouched')
-})
-
-t.test('a Redis that comes back empty never signs an ended session back in; a new sign-in works', async (t) => {
-  const { app, redis } = await buildTestAppOnPrivateRedis(t)
-  const ended = await startSession(app)
-  const live = await startSession(app)
-  t.equal((await app.inject({ method: 'POST', url: '/auth/logout', headers: { ...ended.cookie, ...CSRF } })).statusCode, 204)
-  await redis.restartEmpty()
-  await waitFor('Redis connections back', async () => app.redis.status === 'ready', 10_000)
-  const refused = await app.inject({ method: 'GET', url: '/api/invoices', headers: ended.cookie })
-  t.equal(refused.statusCode, 401, `the logged-out session is still refused ${refused.body}`)
-  t.equal(await status(app, live.cookie), 401, 'a live session is lost with Redis: its user signs in again')
-  const again = await startSession(app)
-  t.equal(await status(app, again.cookie), 200, 'a new sign-in works')
 })

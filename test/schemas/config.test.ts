@@ -112,5 +112,28 @@ t.test('production without JWT_SECRET refuses to start', async (t) => {
   const { JWT_SECRET: _omitted, ...withoutSecret } = COMPLETE_PRODUCTION
   const server = runServer(withoutSecret)
   t.not(await server.exit, 0)
-  t.equal(server.stderr().trim(), 'Invalid setting JWT_SECRET: required in production')
+  t.match(server.stderr().trim(), /^Invalid setting JWT_SECRET: required in production \(at least 32 characters: [^\n]+\)$/, 'one line, saying what it must be')
+})
+
+t.test('every invalid setting is reported at once, in one message, each with the values it takes', async (t) => {
+  const error = t.throws(() => loadConfig({ ...base, LOG_LEVEL: 'verbose', PORT: 'eighty', CRM_EVENTS_ENABLED: 'maybe', DATABASE_URL: 'not a url', TRUST_PROXY: ',' })) as ConfigError
+  t.same(error.problems.map(({ setting }) => setting).sort(), ['CRM_EVENTS_ENABLED', 'DATABASE_URL', 'LOG_LEVEL', 'PORT', 'TRUST_PROXY'])
+  const lines = error.message.split('\n')
+  t.equal(lines.length, 5, 'one line each')
+  t.ok(lines.includes('Invalid setting LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent (got \'verbose\')'), 'LOG_LEVEL lists the levels')
+  t.ok(lines.includes('Invalid setting PORT: must be a whole number from 0 to 65535 (got \'eighty\')'), 'PORT gives its range')
+  t.ok(lines.includes('Invalid setting CRM_EVENTS_ENABLED: must be true or false (got \'maybe\')'))
+  t.ok(lines.includes('Invalid setting DATABASE_URL: must be a URL (got \'not a url\')'))
+})
+
+t.test('production with no settings at all names every required setting in one message', async (t) => {
+  const error = t.throws(() => loadConfig({ NODE_ENV: 'production' })) as ConfigError
+  const required = ['DATABASE_URL', 'REDIS_URL', 'BILLING_API_URL', 'BILLING_API_IDENTIFIER', 'BILLING_API_SECRET', 'CRM_LOGIN_URL', 'CRM_CLIENT_ID', 'CRM_USERNAME', 'CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH', 'TELECOM_API_URL', 'TELECOM_API_KEY', 'JWT_SECRET']
+  t.same(error.problems.map(({ setting }) => setting), required)
+  t.ok(error.problems.every(({ problem }) => problem.startsWith('required in production (')), 'each required in production, with what it is')
+  t.match(error.message, /Invalid setting DATABASE_URL: required in production \(a URL: PostgreSQL connection URL\)/)
+
+  const server = runServer({ NODE_ENV: 'production' })
+  t.equal(await server.exit, 1)
+  t.same(server.stderr().trim().split('\n').map((line) => /^Invalid setting (.+?): required in production/.exec(line)?.[1]), required, 'the start says them all, once each')
 })

@@ -7,6 +7,7 @@ import { Type } from '@sinclair/typebox'
 import errorHandler from '../../../plugins/app/error-handler.js'
 import correlation from '../../../plugins/app/correlation.js'
 import { RequestLogController, correlationIdOf } from '../../../lib/request-log.js'
+import { AuthUnavailableError, DatabaseUnavailableError } from '../../../lib/errors.js'
 import { freePort } from '../../helpers/ports.js'
 import { buildTestApp } from '../../helpers/app.js'
 
@@ -77,6 +78,26 @@ t.test('a body the client cuts off is the client\'s error: no error line, not a 
   await new Promise(resolve => setTimeout(resolve, 50))
   t.match(errors, [{ code: 'ECONNRESET', statusCode: 400 }], 'the request failed as the client cut it off')
   t.same(lines.filter((line) => line.level >= 50), [], 'nothing logged at error')
+})
+
+t.test('a refusal of a dependency in an outage (its own outage log says it once) logs no error of its own and completes at warn; another 5xx logs both at error', async (t) => {
+  const lines: Array<{ level: number, msg: string, statusCode?: number }> = []
+  const stream = new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(JSON.parse(chunk.toString())); done() } })
+  const app = Fastify({ logger: { level: 'info', stream }, genReqId: correlationIdOf, logController: new RequestLogController() })
+  await app.register(errorHandler)
+  t.teardown(() => app.close())
+  app.get('/api/auth-outage', async () => { throw new AuthUnavailableError() })
+  app.get('/api/database-outage', async () => { throw new DatabaseUnavailableError() })
+  app.get('/api/boom', async () => { throw new Error('boom') })
+  for (const url of ['/api/auth-outage', '/api/database-outage']) {
+    lines.length = 0
+    const response = await app.inject(url)
+    t.ok(response.statusCode >= 500, `${url}: ${response.statusCode}`)
+    t.same(lines.map(({ level, msg }) => [level, msg]), [[40, 'request completed']], `${url}: only its completion line, at warn`)
+  }
+  lines.length = 0
+  await app.inject('/api/boom')
+  t.same(lines.map(({ level, msg }) => [level, msg]), [[50, 'request failed'], [50, 'request completed']], 'an unexplained 5xx: its error and its completion, at error')
 })
 
 t.test('unknown routes are 404 in the same shape, with the correlation id header', async (t) => {
