@@ -5,18 +5,19 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import portalPage from '../../dev/portal/index.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
+import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
 import { waitFor } from '../helpers/processes.js'
+import { JANE as JANE_SIGN_IN } from '../helpers/sessions.js'
 
 // The reference portal page (dev/portal/) in real Chromium, against the real service: a cookie
 // session that no script can read, and a native EventSource.
 
 const CHROMIUM = '/usr/bin/chromium'
 const skip = !existsSync(CHROMIUM) && process.env.CI === undefined && 'Chromium is not installed (Debian package chromium; .ci/run installs it)'
-const SESSION_COOKIE = '__Host-portal-session'
 // Three base64url parts, the first a JSON object: a JWT, whatever it carries.
 const JWT = /eyJ[\w-]{10,}\.[\w-]{10,}\.[\w-]*/
-const JANE = { email: 'jane@example.com', password: 'correct-horse', clientId: '1', invoices: 5 }
+const JANE = { ...JANE_SIGN_IN, clientId: '1', invoices: 5 }
 const WAIT_MS = 15_000
 
 interface Teardown { teardown (fn: () => unknown): void }
