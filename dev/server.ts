@@ -1,16 +1,20 @@
 import { readConfig, serve } from '../server.js'
 import { startSandbox } from './sandbox/index.js'
+import portalPage from './portal/index.js'
 
 /**
  * The development entry (`npm start`): the service's own entry, with the upstream sandbox started
- * in this process for every upstream left unconfigured. Outside production only; in production
- * this is the service's entry as it is, and a missing setting stops the start.
+ * in this process for every upstream left unconfigured, and the reference portal page at /portal/.
+ * Outside production only; in production this is the service's entry as it is, and a missing
+ * setting stops the start.
  */
 const loaded = readConfig()
 const { config, warnings } = loaded
 const missing = config.missingUpstreamSettings
-if (config.isProduction || missing.length === 0) {
+if (config.isProduction) {
   await serve(loaded)
+} else if (missing.length === 0) {
+  await serve(loaded, { pages: portalPage })
 } else {
   const sandbox = await startSandbox()
   const filled: Record<string, string | undefined> = {}
@@ -23,6 +27,6 @@ if (config.isProduction || missing.length === 0) {
       ...warnings,
       `UPSTREAM SANDBOX IN USE: ${missing.join(', ')} not set, so billing, CRM and telecom calls go to the built-in simulators in this process. Set them to reach the real systems.`
     ]
-  }, { onClosed: sandbox.close })
+  }, { onClosed: sandbox.close, pages: portalPage })
   app.log.info({ billing: sandbox.billing.url, crm: sandbox.crm.url, telecom: sandbox.telecom.url, crmEvents: eventsEnabled }, 'upstream sandbox listening (sign-in users and products: dev/sandbox/README.md)')
 }
