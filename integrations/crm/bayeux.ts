@@ -73,6 +73,8 @@ export interface PlatformEventSubscriberOptions {
   requestTimeoutMs?: number
   /** Delay before the next handshake after a failure: full jitter up to initialMs doubling to maxMs (500, 30 000). */
   backoff?: { initialMs?: number, maxMs?: number }
+  /** The jitter's source (Math.random): a test fixes it to see the backoff's bound. */
+  random?: () => number
 }
 
 /** A handshaken Bayeux client and the advice it follows. */
@@ -115,6 +117,7 @@ export class PlatformEventSubscriber {
   readonly #requestTimeoutMs: number
   readonly #backoffInitialMs: number
   readonly #backoffMaxMs: number
+  readonly #random: () => number
   readonly #lifetime = new AbortController()
   #running: Promise<void> | undefined
   #transport: BayeuxTransport | undefined
@@ -122,7 +125,7 @@ export class PlatformEventSubscriber {
   #connection: Connection | undefined
   #nextMessageId = 1
   #handshakes = 0
-  /** Failures since the last healthy connect: the backoff exponent. */
+  /** Failures since a batch was last handed off (or a session lasted the longest backoff): the backoff exponent. */
   #failures = 0
   #state: SubscriberState = 'idle'
   #lastError: StreamFailure | null = null
@@ -147,6 +150,7 @@ export class PlatformEventSubscriber {
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 10_000
     this.#backoffInitialMs = options.backoff?.initialMs ?? 500
     this.#backoffMaxMs = options.backoff?.maxMs ?? 30_000
+    this.#random = options.random ?? Math.random
   }
 
   /** Runs until stop() or until `signal` aborts; resolves once stopped, and never rejects. */
@@ -182,7 +186,10 @@ export class PlatformEventSubscriber {
       this.#setState('connecting')
       const interruption = await this.#subscription(signal)
       if (signal.aborted) break
-      this.#connection = undefined
+      // A session given up is ended before the next handshake: the server would otherwise keep it,
+      // and queue events for it, until it times out. One it forgot already needs no word.
+      if (HANDSHAKE_AT_ONCE.has(interruption.failure)) this.#connection = undefined
+      else await this.#disconnect()
       this.#lastError = interruption.failure
       const details = { channel: this.channel, failure: interruption.failure, ...(interruption.cause === undefined ? {} : { err: interruption.cause }) }
       // Bayeux: the next handshake waits at least the interval the server advised (bounded here by the
@@ -233,8 +240,9 @@ export class PlatformEventSubscriber {
         this.#follow(connection, first)
       }
       const replayId = await this.#subscribe(connection, signal)
-      // A session that subscribed is healthy: the next failure starts the backoff afresh.
-      this.#failures = 0
+      // Subscribing proves little (a batch refused at once would loop): the backoff starts afresh
+      // once a batch is handed off, or once the session has lasted the longest backoff.
+      const subscribedAt = performance.now()
       const degraded = this.#replaySupported === false
       this.#log.info({ channel: this.channel, replayId, ...(degraded ? { replaySupported: false } : {}) },
         degraded ? `subscribed to ${this.channel} without replay: the server ignores replayId ${replayId}` : `subscribed to ${this.channel}`)
@@ -263,6 +271,7 @@ export class PlatformEventSubscriber {
           if (isReconnectRefused(reply)) throw refusal(reply)
           this.#follow(connection, reply)
           unsuccessful = 0
+          if (performance.now() - subscribedAt >= this.#backoffMaxMs) this.#failures = 0
           continue
         }
         if (unsuccessful >= CONNECT_RETRIES) throw interruption
@@ -354,12 +363,13 @@ export class PlatformEventSubscriber {
 
   /** Exponential backoff with full jitter, from the initial delay up to the longest. */
   #backoffMs (failures = this.#failures): number {
-    return Math.round(Math.random() * Math.min(this.#backoffMaxMs, this.#backoffInitialMs * 2 ** failures))
+    return Math.round(this.#random() * Math.min(this.#backoffMaxMs, this.#backoffInitialMs * 2 ** failures))
   }
 
   async #deliver (events: PlatformEventMessage[], signal: AbortSignal): Promise<void> {
     this.#lastEventAt = new Date().toISOString()
     await this.#callback('events_rejected', 'onEvents() rejected a batch', () => this.#onEvents(events), signal)
+    this.#failures = 0
     this.#received += events.length
     this.#replayId = events.at(-1)?.data.event.replayId ?? this.#replayId
     this.#log.debug({ channel: this.channel, events: events.length, replayId: this.#replayId }, 'platform events delivered')
