@@ -90,6 +90,8 @@ function renderSubscriber (list, subscriber) {
     ['replay id', subscriber.replayId ?? 'none'],
     ['received', subscriber.received],
     ['reconnects', subscriber.reconnects],
+    // Parked: their hand-off failed for good; an operator mends the data and retries them (runbook events_parked).
+    ['parked', subscriber.parked ?? 'no data', subscriber.parked > 0 ? 'warning' : subscriber.parked === null ? undefined : 'ok'],
     ['last error', subscriber.lastError ?? 'none']
   ])
 }

@@ -6,11 +6,14 @@ import { levelOf } from '../plugins/app/monitoring/thresholds.js'
 import { subscriptionHealth } from '../plugins/app/events/subscription.js'
 import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
+import parkedEventRoutes from './parked-events.js'
 
 const probe = { probe: true }
 
 const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of queueSchemas) fastify.addSchema(schema)
+  // The events section counts them; the operator's hand on them sits beside it, behind OPS_TOKEN.
+  await fastify.register(parkedEventRoutes)
 
   const dailyUsage = async () => usageReport(await fastify.crmUsage.read())
   const jobReport = () => fastify.jobQueue.report().catch(() => null)
@@ -39,7 +42,9 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Type.Ref(QueuesReport, { description: 'both upstream queues, the job queue and the event subscription' }), ...unexpectedErrorResponse }
     }
   }, async () => {
-    const [{ used, limit }, jobs, holder] = await Promise.all([dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null)])
+    const [{ used, limit }, jobs, holder, parked] = await Promise.all([
+      dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null), fastify.parkedEvents.count().catch(() => null)
+    ])
     return {
       timestamp: new Date().toISOString(),
       billing: { health: fastify.billingQueue.health(), metrics: fastify.billingQueue.metrics() },
@@ -48,6 +53,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       events: {
         health: subscriptionHealth(fastify.config.CRM_EVENTS_ENABLED, holder),
         ...fastify.eventSubscription.stats(),
+        parked,
         holder: holder === null ? null : { heldHere: holder.instance === fastify.eventSubscription.instance, state: holder.state, lastEventAt: holder.lastEventAt, replayId: holder.replayId, reportedAt: holder.reportedAt }
       }
     }

@@ -43,7 +43,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()
-    const { core = coreHealthOf({}), queues, crmUsage = NO_USAGE, jobs = null, subscriber = null, streams = null, blacklist = null } = snapshot.parts
+    const { core = coreHealthOf({}), queues, crmUsage = NO_USAGE, jobs = null, subscriber = null, parkedEvents = null, streams = null, blacklist = null } = snapshot.parts
     return {
       timestamp: snapshot.timestamp,
       level: judgement.level,
@@ -51,7 +51,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       billing: queues?.billing ?? null,
       crm: queues === undefined ? null : { ...queues.crm, dailyUsage: crmUsage },
       jobs,
-      subscriber,
+      subscriber: subscriber === null ? null : { ...subscriber, parked: parkedEvents },
       streams,
       blacklist,
       alerts: judgement.alerts

@@ -61,6 +61,7 @@ export const EventsReport = Type.Object({
   reconnects: Count('handshakes after the first'),
   dropped: Count('events the CRM delivered without a replayId or a payload, skipped'),
   replayFallbacks: Count('times the CRM no longer retained the stored replay position, so the subscription fell back to the fallback position; events of the gap may be lost'),
+  parked: Type.Union([Count('events'), Type.Null()], { description: 'events set aside because their hand-off failed for good (a data conflict, an incomplete or unknown order), shared by every instance; GET /health/events/parked lists them. null when the database does not answer' }),
   replaySupported: Type.Union([Type.Boolean(), Type.Null()], {
     description: 'whether the CRM\'s last handshake granted the replay extension; false: degraded, events published while disconnected are lost; null before a handshake'
   }),

@@ -208,6 +208,11 @@ export class CrmSimulator extends Simulator {
     return { ...this.#streaming.stats }
   }
 
+  /** The CometD clients the server still knows: handshaken, and neither disconnected nor forgotten. */
+  get streamingClientCount (): number {
+    return this.#streaming.clientCount
+  }
+
   protected endpoint (call: IncomingCall): Endpoint {
     if (call.path === '/services/oauth2/token') {
       return {

@@ -3,7 +3,8 @@ import type { Priority } from '../../plugins/app/monitoring/thresholds.js'
 /**
  * The alerting rules of the service itself, beside the thresholds table's: a dead or frozen
  * instance, no instance at all, the platform-event subscription (the specification's incident:
- * events stop and orders wait in Pending Review) and the time from an event to its order Active.
+ * events stop and orders wait in Pending Review), the events parked for an operator, and the time
+ * from an event to its order Active.
  * Each has a runbook, docs/runbooks/<measure>.md, and promtool cases rendered into
  * monitoring/prometheus/alerts.test.yml.
  */
@@ -97,6 +98,15 @@ export const SERVICE_RULES: readonly ServiceRule[] = [
     description: 'The last handshake came back without the replay extension, so the CRM will not replay events published while the subscription is disconnected: a reconnection or a takeover loses them. GET /health/queues says events.health degraded.'
   },
   {
+    alert: 'PortalBffEventsParked',
+    measure: 'events_parked',
+    severity: 'warning',
+    priority: 'P3',
+    expr: `max by (job) (portal_bff_events_parked{${JOB}}) > 0`,
+    summary: 'Platform events are parked: their orders wait for an operator',
+    description: 'An event\'s hand-off failed for a reason a retry does not change (its CRM order carries a billing order another order has, carries none, or the CRM does not have it), so it was set aside and the subscription moved on. Its order is not provisioned until the data is mended and the event retried (GET /health/events/parked lists them).'
+  },
+  {
     alert: 'PortalBffProvisioningLag',
     measure: 'provisioning_lag',
     severity: 'warning',
@@ -163,6 +173,10 @@ export const SERVICE_RULE_CASES: Readonly<Record<string, readonly ServiceRuleCas
   PortalBffEventReplayUnsupported: [
     { name: 'no replay extension: it fires', series: [{ metric: 'portal_bff_event_subscriber_replay_supported', values: constant(0) }], fires: ['warning'] },
     { name: 'replay granted: nothing fires', series: [{ metric: 'portal_bff_event_subscriber_replay_supported', values: constant(1) }], fires: [] }
+  ],
+  PortalBffEventsParked: [
+    { name: 'an event is parked: it fires once, for the job', series: [{ metric: 'portal_bff_events_parked', values: constant(1) }, { metric: 'portal_bff_events_parked', labels: secondInstance, values: constant(1) }], fires: ['warning'], alertLabels: { job: 'portal-bff' } },
+    { name: 'nothing parked: nothing fires', series: [{ metric: 'portal_bff_events_parked', values: constant(0) }], fires: [] }
   ],
   PortalBffProvisioningLag: [
     { name: 'orders take up to 10 s: nothing fires', series: lagSeries('10'), fires: [] },

@@ -3,6 +3,7 @@
 // the watchdog.
 import { setTimeout as sleep } from 'node:timers/promises'
 import { abortable } from '../../lib/abortable.js'
+import { Backoff } from './backoff.js'
 import { BayeuxTransport, StreamInterruption, type BayeuxMessage, type StreamFailure } from './bayeux-transport.js'
 import {
   HANDSHAKE_AT_ONCE, LOST_ANSWERS, connectMessage, disconnectMessage, eventsIn, grantsReplay, handshakeMessage, interruptionOf,
@@ -73,6 +74,8 @@ export interface PlatformEventSubscriberOptions {
   requestTimeoutMs?: number
   /** Delay before the next handshake after a failure: full jitter up to initialMs doubling to maxMs (500, 30 000). */
   backoff?: { initialMs?: number, maxMs?: number }
+  /** The jitter's source (Math.random): a test fixes it to see the backoff's bound. */
+  random?: () => number
 }
 
 /** A handshaken Bayeux client and the advice it follows. */
@@ -113,8 +116,8 @@ export class PlatformEventSubscriber {
   readonly #log: UpstreamLogger
   readonly #connectTimeoutMarginMs: number
   readonly #requestTimeoutMs: number
-  readonly #backoffInitialMs: number
-  readonly #backoffMaxMs: number
+  /** Its count of failures is reset once a batch is handed off, or once a session lasted the longest delay. */
+  readonly #backoff: Backoff
   readonly #lifetime = new AbortController()
   #running: Promise<void> | undefined
   #transport: BayeuxTransport | undefined
@@ -122,8 +125,6 @@ export class PlatformEventSubscriber {
   #connection: Connection | undefined
   #nextMessageId = 1
   #handshakes = 0
-  /** Failures since the last healthy connect: the backoff exponent. */
-  #failures = 0
   #state: SubscriberState = 'idle'
   #lastError: StreamFailure | null = null
   #lastEventAt: string | null = null
@@ -145,8 +146,7 @@ export class PlatformEventSubscriber {
     this.#log = options.log ?? SILENT
     this.#connectTimeoutMarginMs = options.connectTimeoutMarginMs ?? 10_000
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 10_000
-    this.#backoffInitialMs = options.backoff?.initialMs ?? 500
-    this.#backoffMaxMs = options.backoff?.maxMs ?? 30_000
+    this.#backoff = new Backoff(options.backoff, options.random)
   }
 
   /** Runs until stop() or until `signal` aborts; resolves once stopped, and never rejects. */
@@ -182,16 +182,19 @@ export class PlatformEventSubscriber {
       this.#setState('connecting')
       const interruption = await this.#subscription(signal)
       if (signal.aborted) break
-      this.#connection = undefined
+      // A session given up is ended before the next handshake: the server would otherwise keep it,
+      // and queue events for it, until it times out. One it forgot already needs no word.
+      if (HANDSHAKE_AT_ONCE.has(interruption.failure)) this.#connection = undefined
+      else await this.#disconnect()
       this.#lastError = interruption.failure
       const details = { channel: this.channel, failure: interruption.failure, ...(interruption.cause === undefined ? {} : { err: interruption.cause }) }
       // Bayeux: the next handshake waits at least the interval the server advised (bounded here by the
       // longest backoff). A healthy stream that the server asks to handshake again does so after that
       // alone; twice in a row backs off, as does a second one within the longest backoff (a server
       // that takes the subscribe and forgets the client at once must not be handshaken in a loop).
-      const intervalMs = Math.min(interruption.intervalMs, this.#backoffMaxMs)
-      if (HANDSHAKE_AT_ONCE.has(interruption.failure) && this.#failures === 0 && Date.now() - this.#handshookAtOnceAt >= this.#backoffMaxMs) {
-        this.#failures = 1
+      const intervalMs = Math.min(interruption.intervalMs, this.#backoff.maxMs)
+      if (HANDSHAKE_AT_ONCE.has(interruption.failure) && this.#backoff.failures === 0 && Date.now() - this.#handshookAtOnceAt >= this.#backoff.maxMs) {
+        this.#backoff.failures = 1
         this.#handshookAtOnceAt = Date.now()
         this.#log.info({ ...details, ...(intervalMs > 0 ? { retryInMs: intervalMs } : {}) }, `platform event stream: ${interruption.message}; handshaking again`)
         if (intervalMs > 0) await sleep(intervalMs, undefined, { signal }).catch(ignore)
@@ -199,8 +202,8 @@ export class PlatformEventSubscriber {
       }
       // Bayeux: a client must not retry on its own after `reconnect: none`; a service must come back
       // some time, so it waits the longest backoff, not a random part of it.
-      const retryInMs = interruption.failure === 'reconnect_none' ? this.#backoffMaxMs : Math.max(intervalMs, this.#backoffMs())
-      this.#failures++
+      const retryInMs = interruption.failure === 'reconnect_none' ? this.#backoff.maxMs : Math.max(intervalMs, this.#backoff.delayMs())
+      this.#backoff.failures++
       this.#log.warn({ ...details, retryInMs }, `platform event stream failed: ${interruption.message}`)
       this.#setState('failed', retryInMs)
       await sleep(retryInMs, undefined, { signal }).catch(ignore)
@@ -233,8 +236,8 @@ export class PlatformEventSubscriber {
         this.#follow(connection, first)
       }
       const replayId = await this.#subscribe(connection, signal)
-      // A session that subscribed is healthy: the next failure starts the backoff afresh.
-      this.#failures = 0
+      // Subscribing proves little (a batch refused at once would loop): the backoff is not reset here.
+      const subscribedAt = performance.now()
       const degraded = this.#replaySupported === false
       this.#log.info({ channel: this.channel, replayId, ...(degraded ? { replaySupported: false } : {}) },
         degraded ? `subscribed to ${this.channel} without replay: the server ignores replayId ${replayId}` : `subscribed to ${this.channel}`)
@@ -263,12 +266,13 @@ export class PlatformEventSubscriber {
           if (isReconnectRefused(reply)) throw refusal(reply)
           this.#follow(connection, reply)
           unsuccessful = 0
+          if (performance.now() - subscribedAt >= this.#backoff.maxMs) this.#backoff.failures = 0
           continue
         }
         if (unsuccessful >= CONNECT_RETRIES) throw interruption
         unsuccessful++
         this.#log.warn({ channel: this.channel, attempt: unsuccessful }, `platform event stream: ${interruption.message}; connecting again`)
-        await sleep(this.#backoffMs(unsuccessful - 1), undefined, { signal })
+        await sleep(this.#backoff.delayMs(unsuccessful - 1), undefined, { signal })
       }
     } catch (error) {
       const interruption = interruptionOf(error)
@@ -352,14 +356,10 @@ export class PlatformEventSubscriber {
     return replyTo(replies, message, id)
   }
 
-  /** Exponential backoff with full jitter, from the initial delay up to the longest. */
-  #backoffMs (failures = this.#failures): number {
-    return Math.round(Math.random() * Math.min(this.#backoffMaxMs, this.#backoffInitialMs * 2 ** failures))
-  }
-
   async #deliver (events: PlatformEventMessage[], signal: AbortSignal): Promise<void> {
     this.#lastEventAt = new Date().toISOString()
     await this.#callback('events_rejected', 'onEvents() rejected a batch', () => this.#onEvents(events), signal)
+    this.#backoff.failures = 0
     this.#received += events.length
     this.#replayId = events.at(-1)?.data.event.replayId ?? this.#replayId
     this.#log.debug({ channel: this.channel, events: events.length, replayId: this.#replayId }, 'platform events delivered')

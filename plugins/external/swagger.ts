@@ -25,7 +25,8 @@ async function swagger (fastify: FastifyInstance) {
         { name: 'health', description: 'Operator endpoints: health of the service, its dependencies, queues and cache; open to anyone' },
         { name: 'alerts', description: 'Operator endpoints: every measure of the monitoring thresholds and its level; behind the operations token when OPS_TOKEN is set' },
         { name: 'metrics', description: 'Operator endpoints: Prometheus metrics; behind the operations token when OPS_TOKEN is set' },
-        { name: 'status', description: 'Operator endpoints: the figures of the status page (/status); behind the operations token when OPS_TOKEN is set' }
+        { name: 'status', description: 'Operator endpoints: the figures of the status page (/status); behind the operations token when OPS_TOKEN is set' },
+        { name: 'events-parked', description: 'Operator endpoints: the platform events whose hand-off failed for good (a data conflict, an incomplete or unknown order), to retry once the data is mended or to discard; behind the operations token when OPS_TOKEN is set' }
       ],
       components: {
         securitySchemes: {

@@ -1,24 +1,26 @@
 import { randomUUID } from 'node:crypto'
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
-import { runInContext } from '../../../lib/log-context.js'
-import { orderWorkId } from '../orders/job-queue.js'
-import { EventSubscription, SUBSCRIPTION_STATES, type HolderReport, type SubscriptionStats } from './subscription.js'
+import { EventSubscription, ORDER_PROVISION_CHANNEL, SUBSCRIPTION_STATES, type HolderReport, type SubscriptionStats } from './subscription.js'
 import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/errors.js'
-import type { Order } from '../orders/store.js'
-import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import { ReplayPositions } from './replay-positions.js'
+import { OrderHandOff } from './hand-off.js'
+import { ParkedEvents } from './parked-events.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     eventSubscription: EventSubscription
+    /** The platform events set aside because their hand-off failed for good. */
+    parkedEvents: ParkedEvents
+    eventHandOff: OrderHandOff
   }
 }
 
 declare module '../monitoring/index.js' {
   interface MonitoringParts {
     subscriber: SubscriptionStats
+    /** The platform events parked, in PostgreSQL: every instance counts the same ones. */
+    parkedEvents: number
     /** What the lease holder, whichever instance it is, last reported; null when no instance holds the lease. */
     subscriptionHolder: HolderReport | null
   }
@@ -34,59 +36,13 @@ const RELEASE_CLAIM = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`
 
-function numberOrNull (value: unknown): number | null {
-  const number = Number(value)
-  return value !== null && value !== undefined && value !== '' && Number.isInteger(number) ? number : null
-}
-
 async function eventSubscriber (fastify: FastifyInstance) {
   const { config, orders, crm, crmQueue, jobQueue, log } = fastify
 
-  /**
-   * The order an event names, marked as handed to the job queue: stored already, or read from the
-   * CRM and stored now under the id the CRM gives it. An event may carry the 15-character form of
-   * an id the REST API gave in 18. Marked in the statement that finds or stores it, before the job
-   * is queued: should Redis lose the job, the order is known to be waiting for one.
-   */
-  async function requestProvisioning (crmOrderId: string): Promise<Order | null> {
-    const caseSafe = caseSafeId(crmOrderId)
-    const stored = await orders.markProvisioningRequested(crmOrderId) ?? (caseSafe === crmOrderId ? null : await orders.markProvisioningRequested(caseSafe))
-    if (stored !== null) return stored
-    const record = await crmQueue.run((deadline) => crm.getOrder(crmOrderId, deadline))
-    if (record === null) return null
-    return await orders.ensure({
-      crmOrderId: record.Id,
-      billingClientId: numberOrNull(record.BillingClientId__c),
-      billingOrderId: numberOrNull(record.BillingOrderId__c),
-      productId: String(record.Product__c ?? ''),
-      billingCycle: null
-    }, { provisioningRequested: true })
-  }
-
-  /** The event's order is stored and its job queued before the event counts as received. */
-  async function handOff (event: PlatformEventMessage): Promise<void> {
-    const crmOrderId = event.data.payload.OrderId__c
-    const { replayId } = event.data.event
-    if (typeof crmOrderId !== 'string' || crmOrderId === '') {
-      log.warn({ replayId }, 'OrderProvisionRequested__e without an OrderId__c: skipped')
-      return
-    }
-    // The hand-off's lines, and its CRM read, carry the order's id, as its provisioning's do.
-    const correlationId = orderWorkId(caseSafeId(crmOrderId))
-    await runInContext({ correlationId, log: fastify.logFor(correlationId) }, () => handOffOrder(crmOrderId, replayId))
-  }
-
-  async function handOffOrder (crmOrderId: string, replayId: number): Promise<void> {
-    const order = await requestProvisioning(crmOrderId)
-    if (order === null) {
-      log.warn({ replayId, crmOrderId }, 'OrderProvisionRequested__e names an order the CRM does not have: skipped')
-      return
-    }
-    // The stored id, not the event's form of it: one job per order, whichever form events carry.
-    const storedId = order.crmOrderId ?? crmOrderId
-    await jobQueue.enqueue(storedId)
-    log.info({ replayId, crmOrderId: storedId, ...(storedId === crmOrderId ? {} : { eventOrderId: crmOrderId }), orderId: order.id }, 'provisioning requested')
-  }
+  const parked = new ParkedEvents(fastify.pg.pool)
+  const handOffs = new OrderHandOff({ channel: ORDER_PROVISION_CHANNEL, orders, crm, crmQueue, jobQueue, parked, log, logFor: fastify.logFor })
+  fastify.decorate('parkedEvents', parked)
+  fastify.decorate('eventHandOff', handOffs)
 
   const subscription = new EventSubscription({
     enabled: config.CRM_EVENTS_ENABLED,
@@ -98,7 +54,7 @@ async function eventSubscriber (fastify: FastifyInstance) {
     apiVersion: config.CRM_API_VERSION,
     leaseTtlMs: config.CRM_EVENTS_LEASE_TTL_MS,
     connectTimeoutMarginMs: config.CRM_EVENTS_CONNECT_MARGIN_MS,
-    handOff,
+    handOff: (event) => handOffs.handOff(event),
     // A hand-off's upstream work is one CRM read, which the CRM queue bounds anyway.
     handOffConcurrency: config.CRM_QUEUE_CONCURRENCY,
     log
@@ -126,6 +82,12 @@ async function eventSubscriber (fastify: FastifyInstance) {
       }]
     })
   }
+  // A part of its own: a slow database must not take the subscription's figures with it.
+  fastify.monitoring.register('parkedEvents', {
+    description: 'the parked platform events',
+    read: () => parked.count(),
+    metrics: [{ name: 'portal_bff_events_parked', help: 'Platform events set aside because their hand-off failed for good (data conflict, incomplete or unknown order), awaiting an operator', type: 'gauge', samples: (count) => [{ value: count }] }]
+  })
   fastify.monitoring.register('subscriber', {
     description: 'the platform-event subscription',
     read: () => subscription.stats(),

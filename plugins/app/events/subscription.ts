@@ -104,6 +104,8 @@ export class EventSubscription {
    */
   #unstoredFloor: number | undefined
   #skipBelow: number | undefined
+  /** The next subscription replays every retained event when no position is stored. */
+  #replayAll = false
   #replayFallbacks = 0
   readonly #leaseKey: string
   readonly #stateKey: string
@@ -142,11 +144,13 @@ export class EventSubscription {
   }
 
   /**
-   * Subscribes again from the stored replay position, when this instance holds the subscription:
-   * events delivered while the old one looked connected but received nothing are replayed.
+   * Subscribes again from the stored replay position (every retained event when none is stored),
+   * when this instance holds the subscription: events delivered while the old one looked connected
+   * but received nothing are replayed, harmlessly, since the job id is the CRM order id.
    */
   async resubscribe (): Promise<boolean> {
     if (this.#subscriber === undefined) return false
+    this.#replayAll = true
     await this.#stopSubscriber('connecting')
     this.#startSubscriber()
     return true
@@ -211,6 +215,13 @@ export class EventSubscription {
           }
         }
         this.#unstoredFloor = undefined
+        // The heal's subscription with nothing stored: -1 would skip the very events it is for. A
+        // floor below every event replays all retained ones (-2), here and after a takeover.
+        if (stored === null && floor === null && this.#replayAll) {
+          floor = '0'
+          await redis.set(this.floorKey, floor, 'PX', RETENTION_MS, 'NX')
+        }
+        this.#replayAll = false
         this.#skipBelow = stored === null && floor !== null ? Number(floor) : undefined
         if (stored !== null) return Number(stored)
         return replay === 'ALL' || this.#skipBelow !== undefined ? -2 : -1

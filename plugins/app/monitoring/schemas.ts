@@ -78,6 +78,7 @@ export const StatusSummary = Type.Object({
     reconnects: Count('reconnections'),
     dropped: Count('events delivered without a replayId or a payload, skipped'),
     replayFallbacks: Count('times the stored replay position was no longer retained, so events of the gap may be lost'),
+    parked: Nullable(Count('events'), 'events set aside because their hand-off failed for good, awaiting an operator; null when the database does not answer'),
     replaySupported: Nullable(Type.Boolean(), 'whether the CRM granted the replay extension; false: degraded'),
     lastError: Nullable(Type.String())
   }, { additionalProperties: false }), 'the platform-event subscription; null when there is no data'),

@@ -85,17 +85,29 @@ export class OrderStore {
 
   /**
    * Stores an order the CRM told of, unless one with its CRM id exists; either way returns the
-   * stored one. `provisioningRequested`: an event handed it to the job queue, recorded in the same
-   * statement (a first hand-off's time stays).
+   * stored one. A portal order still in Pending Review that has the CRM order's billing order but
+   * no CRM id (its placement stopped before the id was written) is that order: it is linked, not
+   * stored twice. `provisioningRequested`: an event handed it to the job queue, recorded in the
+   * same statement (a first hand-off's time stays). Another order holding the billing order is a
+   * unique violation on billing_order_id.
    */
   async ensure (order: NewOrder & { crmOrderId: string }, { provisioningRequested = false } = {}): Promise<Order> {
-    // On a conflict (another hand-off, or the portal, stored it first) the update changes nothing
-    // but the mark, and makes the statement return the stored row.
+    // The insert is skipped once linked. On a conflict (another hand-off, or the portal, stored it
+    // first) the update changes nothing but the mark, and makes the statement return the stored row.
     const { rows } = await this.pool.query<OrderRow>(
-      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, billing_order_id, crm_order_id, provisioning_requested_at)
-       VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN now() END)
-       ON CONFLICT (crm_order_id) DO UPDATE SET provisioning_requested_at = COALESCE(orders.provisioning_requested_at, EXCLUDED.provisioning_requested_at)
-       RETURNING ${COLUMNS}`,
+      `WITH linked AS (
+         UPDATE orders SET crm_order_id = $5, updated_at = now(),
+           provisioning_requested_at = COALESCE(provisioning_requested_at, CASE WHEN $6 THEN now() END)
+         WHERE billing_order_id = $4 AND crm_order_id IS NULL AND status = 'Pending Review'
+           AND ($1::int IS NULL OR billing_client_id IS NULL OR billing_client_id = $1)
+         RETURNING ${COLUMNS}
+       ), stored AS (
+         INSERT INTO orders (billing_client_id, product_id, billing_cycle, billing_order_id, crm_order_id, provisioning_requested_at)
+         SELECT $1, $2, $3, $4, $5, CASE WHEN $6 THEN now() END WHERE NOT EXISTS (SELECT 1 FROM linked)
+         ON CONFLICT (crm_order_id) DO UPDATE SET provisioning_requested_at = COALESCE(orders.provisioning_requested_at, EXCLUDED.provisioning_requested_at)
+         RETURNING ${COLUMNS}
+       )
+       SELECT * FROM linked UNION ALL SELECT * FROM stored`,
       [order.billingClientId, order.productId, order.billingCycle, order.billingOrderId, order.crmOrderId, provisioningRequested])
     return toOrder(rows[0]!)
   }

@@ -81,9 +81,9 @@ t.test('an Unknown client error under 401 (as Faye sends it) handshakes again wi
   t.equal(stream.invalidated.length, 1)
 })
 
-t.test('a successful subscribe resets the backoff: a restart soon after a recovery handshakes at once', async t => {
-  // Three failed handshakes in a row, then a healthy session whose long polls never complete within the
-  // test (as after a server restart): only its subscribe can tell that it is healthy.
+t.test('a subscribe alone does not reset the backoff; a batch handed off does: a restart after it handshakes at once', async t => {
+  // Three failed handshakes in a row, then a session that subscribes: a server that takes the
+  // subscribe and drops the client at once must not be handshaken in a loop.
   const stream = await subscribed(t, { connectTimeoutMs: 20_000 }, {
     backoff: { initialMs: 200, maxMs: 5000 },
     arrange: crm => crm.injectFault({ kind: 'http5xx', route: 'cometd/meta/handshake', status: 503, times: 3 })
@@ -91,17 +91,47 @@ t.test('a successful subscribe resets the backoff: a restart soon after a recove
   t.same(stream.states, ['connecting', 'failed', 'connecting', 'failed', 'connecting', 'failed', 'connecting', 'connected'])
   stream.crm.dropAllSessions()
   await until(() => stream.handshakes() === 5 && stream.subscriber.stats().state === 'connected', 'the handshake after the restart')
-  t.same(stream.states.slice(8), ['connecting', 'connected'], 'no backoff after the restart')
-  t.equal(stream.subscriber.stats().lastError, 'unknown_client')
-  t.ok(stream.lines.some(line => line.level === 'info' && /handshaking again/.test(line.message) && line.details.failure === 'unknown_client'))
+  t.same(stream.states.slice(8), ['failed', 'connecting', 'connected'], 'backed off: only the subscribe said the session was healthy')
 
-  // Another restart at once: not handshaken again at once (a server that forgets every client would be
-  // handshaken in a loop), but the backoff starts afresh.
+  // A batch handed off proves the stream healthy: the next restart handshakes at once.
+  const event = stream.crm.publishOrderProvisionRequested('801HANDEDOFF')
+  await until(() => stream.received.includes(event), 'the event handed off')
   stream.crm.dropAllSessions()
   await until(() => stream.handshakes() === 6 && stream.subscriber.stats().state === 'connected', 'the handshake after the second restart')
-  t.same(stream.states.slice(10), ['failed', 'connecting', 'connected'])
-  const waited = stream.lines.findLast(line => line.level === 'warn' && line.details.failure === 'unknown_client')
-  t.ok(typeof waited?.details.retryInMs === 'number' && waited.details.retryInMs <= 200, `waited ${String(waited?.details.retryInMs)} ms`)
+  t.same(stream.states.slice(11), ['connecting', 'connected'], 'no backoff after a batch was handed off')
+  t.ok(stream.lines.some(line => line.level === 'info' && /handshaking again/.test(line.message) && line.details.failure === 'unknown_client'))
+})
+
+t.test('a batch refused again and again: the backoff doubles, each session given up is disconnected before the next handshake', async t => {
+  let refusing = true
+  const accepted: number[] = []
+  const stream = await subscribed(t, { connectTimeoutMs: 500 }, {
+    backoff: { initialMs: 50, maxMs: 400 },
+    // The jitter at its top: each wait is the backoff's bound.
+    random: () => 1,
+    replayFrom: async () => accepted.at(-1) ?? -2,
+    onEvents: async events => {
+      if (refusing) throw new Error('the database is unavailable')
+      accepted.push(...events.map(event => event.data.event.replayId))
+    }
+  })
+  const handshakes = stream.handshakes()
+  const event = stream.crm.publishOrderProvisionRequested('801REFUSED')
+  const waits = () => stream.lines.filter(line => line.level === 'warn' && line.details.failure === 'events_rejected').map(line => line.details.retryInMs)
+  await until(() => waits().length >= 5, 'five refusals')
+  t.same(waits().slice(0, 5), [50, 100, 200, 400, 400], 'doubling up to the longest backoff, not reset by each subscribe')
+  const { disconnects } = stream.crm.streamingStats
+  t.ok(disconnects >= stream.handshakes() - handshakes - 1, `every session given up was disconnected (${disconnects} disconnects, ${stream.handshakes() - handshakes} handshakes)`)
+  t.ok(stream.crm.streamingClientCount <= 1, 'the server keeps no abandoned client')
+
+  refusing = false
+  await until(() => accepted.includes(event), 'the batch handed off')
+  refusing = true
+  const next = stream.crm.publishOrderProvisionRequested('801REFUSEDAGAIN')
+  await until(() => waits().length >= 6, 'the next refusal')
+  t.equal(waits()[5], 50, 'the batch handed off reset the backoff')
+  refusing = false
+  await until(() => accepted.includes(next), 'the next batch handed off')
 })
 
 t.test('every event without a replayId is counted as dropped, with a short code in lastError', async t => {

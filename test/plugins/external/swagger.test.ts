@@ -64,7 +64,7 @@ async function operations (t: Test): Promise<Array<{ name: string, operation: Op
 
 /** The portal API's tags, first in the document, and the operator endpoints' after them. */
 const PORTAL_TAGS = ['auth', 'invoices', 'orders', 'events']
-const OPERATOR_TAGS = ['health', 'alerts', 'metrics', 'status']
+const OPERATOR_TAGS = ['health', 'alerts', 'metrics', 'status', 'events-parked']
 
 /** A generated client names its functions after these: changing one breaks the front end's code. */
 const OPERATION_IDS = {
@@ -84,6 +84,9 @@ const OPERATION_IDS = {
   'GET /health/queues/crm': 'getCrmQueue',
   'GET /api/health/services/cache': 'getServicesCache',
   'GET /auth/health-check': 'getIntegrationHealth',
+  'GET /health/events/parked': 'listParkedEvents',
+  'POST /health/events/parked/{id}/retry': 'retryParkedEvent',
+  'DELETE /health/events/parked/{id}': 'discardParkedEvent',
   'GET /health/alerts': 'getAlerts',
   'GET /metrics': 'getMetrics',
   'GET /status/summary': 'getStatusSummary'
@@ -120,7 +123,7 @@ t.test('servers and security: public operations say so, the others name the toke
   for (const { name, operation } of operationsOf(document)) (groups[bySecurity(operation)] ??= []).push(name)
   t.same(groups, {
     public: ['GET /health', 'GET /health/live', 'GET /health/ready', 'GET /health/queues', 'GET /health/queues/billing', 'GET /health/queues/crm', 'GET /api/health/services/cache', 'GET /auth/health-check', 'POST /auth/login'],
-    opsToken: ['GET /health/alerts', 'GET /metrics', 'GET /status/summary'],
+    opsToken: ['GET /health/events/parked', 'POST /health/events/parked/{id}/retry', 'DELETE /health/events/parked/{id}', 'GET /health/alerts', 'GET /metrics', 'GET /status/summary'],
     bearerAuth: ['POST /auth/logout', 'GET /api/invoices', 'GET /api/invoices/{id}', 'POST /api/orders', 'GET /api/orders', 'GET /api/orders/{id}', 'GET /api/events']
   }, 'every operation declares its security: none, the operations token or the access token')
 

@@ -31,7 +31,7 @@ t.test('100 events: 100 orders Active, each step once; the replay key holds the 
   t.match(check.checks.events, { status: 'ok' }, 'the events check passes while connected')
 })
 
-t.test('an event naming an order the CRM does not have is skipped: nothing stored or provisioned, the stream moves on', async (t) => {
+t.test('an event naming an order the CRM does not have is parked: nothing stored or provisioned, the stream moves on', async (t) => {
   const sandbox = await startTestSandbox(t, STREAMING)
   const app = await buildTestApp(t, EVENTS_ON, sandbox)
   await connected(app, sandbox)
@@ -44,6 +44,7 @@ t.test('an event naming an order the CRM does not have is skipped: nothing store
   t.equal(sandbox.telecom.activations.length, 1, 'one activation: the known order\'s')
   t.equal((await app.inject('/health/queues')).json().jobs.failed, 0, 'no job made and failed for it')
   await waitFor('the replay position past both', async () => (await app.redis.get(app.eventSubscription.replayKey)) === String(lastReplayId))
+  t.equal((await eventsReport(app)).parked, 1, 'parked, for an operator to discard')
 })
 
 t.test('PostgreSQL stopped when the first events arrive: the batch is refused; once it is back every order is provisioned once, none from before the start', async (t) => {

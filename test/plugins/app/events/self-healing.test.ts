@@ -34,3 +34,19 @@ t.test('a subscription that stays connected but receives nothing: the stuck orde
   const lines = readFileSync(join(logDir, 'combined.log'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
   t.match(lines.filter((line) => String(line.message).includes('subscribing again from the stored replay position')), [{ level: 40, pendingOrders: 1 }], 'said once, at warn')
 })
+
+t.test('with no stored replay position, an event published to a muted session is provisioned through the heal, which replays every retained event', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { CRM_EVENTS_ENABLED: 'true', ORDERS_PENDING_WARNING_S: '2', ORDERS_PENDING_CRITICAL_S: '60' }, sandbox)
+  const token = await login(app)
+  await waitFor('the subscription', async () => app.eventSubscription.stats().state === 'connected')
+  t.equal(await app.redis.get(app.eventSubscription.replayKey), null, 'a fresh deployment: no replay position stored')
+
+  sandbox.crm.muteEventDelivery(true)
+  const stuck = (await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })).json() as { crmOrderId: string }
+  sandbox.crm.publishOrderProvisionRequested(stuck.crmOrderId)
+  // Still muted: a subscription from -1 would never see it; only a replay of every retained event can.
+  await waitFor('the stuck order Active', async () => (await app.orders.findByCrmId(stuck.crmOrderId))?.status === 'Active', 15_000)
+  t.pass('provisioned through the heal')
+  t.ok(await app.redis.get(app.eventSubscription.replayKey), 'the position is stored once the replayed event is handed off')
+})
