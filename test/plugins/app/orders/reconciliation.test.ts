@@ -11,8 +11,8 @@ t.test('a reconciliation round runs each task on one instance at a time; a faili
     holder,
     log: app.log,
     tasks: [
-      { name: 'test-counted', run: async () => { runs.push(holder) } },
-      { name: 'test-failing', run: async () => { throw new Error('the CRM is away') } }
+      { name: 'test-failing', run: async () => { throw new Error('the CRM is away') } },
+      { name: 'test-counted', run: async () => { runs.push(holder) } }
     ]
   })
   const [one, two] = [instance('one'), instance('two')]
