@@ -193,7 +193,7 @@ export class OrderPlacement {
     if (linked === null) {
       // Its claim ran out and a recovery undid it meanwhile: the CRM order names a cancelled billing order.
       this.options.log.error({ orderId: placement.order.id, crmOrderId, billingOrderId: placement.order.billingOrderId },
-        'a CRM order was created for a placement already undone: set its Status to one of CRM_ORDER_CANCELLED_STATUSES')
+        'a CRM order was created for a placement already undone: set its Status to Cancelled')
       throw new OrderIncompleteError()
     }
     if (by !== 'the request') this.options.log.warn({ orderId: linked.order.id, crmOrderId }, `${by} linked an order placement to its CRM order`)
