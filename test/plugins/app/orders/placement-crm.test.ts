@@ -27,7 +27,9 @@ t.test('the CRM never answering the create: 503 ORDER_INCOMPLETE, then the recov
   sandbox.crm.injectFault({ kind: 'blackhole', route: 'rest/sobjects/Order', times: 1 })
   const response = await app.inject({ ...ORDER, headers: bearer(token) })
   t.match(response.json(), { statusCode: 503, code: 'ORDER_INCOMPLETE' })
+  t.match((await app.inject('/metrics')).body, /^portal_bff_order_placements_unfinished 1$/m, 'counted while unfinished')
   await recovered()
+  t.match((await app.inject('/metrics')).body, /^portal_bff_order_placements_unfinished 0$/m)
   const [order] = (await app.inject({ url: '/api/orders', headers: bearer(token) })).json().orders
   t.match(order, { status: 'Failed', failureReason: /^placement_interrupted/, crmOrderId: null })
   const [billingOrder] = sandbox.billing.orders
