@@ -6,7 +6,8 @@ import { classifyFailure } from '../../../lib/errors.js'
 export interface ReconciliationTask {
   /** Names the task's lease, and its log lines. */
   name: string
-  run (): Promise<void>
+  /** `signal` aborts when the service shuts down: a task stops between two pieces of work. */
+  run (signal: AbortSignal): Promise<void>
 }
 
 export interface ReconciliationOptions {
@@ -28,6 +29,7 @@ export interface ReconciliationOptions {
 export class Reconciliation {
   #timer: NodeJS.Timeout | undefined
   #running: Promise<void> | undefined
+  readonly #stopping = new AbortController()
 
   constructor (private readonly options: ReconciliationOptions) {}
 
@@ -36,10 +38,11 @@ export class Reconciliation {
     this.#timer = setInterval(() => { this.#round() }, this.options.intervalMs).unref()
   }
 
-  /** Stops the rounds and waits for the one under way. */
+  /** Stops the rounds, and the one under way after its current piece of work. */
   async stop (): Promise<void> {
     clearInterval(this.#timer)
     this.#timer = undefined
+    this.#stopping.abort()
     await this.#running
   }
 
@@ -57,8 +60,9 @@ export class Reconciliation {
   async #runTasks (): Promise<void> {
     const { tasks, log } = this.options
     for (const task of tasks) {
+      if (this.#stopping.signal.aborted) return
       try {
-        if (await this.#takeLease(task.name)) await task.run()
+        if (await this.#takeLease(task.name)) await task.run(this.#stopping.signal)
       } catch (error) {
         log.warn({ task: task.name, failure: classifyFailure(error) }, 'a reconciliation round did not finish; the next one takes it up')
       }

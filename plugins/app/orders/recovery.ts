@@ -22,10 +22,12 @@ export interface PlacementRecoveryOptions {
 export function placementRecovery ({ placements, placement, log }: PlacementRecoveryOptions): ReconciliationTask {
   return {
     name: 'order-placements',
-    async run () {
-      for (;;) {
+    async run (signal) {
+      while (!signal.aborted) {
         const batch = await placements.claimUnfinished(BATCH, placement.claimMs)
         for (const unfinished of batch) {
+          // Those not reached keep their claim: another instance takes them once it runs out.
+          if (signal.aborted) return
           try {
             await placement.resume(unfinished)
           } catch (error) {
