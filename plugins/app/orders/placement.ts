@@ -117,7 +117,7 @@ export class OrderPlacement {
     } catch (error) {
       return await this.#crmFailed(recorded, error)
     }
-    return await this.#link(recorded, crmOrderId, 'the request')
+    return await this.#link(recorded, crmOrderId, false)
   }
 
   /** Finishes or undoes an interrupted placement, from whichever step it stopped at. */
@@ -130,7 +130,7 @@ export class OrderPlacement {
       const abandoned = await this.options.placements.abandon(id, 'placement_interrupted: the billing order was not recorded')
       if (abandoned !== null) await this.#compensate(abandoned)
     } else if (placement.step === 'crm') {
-      await this.#settleCrm(placement, 'placement_interrupted: the CRM order was not created', 'the recovery')
+      await this.#settleCrm(placement, 'placement_interrupted: the CRM order was not created', true)
     } else if (placement.step === 'compensating') {
       await this.#compensate(placement)
     }
@@ -171,24 +171,24 @@ export class OrderPlacement {
     // Timed out: the CRM may still be creating it. The recovery decides once the claim runs out.
     if (cause === 'timeout') throw new OrderIncompleteError({ cause: error })
     // It answered (a 5xx) or could not be reached: whether the order exists, the CRM says.
-    const settled = await this.#settleCrm(placement, reason, 'the request').catch(() => undefined)
+    const settled = await this.#settleCrm(placement, reason, false).catch(() => undefined)
     if (settled === undefined) throw new OrderIncompleteError({ cause: error })
     if (settled === null) throw new OrderCancelledError({ cause: error })
     return settled
   }
 
   /** The CRM order found and linked (the placement goes on), or null when none exists (undone). */
-  async #settleCrm (placement: Placement, reason: string, by: string): Promise<Order | null> {
+  async #settleCrm (placement: Placement, reason: string, byRecovery: boolean): Promise<Order | null> {
     const { upstreams, placements } = this.options
     const billingOrderId = placement.order.billingOrderId!
     const crmOrderId = await upstreams.findCrmOrder(billingOrderId)
-    if (crmOrderId !== null) return await this.#link(placement, crmOrderId, by)
+    if (crmOrderId !== null) return await this.#link(placement, crmOrderId, byRecovery)
     const abandoned = await placements.abandon(placement.order.id, reason)
     if (abandoned !== null) await this.#compensate(abandoned)
     return null
   }
 
-  async #link (placement: Placement, crmOrderId: string, by: string): Promise<Order> {
+  async #link (placement: Placement, crmOrderId: string, byRecovery: boolean): Promise<Order> {
     const linked = await this.options.placements.link(placement.order.id, crmOrderId)
     if (linked === null) {
       // Its claim ran out and a recovery undid it meanwhile: the CRM order names a cancelled billing order.
@@ -196,7 +196,7 @@ export class OrderPlacement {
         'a CRM order was created for a placement already undone: set its Status to Cancelled')
       throw new OrderIncompleteError()
     }
-    if (by !== 'the request') this.options.log.warn({ orderId: linked.order.id, crmOrderId }, `${by} linked an order placement to its CRM order`)
+    if (byRecovery) this.options.log.warn({ orderId: linked.order.id, crmOrderId }, 'the recovery linked an order placement to the CRM order it found')
     await this.options.events.publish(linked.order)
     return linked.order
   }
