@@ -1,5 +1,6 @@
 import t from 'tap'
 import { ORDER, placementTestApp, placementViolations, storedPlacements } from '../../../helpers/placement.js'
+import { waitFor } from '../../../helpers/processes.js'
 import { bearer } from '../../../helpers/tokens.js'
 
 t.test('the CRM slow at create, past the deadline: 503 ORDER_INCOMPLETE, then the recovery finds the CRM order created late and links it', async (t) => {
@@ -27,9 +28,12 @@ t.test('the CRM never answering the create: 503 ORDER_INCOMPLETE, then the recov
   sandbox.crm.injectFault({ kind: 'blackhole', route: 'rest/sobjects/Order', times: 1 })
   const response = await app.inject({ ...ORDER, headers: bearer(token) })
   t.match(response.json(), { statusCode: 503, code: 'ORDER_INCOMPLETE' })
-  t.match((await app.inject('/metrics')).body, /^portal_bff_order_placements_unfinished 1$/m, 'counted while unfinished')
+  // A scrape may be answered from the last reading: each is waited for.
+  const unfinished = (count: number) => waitFor(`${count} unfinished in /metrics`, async () =>
+    new RegExp(`^portal_bff_order_placements_unfinished ${count}$`, 'm').test((await app.inject('/metrics')).body), 5000)
+  await unfinished(1)
   await recovered()
-  t.match((await app.inject('/metrics')).body, /^portal_bff_order_placements_unfinished 0$/m)
+  await unfinished(0)
   const [order] = (await app.inject({ url: '/api/orders', headers: bearer(token) })).json().orders
   t.match(order, { status: 'Failed', failureReason: /^placement_interrupted/, crmOrderId: null })
   const [billingOrder] = sandbox.billing.orders
