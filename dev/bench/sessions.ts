@@ -36,6 +36,8 @@ const RENEWAL_INTERVAL_S = IDLE_TIMEOUT_S / 10
 // Commands that change a key, as a renewal or an end of a session would send them.
 const WRITES = new Set(['SET', 'SETEX', 'PSETEX', 'GETEX', 'GETSET', 'SETRANGE', 'APPEND', 'EXPIRE', 'PEXPIRE', 'EXPIREAT', 'PEXPIREAT', 'PERSIST', 'DEL', 'UNLINK', 'RENAME'])
 
+const SCRIPTS = new Set(['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL'])
+
 interface Credential {
   name: string
   headers: Record<string, string>
@@ -62,7 +64,8 @@ export async function signInSession (service: ServiceProcess, email: string, pas
  */
 export async function benchSessions (): Promise<void> {
   await ensureDatabase()
-  await benchCookieRead()
+  // BENCH_SESSION_ROUNDS=0: the renewals alone.
+  if (ROUNDS_OF_READS > 0) await benchCookieRead()
   await benchRenewals()
 }
 
@@ -199,6 +202,8 @@ async function benchRenewals (): Promise<void> {
   /** Redis's times (s) of the writes of each session key. */
   const writes = new Map<string, number[]>()
   let live = 0
+  /** Scripts run on a session key: renewals sent, whether or not they wrote. */
+  let scripts = 0
   let measures: autocannon.Result[] = []
   const monitored = new Redis(redis.url)
   try {
@@ -210,8 +215,11 @@ async function benchRenewals (): Promise<void> {
       // The sign-ins' own writes are done: from here on a write of a session key is a renewal.
       const monitor = await monitored.monitor()
       monitor.on('monitor', (time: string, args: string[]) => {
+        const command = args[0]!.toUpperCase()
+        // A script's keys follow the script and their count; MONITOR shows the commands it runs too.
+        if (SCRIPTS.has(command) && args[3]?.startsWith(sessionKeys) === true) scripts++
         const key = args[1]
-        if (!WRITES.has(args[0]!.toUpperCase()) || key?.startsWith(sessionKeys) !== true) return
+        if (!WRITES.has(command) || key?.startsWith(sessionKeys) !== true) return
         writes.set(key, [...writes.get(key) ?? [], Number(time)])
       })
       // Each request takes the next session, whatever its connection: every session is in use all along, on every instance.
@@ -250,6 +258,7 @@ async function benchRenewals (): Promise<void> {
     `${SESSIONS} cookie sessions (SESSION_IDLE_TIMEOUT_S=${IDLE_TIMEOUT_S}: renewal interval ${RENEWAL_INTERVAL_S} s), ${INSTANCES} instances, each session in use on every instance for ${RENEWAL_SECONDS} s (GET ${CACHED_PATH}, ${CONNECTIONS} connections in all)`,
     `  requests: ${requests} (${(requests / RENEWAL_SECONDS).toFixed(0)} req/s, ${(requests / SESSIONS / RENEWAL_SECONDS).toFixed(0)} a session a second; non-2xx or errors: ${failed})`,
     `  commands writing a session key (MONITOR of the suite's own Redis): ${total}, by session min ${Math.min(...counts)} / median ${median(counts)} / max ${Math.max(...counts)} (bound ${bound}: ceil(${RENEWAL_SECONDS} / ${RENEWAL_INTERVAL_S}) + 1)`,
+    `  scripts run on a session key (renewals sent by the instances, written or not): ${scripts}`,
     `  writes per session per renewal interval: ${(total / SESSIONS / (RENEWAL_SECONDS / RENEWAL_INTERVAL_S)).toFixed(2)} on average, ${(Math.max(...counts) / (RENEWAL_SECONDS / RENEWAL_INTERVAL_S)).toFixed(2)} at most (target <= 1)`,
     `  shortest time between two writes of one session: ${gaps.length === 0 ? '-' : `${(Math.min(...gaps) * 1000).toFixed(0)} ms`} (median ${gaps.length === 0 ? '-' : `${(median(gaps) * 1000).toFixed(0)} ms`})`,
     `  sessions live after ${RENEWAL_SECONDS} s, past their idle timeout: ${live} of ${SESSIONS}`,
