@@ -1,5 +1,5 @@
 import t from 'tap'
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -9,8 +9,9 @@ import { buildTestApp } from '../helpers/app.js'
 import { PrivateRedis } from '../helpers/private-redis.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
+import { findProgram, skipWithout } from '../helpers/packages.js'
 
-const CHROMIUM = '/usr/bin/chromium'
+const CHROMIUM = findProgram('chromium')
 
 t.test('the status page is static HTML, CSS and JS that the service\'s CSP allows', async (t) => {
   const app = await buildTestApp(t)
@@ -34,14 +35,13 @@ t.test('the status page is static HTML, CSS and JS that the service\'s CSP allow
   t.equal(summary.alerts.length, THRESHOLDS.length, 'every alert')
 })
 
-const headless = existsSync(CHROMIUM)
-t.test('in headless Chromium: the ok state, then a stopped Redis as a failing cache check and a critical alert', { skip: !headless && process.env.CI === undefined && 'Chromium is not installed (Debian package chromium; .ci/run installs it)' }, async (t) => {
+t.test('in headless Chromium: the ok state, then a stopped Redis as a failing cache check and a critical alert', { skip: skipWithout(['chromium']) }, async (t) => {
   const redis = await PrivateRedis.start()
   t.teardown(() => redis.kill())
   const profile = mkdtempSync(join(tmpdir(), 'portal-bff-chromium-'))
   t.teardown(() => rmSync(profile, { recursive: true, force: true }))
   const browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
+    executablePath: CHROMIUM!,
     headless: true,
     viewport: { width: 1280, height: 1000 },
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
