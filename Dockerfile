@@ -21,6 +21,7 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean -
 COPY --from=build /app/dist ./dist
 COPY migrations ./migrations
 COPY public ./public
+COPY docs/runbooks ./docs/runbooks
 RUN mkdir -p /app/logs && chown node:node /app/logs
 USER node
 EXPOSE 3000

@@ -59,7 +59,7 @@ export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pag
       // readiness probe (period 2 s, 2 failures) within 4 s: the 5 s default covers both with room
       // for a late check; a balancer with slower checks needs more than its inter × fall.
       // Responses meanwhile say `Connection: close`, so keep-alive clients reconnect elsewhere.
-      app.log.info({ signal, delayMs: config.SHUTDOWN_DELAY_MS }, 'shutting down: readiness fails; serving until SHUTDOWN_DELAY_MS has passed')
+      app.log.info({ signal, delayMs: config.SHUTDOWN_DELAY_MS }, 'shutting down: readiness fails; serving until SHUTDOWN_DELAY_MS has passed, then draining; a second signal (Ctrl-C) exits at once')
       await sleep(config.SHUTDOWN_DELAY_MS)
     }
     app.log.info('draining in-flight requests')

@@ -1,6 +1,7 @@
 import { readConfig, serve } from '../server.js'
 import { startSandbox } from './sandbox/index.js'
 import portalPage from './portal/index.js'
+import { firstReplayIdAfterStored } from './stored-replay.js'
 
 /**
  * The development entry (`npm start`): the service's own entry, with the upstream sandbox started
@@ -16,7 +17,7 @@ if (config.isProduction) {
 } else if (missing.length === 0) {
   await serve(loaded, { pages: portalPage })
 } else {
-  const sandbox = await startSandbox()
+  const sandbox = await startSandbox({ crm: { streaming: { firstReplayId: await firstReplayIdAfterStored(config.DATABASE_URL) } } })
   const filled: Record<string, string | undefined> = {}
   for (const name of missing) filled[name] = sandbox.settings[name]
   // The quick start provisions for real: the sandbox CRM raises the platform events, unless told otherwise.

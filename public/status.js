@@ -8,7 +8,9 @@ const LEVEL_OF = { ok: 'ok', fail: 'critical', healthy: 'ok', degraded: 'warning
 // standby (another instance holds the subscription) and disabled are normal: no colour.
 const SUBSCRIBER_LEVEL = { connected: 'ok', connecting: 'warning', failed: 'critical' }
 const UNITS = { ms: ' ms', seconds: ' s', percent: ' %', requests: '', jobs: '', 'failing checks': '' }
+// Where the repository keeps the runbooks, and where the service serves them (relative to /status).
 const RUNBOOKS = 'docs/runbooks'
+const SERVED_RUNBOOKS = 'status/runbooks'
 
 const $ = (selector) => document.querySelector(selector)
 
@@ -105,6 +107,12 @@ function renderStreams (list, streams) {
   ])
 }
 
+function runbookCell (measure) {
+  const cell = element('td', undefined, { class: 'runbook' })
+  cell.append(element('a', `${RUNBOOKS}/${measure}.md`, { href: `${SERVED_RUNBOOKS}/${measure}.md`, target: '_blank', rel: 'noopener' }))
+  return cell
+}
+
 function renderAlerts (body, alerts) {
   body.replaceChildren(...alerts.map((alert) => {
     const comparison = alert.threshold.comparison === 'above' ? '>' : '<'
@@ -120,7 +128,7 @@ function renderAlerts (body, alerts) {
       levelCell,
       element('td', alert.priority ?? ''),
       element('td', alert.note ?? '', { class: 'nodata' }),
-      element('td', `${RUNBOOKS}/${alert.measure}.md`, { class: 'runbook' })
+      runbookCell(alert.measure)
     )
     return row
   }))

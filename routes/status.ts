@@ -31,6 +31,20 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     setHeaders: (response) => response.setHeader('cache-control', 'no-cache')
   })
   fastify.get('/status', { schema: { hide: true } }, (_request, reply) => reply.sendFile('status.html'))
+  // The runbook of each alert, as the repository has it, so that the page's links work wherever it is
+  // served from; as plain text, which every browser shows.
+  await fastify.register(fastifyStatic, {
+    root: join(projectRoot, 'docs', 'runbooks'),
+    prefix: '/status/runbooks/',
+    decorateReply: false,
+    index: false,
+    wildcard: false,
+    cacheControl: false,
+    setHeaders: (response) => response.setHeader('cache-control', 'no-cache')
+  })
+  fastify.addHook('onSend', async (request, reply) => {
+    if (request.url.startsWith('/status/runbooks/') && reply.statusCode === 200) reply.header('content-type', 'text/plain; charset=utf-8')
+  })
 
   fastify.get('/status/summary', {
     config: { probe: true },

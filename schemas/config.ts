@@ -128,7 +128,9 @@ const PRODUCTION_REQUIRED = ['DATABASE_URL', 'REDIS_URL', ...UPSTREAM_SETTINGS, 
 
 const DEVELOPMENT_DEFAULTS: Record<string, string> = {
   DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/postgres',
-  REDIS_URL: 'redis://127.0.0.1:6379'
+  REDIS_URL: 'redis://127.0.0.1:6379',
+  // No balancer to wait for: Ctrl-C stops a development run at once.
+  SHUTDOWN_DELAY_MS: '0'
 }
 
 export interface SettingProblem {

@@ -74,7 +74,7 @@ function dockerInstructions (text: string): Instruction[] {
   return instructions
 }
 
-const RUNTIME_SOURCES = ['package.json', 'package-lock.json', 'migrations', 'public']
+const RUNTIME_SOURCES = ['package.json', 'package-lock.json', 'migrations', 'public', 'docs/runbooks']
 const BUILD_OUTPUT = '/app/dist'
 
 function normalizeSource (source: string): string {
@@ -155,7 +155,7 @@ t.test('the production build holds the product only', async (t) => {
       '  ./sandbox',
       'COPY --from=build /app/node_modules ./node_modules'
     ].join('\n')), [
-      'line 6: COPY dev/sandbox: only package.json, package-lock.json, migrations, public may come from the build context',
+      'line 6: COPY dev/sandbox: only package.json, package-lock.json, migrations, public, docs/runbooks may come from the build context',
       'line 8: COPY --from=build /app/node_modules: only /app/dist may come from the build stage'
     ])
     t.strictSame(runtimeStageProblems('FROM node:20 AS build\nFROM build AS runtime\n').length, 1, 'a runtime stage based on the build stage')

@@ -55,6 +55,17 @@ t.test('SIGTERM drains in-flight requests, readiness answers 503 meanwhile, exit
   t.ok(service.lines.some((line) => line.message === 'shutdown complete'), 'plugins closed in order and the shutdown was logged')
 })
 
+t.test('the shutdown line says a second signal exits at once, and it does', async (t) => {
+  await ensureTestDatabase()
+  const service = await startService(testEnv({ SHUTDOWN_DELAY_MS: '60000' }))
+  t.teardown(() => { service.child.kill('SIGKILL') })
+  service.child.kill('SIGINT')
+  await waitFor('the shutdown line', async () => service.lines.some((line) => String(line.message).startsWith('shutting down')))
+  t.match(service.lines.find((line) => String(line.message).startsWith('shutting down')), { delayMs: 60000, message: /a second signal \(Ctrl-C\) exits at once/ })
+  service.child.kill('SIGINT')
+  t.equal(await service.exit, 1, 'the second signal ends the process, without waiting out the delay')
+})
+
 t.test('once the instance closes, its streams end and one asked for after is refused, uncounted', async (t) => {
   const streams = new EventStreams({ perUser: 5, total: 10 })
   const ends: string[] = []

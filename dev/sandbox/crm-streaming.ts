@@ -39,6 +39,11 @@ export interface StreamingOptions {
   replayExtension?: boolean
   /** What the events `publishMalformed` publishes lack: their payload (the default) or their replayId. */
   malformedEventsLack?: 'payload' | 'replayId'
+  /**
+   * The replayId of the first event: an org that goes on numbering where a subscriber's stored
+   * position left off (the development entry's new sandbox), so that position is still valid.
+   */
+  firstReplayId?: number
 }
 
 export type StreamingStats = Record<'handshakes' | 'subscribes' | 'unsubscribes' | 'connects' | 'disconnects', number>
@@ -129,14 +134,18 @@ export class StreamingApi {
   #isValidToken: (token: string) => boolean
   #clients = new Map<string, StreamingClient>()
   #events: PlatformEventMessage[] = []
-  #nextReplayId = 1
+  #nextReplayId: number
+  /** The position before the first event: valid while that event is retained, or none was published. */
+  readonly #start: number
   #answeringConnects = true
 
   constructor (isValidToken: (token: string) => boolean, options: StreamingOptions = {}) {
     this.#isValidToken = isValidToken
     const { connectTimeoutMs = 110_000, clientTimeoutMs = 40_000, retainedEvents = 1000, holdFirstConnect = false } = options
-    const { replayExtension = true, malformedEventsLack = 'payload' } = options
-    this.#options = { connectTimeoutMs, clientTimeoutMs, retainedEvents, holdFirstConnect, replayExtension, malformedEventsLack }
+    const { replayExtension = true, malformedEventsLack = 'payload', firstReplayId = 1 } = options
+    this.#options = { connectTimeoutMs, clientTimeoutMs, retainedEvents, holdFirstConnect, replayExtension, malformedEventsLack, firstReplayId }
+    this.#nextReplayId = firstReplayId
+    this.#start = firstReplayId - 1
   }
 
   get clientCount (): number { return this.#clients.size }
@@ -363,7 +372,7 @@ export class StreamingApi {
       client.queue = []
     } else if (replayId === REPLAY_ALL) {
       client.queue = [...this.#events]
-    } else if (this.#events.some(event => event.data.event.replayId === replayId)) {
+    } else if (this.#events.some(event => event.data.event.replayId === replayId) || (replayId === this.#start && this.#fromStartRetained())) {
       client.queue = this.#events.filter(event => event.data.event.replayId > (replayId as number))
     } else {
       return answer({
@@ -374,6 +383,11 @@ export class StreamingApi {
     client.subscribed = true
     if (client.queue.length > 0) client.wake?.('deliver')
     return answer({ successful: true })
+  }
+
+  #fromStartRetained (): boolean {
+    const oldest = this.#events[0]?.data.event.replayId
+    return oldest === undefined ? this.#nextReplayId === this.#options.firstReplayId : oldest === this.#options.firstReplayId
   }
 
   #unsubscribe (message: Message, exchange: Exchange): Message {

@@ -6,12 +6,13 @@ import { ConfigError, SettingsSchema, UPSTREAM_SETTINGS, loadConfig } from '../.
 import { projectRoot } from '../../lib/project-root.js'
 
 /**
- * Writes docs/configuration.md from the settings schema (schemas/config.ts): its descriptions,
- * defaults and bounds, and what loadConfig requires in production. With --check it writes nothing
- * and exits 1 when the checked-in page differs from what it would write.
+ * Writes docs/configuration.md and .env.example from the settings schema (schemas/config.ts): its
+ * descriptions, defaults and bounds, and what loadConfig requires in production. With --check it
+ * writes nothing and exits 1 when a checked-in file differs from what it would write.
  */
 
 export const CONFIGURATION_DOC_FILE = 'docs/configuration.md'
+export const ENV_EXAMPLE_FILE = '.env.example'
 
 export interface Section {
   title: string
@@ -98,32 +99,32 @@ export const SECTIONS: readonly Section[] = [
 
 /**
  * What loadConfig refuses to start without in production, each as the names that satisfy it
- * (`CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH`). Asked of loadConfig itself, which names one missing
- * setting at a time, so that the page cannot drift from it.
+ * (`CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH`). Asked of loadConfig itself, which names every missing
+ * setting at once, so that the page cannot drift from it.
  */
 function productionRequirements (): string[][] {
-  const env: NodeJS.ProcessEnv = { NODE_ENV: 'production' }
-  const requirements: string[][] = []
-  for (;;) {
-    try {
-      loadConfig(env)
-      return requirements
-    } catch (error) {
-      if (!(error instanceof ConfigError) || !error.message.endsWith('required in production')) return requirements
-      const names = error.setting.split(' or ')
-      // Named again although given: stop rather than loop.
-      if (env[names[0]!] !== undefined) throw error
-      requirements.push(names)
-      env[names[0]!] = 'given'
-    }
+  try {
+    loadConfig({ NODE_ENV: 'production' })
+    return []
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error
+    return error.problems.filter(({ problem }) => problem.startsWith('required in production')).map(({ setting }) => setting.split(' or '))
   }
 }
 
-/** What loadConfig fills in outside production for the settings the schema requires without a default. */
+/**
+ * What loadConfig fills in outside production where production has no value or another: the
+ * settings the schema requires without a default, and defaults that differ outside production.
+ */
 function developmentFallbacks (schema: TObject): Map<string, unknown> {
   const { config } = loadConfig({ NODE_ENV: 'development' })
   const loaded = config as unknown as Record<string, unknown>
-  const names = (schema.required ?? []).filter((name) => schema.properties[name]?.default === undefined && loaded[name] !== undefined)
+  // Judged against the service's own schema, which loadConfig reads, whatever schema is rendered.
+  const own = SettingsSchema as TObject
+  const names = Object.keys(schema.properties).filter((name) => {
+    const byDefault = own.properties[name]?.default
+    return loaded[name] !== undefined && (byDefault === undefined ? (schema.required ?? []).includes(name) : loaded[name] !== byDefault)
+  })
   return new Map(names.map((name) => [name, loaded[name]]))
 }
 
@@ -164,8 +165,10 @@ function defaultCell (name: string, schema: TSchema, requirement: string[] | und
     const others = requirement.filter((other) => other !== name)
     parts.push(others.length === 0 ? 'required in production' : `required in production (or ${list(others)})`)
   }
-  if (schema.default !== undefined) parts.push(schema.default === '' ? 'empty' : code(schema.default))
-  else if (fallback !== undefined) parts.push(`${code(fallback)} outside production`)
+  if (schema.default !== undefined) {
+    const byDefault = schema.default === '' ? 'empty' : code(schema.default)
+    parts.push(fallback === undefined ? byDefault : `${byDefault} in production`, ...fallback === undefined ? [] : [`${code(fallback)} outside production`])
+  } else if (fallback !== undefined) parts.push(`${code(fallback)} outside production`)
   else if ((UPSTREAM_SETTINGS as readonly string[]).includes(name)) parts.push('the sandbox outside production')
   else if (requirement === undefined) parts.push('unset')
   return parts.join('; ')
@@ -205,8 +208,9 @@ export function renderConfigurationDoc (schema: TObject = SettingsSchema, sectio
     '# Configuration',
     '',
     'Every setting is an environment variable, read once at start and checked against the TypeBox schema in',
-    '`schemas/config.ts`: a bad value stops the start with one line naming the setting (secret values are never',
-    'echoed). A variable set to the empty string counts as unset.',
+    '`schemas/config.ts`: bad or missing values stop the start with one message naming every one, each with the',
+    'values it takes (secret values are never echoed). A variable set to the empty string counts as unset.',
+    '[`.env.example`](../.env.example) lists every setting with its default, from the same schema.',
     '',
     `In production (\`NODE_ENV=production\`) these are required: ${requirements.map((alternatives) => alternatives.map(code).join(' or ')).join(', ')}.`,
     'Every other setting is optional, in production too.',
@@ -223,27 +227,71 @@ export function renderConfigurationDoc (schema: TObject = SettingsSchema, sectio
   return `${lines.join('\n')}\n`
 }
 
-function checkedIn (): string | undefined {
+/**
+ * .env.example: every setting, by section, with its description and allowed values; those
+ * production requires are left empty to fill in, the others commented out at their default.
+ */
+export function renderEnvExample (schema: TObject = SettingsSchema, sections: readonly Section[] = SECTIONS): string {
+  const requirements = productionRequirements()
+  const fallbacks = developmentFallbacks(schema)
+  const lines = [
+    '# Generated from schemas/config.ts by dev/scripts/generate-config-docs.ts: do not edit by hand. Regenerate with',
+    '# `npm run docs:generate`; CI fails while this file is out of date. Every setting: docs/configuration.md.',
+    '#',
+    '# The settings of a production deployment. The service reads its environment, not this file: copy it and',
+    '# give it to your process manager (docker --env-file, systemd EnvironmentFile=, a Kubernetes Secret).',
+    '# Empty ones are required in production; commented ones show their default and are optional.'
+  ]
+  for (const section of sections) {
+    lines.push('', `# ${section.title}`)
+    for (const name of section.settings) {
+      const setting = schema.properties[name]!
+      const required = requirements.find((alternatives) => alternatives.includes(name))
+      const fallback = fallbacks.get(name)
+      lines.push(`# ${cell(String(setting.description))} (${valuesCell(name, setting).replace(/`/g, '')}${fallback === undefined ? '' : `; ${String(fallback)} outside production`})`)
+      if (name === 'NODE_ENV') lines.push('NODE_ENV=production')
+      else if (required !== undefined && required[0] === name) lines.push(`${name}=`)
+      else lines.push(`#${name}=${setting.default === undefined ? '' : String(setting.default)}`)
+    }
+  }
+  return `${lines.join('\n')}\n`
+}
+
+/** Each generated file and what it must hold. */
+const GENERATED = [
+  { file: CONFIGURATION_DOC_FILE, render: () => renderConfigurationDoc() },
+  { file: ENV_EXAMPLE_FILE, render: () => renderEnvExample() }
+]
+
+function checkedIn (file: string): string | undefined {
   try {
-    return readFileSync(join(projectRoot, CONFIGURATION_DOC_FILE), 'utf8')
+    return readFileSync(join(projectRoot, file), 'utf8')
   } catch {
     return undefined
   }
 }
 
-/** Whether the checked-in page is missing or differs from what the generator writes. */
+/** The generated files that are missing or differ from what the generator writes. */
+export function outOfDateFiles (): string[] {
+  return GENERATED.filter(({ file, render }) => checkedIn(file) !== render()).map(({ file }) => file)
+}
+
+/** Whether a checked-in file is missing or differs from what the generator writes. */
 export function outOfDate (): boolean {
-  return checkedIn() !== renderConfigurationDoc()
+  return outOfDateFiles().length > 0
 }
 
 function main (args: string[]): number {
   if (args.includes('--check')) {
-    if (!outOfDate()) return 0
-    process.stderr.write(`${CONFIGURATION_DOC_FILE} is out of date: run npm run docs:generate\n`)
+    const stale = outOfDateFiles()
+    if (stale.length === 0) return 0
+    process.stderr.write(`${stale.join(' and ')} out of date: run npm run docs:generate\n`)
     return 1
   }
-  writeFileSync(join(projectRoot, CONFIGURATION_DOC_FILE), renderConfigurationDoc())
-  process.stdout.write(`wrote ${CONFIGURATION_DOC_FILE}\n`)
+  for (const { file, render } of GENERATED) {
+    writeFileSync(join(projectRoot, file), render())
+    process.stdout.write(`wrote ${file}\n`)
+  }
   return 0
 }
 

@@ -1,5 +1,4 @@
 import t from 'tap'
-import { existsSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
@@ -7,14 +6,15 @@ import portalPage from '../../dev/portal/index.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
 import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
+import { findProgram, skipWithout } from '../helpers/packages.js'
 import { waitFor } from '../helpers/processes.js'
 import { JANE as JANE_SIGN_IN } from '../helpers/sessions.js'
 
 // The reference portal page (dev/portal/) in real Chromium, against the real service: a cookie
 // session that no script can read, and a native EventSource.
 
-const CHROMIUM = '/usr/bin/chromium'
-const skip = !existsSync(CHROMIUM) && process.env.CI === undefined && 'Chromium is not installed (Debian package chromium; .ci/run installs it)'
+const CHROMIUM = findProgram('chromium')
+const skip = skipWithout(['chromium'])
 // Three base64url parts, the first a JSON object: a JWT, whatever it carries.
 const JWT = /eyJ[\w-]{10,}\.[\w-]{10,}\.[\w-]*/
 const JANE = { ...JANE_SIGN_IN, clientId: '1', invoices: 5 }
@@ -25,7 +25,7 @@ interface Teardown { teardown (fn: () => unknown): void }
 /** Headless Chromium with one fresh profile, closed when the test ends. */
 async function browserContext (t: Teardown): Promise<BrowserContext> {
   const browser = await chromium.launch({
-    executablePath: CHROMIUM,
+    executablePath: CHROMIUM!,
     headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
   })

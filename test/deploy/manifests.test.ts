@@ -7,6 +7,7 @@ import { HEARTBEAT_MS } from '../../plugins/app/event-streams.js'
 import { buildTestApp } from '../helpers/app.js'
 import { HAPROXY_CONFIG, checkHaproxyConfig, haproxySettings } from '../helpers/haproxy.js'
 import { parseYamlDocuments, YamlSubsetError } from './yaml-subset.js'
+import { skipWithout } from '../helpers/packages.js'
 
 const KUBERNETES = join(projectRoot, 'deploy', 'kubernetes', 'portal-bff.yaml')
 const { PORT, SHUTDOWN_DELAY_MS, SHUTDOWN_TIMEOUT_MS } = SettingsSchema.properties
@@ -112,9 +113,12 @@ t.test('Kubernetes: probes on routes of the service and its port, shutdown timin
   t.equal(portOf(service?.spec.ports[0]?.targetPort ?? ''), DEFAULT_PORT, 'the Service sends to the service\'s port')
 })
 
-t.test('HAProxy: a valid configuration, checking readiness on the service\'s port within SHUTDOWN_DELAY_MS', async (t) => {
+t.test('HAProxy: haproxy -c accepts the configuration', { skip: skipWithout(['haproxy']) }, async (t) => {
   const { status, output } = checkHaproxyConfig(HAPROXY_CONFIG)
   t.equal(status, 0, `haproxy -c: ${output.trim()}`)
+})
+
+t.test('HAProxy: the configuration checks readiness on the service\'s port within SHUTDOWN_DELAY_MS', async (t) => {
   const settings = haproxySettings(readFileSync(HAPROXY_CONFIG, 'utf8'))
   const app = await buildTestApp(t)
   t.equal(settings.checkMethod, 'GET')

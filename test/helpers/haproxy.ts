@@ -1,8 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { projectRoot } from '../../lib/project-root.js'
+import { findProgram } from './packages.js'
 import { freePort } from './ports.js'
 import { exited, waitFor } from './processes.js'
 import { tempDir } from './made.js'
@@ -10,7 +11,7 @@ import { tempDir } from './made.js'
 interface Teardown { teardown (fn: () => unknown): void }
 
 export const HAPROXY_CONFIG = join(projectRoot, 'deploy', 'haproxy', 'haproxy.cfg')
-const HAPROXY = existsSync('/usr/sbin/haproxy') ? '/usr/sbin/haproxy' : 'haproxy'
+const HAPROXY = findProgram('haproxy') ?? 'haproxy'
 
 const UNIT_MS: Record<string, number> = { us: 0.001, ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 

@@ -1,35 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { accessSync, constants, copyFileSync, rmSync, writeFileSync } from 'node:fs'
-import { delimiter, join } from 'node:path'
+import { copyFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { projectRoot } from '../../lib/project-root.js'
 import { tempDir } from './made.js'
+import { findProgram } from './packages.js'
 import { freePort } from './ports.js'
 import { exited, waitFor } from './processes.js'
-
-/** The first of `names` that is an executable on the PATH. */
-export function findExecutable (...names: string[]): string | undefined {
-  for (const directory of (process.env.PATH ?? '').split(delimiter)) {
-    for (const name of names) {
-      const candidate = join(directory, name)
-      try {
-        accessSync(candidate, constants.X_OK)
-        return candidate
-      } catch {}
-    }
-  }
-  return undefined
-}
-
-/** The Prometheus server of Debian's package `prometheus`, or undefined when it is not installed. */
-export function findPrometheus (): string | undefined {
-  return findExecutable('prometheus')
-}
-
-/** Alertmanager: Debian's package prometheus-alertmanager names it prometheus-alertmanager; upstream, alertmanager. */
-export function findAlertmanager (): string | undefined {
-  return findExecutable('prometheus-alertmanager', 'alertmanager')
-}
 
 /** A child process of a test, ended by PID: SIGTERM, then SIGKILL after 5 s. */
 async function end (child: ChildProcess): Promise<void> {
@@ -46,7 +23,7 @@ export class AlertmanagerServer {
   private constructor (readonly url: string, private readonly child: ChildProcess, private readonly directory: string) {}
 
   static async start (): Promise<AlertmanagerServer> {
-    const executable = findAlertmanager()
+    const executable = findProgram('prometheus-alertmanager')
     if (executable === undefined) throw new Error('Alertmanager is not installed (Debian package prometheus-alertmanager)')
     const directory = tempDir('alertmanager')
     const port = await freePort()
@@ -97,7 +74,7 @@ export class PrometheusServer {
   private constructor (readonly url: string, private readonly child: ChildProcess, private readonly directory: string, private readonly log: () => string) {}
 
   static async start ({ targets, intervalSeconds = 1, alertmanager }: { targets: Target[], intervalSeconds?: number, alertmanager?: string }): Promise<PrometheusServer> {
-    const executable = findPrometheus()
+    const executable = findProgram('prometheus')
     if (executable === undefined) throw new Error('prometheus is not installed (Debian package prometheus)')
     const directory = tempDir('prometheus')
     copyFileSync(join(projectRoot, 'monitoring/prometheus/alerts.yml'), join(directory, 'alerts.yml'))

@@ -1,22 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { accessSync, chownSync, constants, writeFileSync } from 'node:fs'
+import { chownSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pg from 'pg'
 import { SHARED_POSTGRES, tempDir } from './app.js'
+import { findProgram } from './packages.js'
 import { freePort } from './ports.js'
 import { exited, waitFor } from './processes.js'
 import { runAs } from './private-postgres.js'
 
-const PGBOUNCER = '/usr/sbin/pgbouncer'
-
-export function pgbouncerInstalled (): boolean {
-  try {
-    accessSync(PGBOUNCER, constants.X_OK)
-    return true
-  } catch {
-    return false
-  }
-}
+const PGBOUNCER = findProgram('pgbouncer') ?? 'pgbouncer'
 
 /**
  * A PgBouncer of the test's own in transaction pooling mode, on its own port, in front of one

@@ -3,7 +3,8 @@ import type { FastifyInstance } from 'fastify'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { FOR } from '../../dev/scripts/alert-rules.js'
 import { buildTestApp, startTestSandbox, testEnv, testSchemaUrl } from '../helpers/app.js'
-import { AlertmanagerServer, findAlertmanager, findPrometheus, PrometheusServer, type PrometheusAlert } from '../helpers/monitoring-servers.js'
+import { AlertmanagerServer, PrometheusServer, type PrometheusAlert } from '../helpers/monitoring-servers.js'
+import { skipWithout } from '../helpers/packages.js'
 import { buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
 import { startService } from '../helpers/service-process.js'
 import { bearer, login } from '../helpers/tokens.js'
@@ -21,7 +22,6 @@ const MARGIN_S = 15
 const seconds = (duration: string) => Number.parseInt(duration, 10) * (duration.endsWith('m') ? 60 : 1)
 const BOUND_S = { P1: seconds(FOR.P1) + MARGIN_S, P2: seconds(FOR.P2) + MARGIN_S }
 
-const installed = findPrometheus() !== undefined && findAlertmanager() !== undefined
 t.setTimeout((BOUND_S.P2 + 120) * 1000)
 
 async function listen (app: FastifyInstance): Promise<string> {
@@ -41,7 +41,7 @@ async function slowestMetrics (address: string, reads: number): Promise<number> 
   return slowest
 }
 
-t.test('a real Prometheus with the shipped rules: quiet when healthy, pages on billing down, stuck orders, Redis down and a frozen instance', { skip: !installed && process.env.CI === undefined && 'prometheus or Alertmanager is not installed (Debian packages prometheus, prometheus-alertmanager; .ci/run installs them)' }, async (t) => {
+t.test('a real Prometheus with the shipped rules: quiet when healthy, pages on billing down, stuck orders, Redis down and a frozen instance', { skip: skipWithout(['prometheus', 'prometheus-alertmanager']) }, async (t) => {
   const sandbox = await startTestSandbox(t)
   const limits = { RATE_LIMIT_MAX: '10000', LOGIN_RATE_LIMIT_MAX: '10000' }
   const quiet = await buildTestApp(t, limits, sandbox)

@@ -7,7 +7,8 @@ import { SERVICE_RULES, SERVICE_RULE_CASES } from '../../dev/scripts/service-rul
 import { projectRoot } from '../../lib/project-root.js'
 import { ROWS, THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
 import { generatedFiles, outOfDate } from '../../dev/scripts/generate-alert-rules.js'
-import { findPromtool, promtool } from '../../dev/scripts/promtool.js'
+import { promtool } from '../../dev/scripts/promtool.js'
+import { skipWithout } from '../helpers/packages.js'
 
 t.test('the checked-in rules, rule tests and dashboard are what plugins/app/monitoring/thresholds.ts generates', async (t) => {
   for (const { path, content } of generatedFiles()) {
@@ -113,9 +114,8 @@ t.test('the dashboard has a panel per row, on the rule\'s expression, with its t
   }
 })
 
-const installed = findPromtool() !== undefined
-t.test('promtool: the rules are valid and each fires at its threshold', { skip: !installed && process.env.CI === undefined && 'promtool is not installed (Debian package prometheus; .ci/run installs it)' }, async (t) => {
-  t.ok(installed, 'promtool is installed')
+const skip = skipWithout(['promtool'])
+t.test('promtool: the rules are valid and each fires at its threshold', { skip }, async (t) => {
   const check = promtool(['check', 'rules', RULES_FILE])
   t.equal(check.code, 0, 'promtool check rules', { output: check.output })
   t.match(check.output, `SUCCESS: ${RULE_COUNT} rules found`)
@@ -123,7 +123,7 @@ t.test('promtool: the rules are valid and each fires at its threshold', { skip: 
   t.equal(test.code, 0, 'promtool test rules: every rule fires just past its threshold and not before', { output: test.output })
 })
 
-t.test('promtool: the shipped scrape configuration is valid and authorizes with the operations token file', { skip: !installed && process.env.CI === undefined && 'promtool is not installed (Debian package prometheus; .ci/run installs it)' }, async (t) => {
+t.test('promtool: the shipped scrape configuration is valid and authorizes with the operations token file', { skip }, async (t) => {
   const directory = mkdtempSync(join(tmpdir(), 'portal-bff-prometheus-'))
   t.teardown(() => rmSync(directory, { recursive: true, force: true }))
   for (const file of ['prometheus.yml', 'alerts.yml']) copyFileSync(join(projectRoot, 'monitoring/prometheus', file), join(directory, file))

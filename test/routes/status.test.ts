@@ -1,5 +1,5 @@
 import t from 'tap'
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -9,8 +9,9 @@ import { buildTestApp } from '../helpers/app.js'
 import { PrivateRedis } from '../helpers/private-redis.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
+import { findProgram, skipWithout } from '../helpers/packages.js'
 
-const CHROMIUM = '/usr/bin/chromium'
+const CHROMIUM = findProgram('chromium')
 
 t.test('the status page is static HTML, CSS and JS that the service\'s CSP allows', async (t) => {
   const app = await buildTestApp(t)
@@ -27,6 +28,10 @@ t.test('the status page is static HTML, CSS and JS that the service\'s CSP allow
   t.equal(script.headers['cache-control'], 'no-cache', 'asked for again, so a new release shows at once')
   t.match(script.body, /REFRESH_MS = 30_000/, 'polls every 30 s')
   t.match((await app.inject('/status/status.css')).headers['content-type'], /^text\/css/)
+  const runbook = await app.inject('/status/runbooks/core_status.md')
+  t.equal(runbook.statusCode, 200, 'the runbooks are served beside the page, for its links')
+  t.match(runbook.headers['content-type'], /^text\/plain/, 'as text a browser shows')
+  t.equal(runbook.body, readFileSync(join(projectRoot, 'docs/runbooks/core_status.md'), 'utf8'))
 
   const summary = (await app.inject('/status/summary')).json()
   t.match(summary, { level: 'ok', core: { status: 'ok', checks: { database: 'ok', cache: 'ok' } }, billing: { health: 'healthy' }, crm: { health: 'healthy', dailyUsage: {} } })
@@ -34,14 +39,13 @@ t.test('the status page is static HTML, CSS and JS that the service\'s CSP allow
   t.equal(summary.alerts.length, THRESHOLDS.length, 'every alert')
 })
 
-const headless = existsSync(CHROMIUM)
-t.test('in headless Chromium: the ok state, then a stopped Redis as a failing cache check and a critical alert', { skip: !headless && process.env.CI === undefined && 'Chromium is not installed (Debian package chromium; .ci/run installs it)' }, async (t) => {
+t.test('in headless Chromium: the ok state, then a stopped Redis as a failing cache check and a critical alert', { skip: skipWithout(['chromium']) }, async (t) => {
   const redis = await PrivateRedis.start()
   t.teardown(() => redis.kill())
   const profile = mkdtempSync(join(tmpdir(), 'portal-bff-chromium-'))
   t.teardown(() => rmSync(profile, { recursive: true, force: true }))
   const browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
+    executablePath: CHROMIUM!,
     headless: true,
     viewport: { width: 1280, height: 1000 },
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
@@ -85,7 +89,11 @@ t.test('in headless Chromium: the ok state, then a stopped Redis as a failing ca
   const cause = page.locator('#cause a[data-measure="core_status"]')
   t.equal(await cause.getAttribute('href'), '#alert-core_status', 'the badge names the row that set it, and links to it')
   t.match(await cause.getAttribute('title'), 'docs/runbooks/core_status.md', 'and to its runbook')
-  t.match(await page.textContent('#alerts tr[data-measure="core_status"] .runbook'), 'docs/runbooks/core_status.md')
+  const runbook = page.locator('#alerts tr[data-measure="core_status"] .runbook a')
+  t.match(await runbook.textContent(), 'docs/runbooks/core_status.md', 'the runbook named')
+  const opened = await page.request.get(new URL(String(await runbook.getAttribute('href')), page.url()).href)
+  t.equal(opened.status(), 200, 'and linked: the link opens it')
+  t.match(await opened.text(), /^# /, 'the runbook itself')
   await page.screenshot({ path: join(screenshots, 'status-cache-down.png'), fullPage: true })
 
   t.same(problems, [], 'no script error and no content security policy violation')

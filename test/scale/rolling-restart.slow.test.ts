@@ -7,6 +7,7 @@ import { request } from 'undici'
 import { ORDER_PROVISION_CHANNEL } from '../../plugins/app/events/subscription.js'
 import { ensureTestDatabase, startTestSandbox, testEnv, testKeyPrefix, testSchemaUrl } from '../helpers/app.js'
 import { HAPROXY_CONFIG, haproxySettings, renderHaproxyConfig, startHaproxy } from '../helpers/haproxy.js'
+import { skipWithout } from '../helpers/packages.js'
 import { SHARED_REDIS } from '../helpers/made.js'
 import { freePort } from '../helpers/ports.js'
 import { waitFor } from '../helpers/processes.js'
@@ -87,7 +88,7 @@ function processFigures (pid: number): { rssMiB: number, peakMiB: number, cpuSec
   return { rssMiB: kb('VmRSS') / 1024, peakMiB: kb('VmHWM') / 1024, cpuSeconds: (Number(fields[11]) + Number(fields[12])) / 100 }
 }
 
-t.test('rolling restart of three instances behind HAProxy under load: no failed request, every exit 0', async (t) => {
+t.test('rolling restart of three instances behind HAProxy under load: no failed request, every exit 0', { skip: skipWithout(['haproxy']) }, async (t) => {
   const env = await deployment(t)
   const ports = await Promise.all([freePort(), freePort(), freePort()])
   const envOf = ports.map((port) => testEnv({ ...env, PORT: String(port) }))

@@ -76,6 +76,8 @@ t.test('defaults and conversions', async (t) => {
   t.ok(config.JWT_SECRET.length >= 32, 'a random JWT secret outside production')
   t.match(warnings, [/JWT_SECRET/])
   t.ok(config.missingUpstreamSettings.includes('BILLING_API_URL'))
+  t.equal(config.SHUTDOWN_DELAY_MS, 0, 'no balancer to wait for outside production')
+  t.equal(loadConfig(COMPLETE_PRODUCTION).config.SHUTDOWN_DELAY_MS, 5000, 'in production, time for the balancer to stop sending')
 })
 
 t.test('outside production an upstream is configured whole or left to the sandbox, never in part', async (t) => {

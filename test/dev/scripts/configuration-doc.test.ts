@@ -2,7 +2,7 @@ import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Type } from '@sinclair/typebox'
-import { CONFIGURATION_DOC_FILE, SECTIONS, outOfDate, renderConfigurationDoc } from '../../../dev/scripts/generate-config-docs.js'
+import { CONFIGURATION_DOC_FILE, ENV_EXAMPLE_FILE, SECTIONS, outOfDate, renderConfigurationDoc, renderEnvExample } from '../../../dev/scripts/generate-config-docs.js'
 import { projectRoot } from '../../../lib/project-root.js'
 import { ConfigError, SettingsSchema, loadConfig } from '../../../schemas/config.js'
 import { COMPLETE_PRODUCTION } from '../../helpers/made.js'
@@ -35,7 +35,7 @@ t.test('every setting of the schema has one row, with its description, on one li
 
 t.test('defaults and bounds come from the schema', async (t) => {
   t.match(rowOf(checkedIn, 'PORT'), '| `PORT` | `3000` | integer, 0 to 65535 |')
-  t.match(rowOf(checkedIn, 'SHUTDOWN_DELAY_MS'), '| `5000` | integer, 0 to 120000 ms |')
+  t.match(rowOf(checkedIn, 'SHUTDOWN_DELAY_MS'), '| `5000` in production; `0` outside production | integer, 0 to 120000 ms |')
   t.match(rowOf(checkedIn, 'ORDERS_PENDING_WARNING_S'), '| `900` | integer, 1 to 604800 s |')
   t.match(rowOf(checkedIn, 'LOG_LEVEL'), '| `info` | `fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent` |')
   t.match(rowOf(checkedIn, 'CRM_EVENTS_ENABLED'), '| `false` | `true`, `false` |')
@@ -64,7 +64,7 @@ t.test('what the page says production requires is what loadConfig requires', asy
       }
     })()
     t.ok(error instanceof ConfigError, `without ${name}: refused`)
-    t.match(error, { setting: leftOut.join(' or '), message: /required in production$/ }, `without ${name}: named as required in production`)
+    t.match(error, { setting: leftOut.join(' or '), message: /required in production/ }, `without ${name}: named as required in production`)
   }
 })
 
@@ -79,6 +79,19 @@ t.test('a setting added to the schema changes the page, so the comparison notice
   t.equal(rowOf(rendered, 'EXAMPLE_TIMEOUT_MS'), '| `EXAMPLE_TIMEOUT_MS` | `500` | integer, 1 to 1000 ms | an added setting |', 'with a row of its own')
   t.equal(rendered.replace(`${rowOf(rendered, 'EXAMPLE_TIMEOUT_MS')!}\n`, ''), checkedIn, 'and nothing else changes')
   t.throws(() => renderConfigurationDoc(schema), /EXAMPLE_TIMEOUT_MS has no section/, 'a setting no section names stops the generator')
+})
+
+t.test('the checked-in .env.example is what schemas/config.ts generates: every setting, the required ones to fill in', async (t) => {
+  const example = readFileSync(join(projectRoot, ENV_EXAMPLE_FILE), 'utf8')
+  t.equal(example, renderEnvExample(), `${ENV_EXAMPLE_FILE} is up to date (npm run docs:generate)`)
+  const assignments = example.split('\n').filter((line) => /^#?[A-Z0-9_]+=/.test(line))
+  t.same(assignments.map((line) => line.replace(/^#/, '').split('=')[0]).sort(), [...names].sort(), 'one line per setting')
+  const required = Object.keys(COMPLETE_PRODUCTION).filter((name) => name !== 'NODE_ENV')
+  t.same(assignments.filter((line) => /^[A-Z]/.test(line)).sort(), ['NODE_ENV=production', ...required.map((name) => `${name}=`)].sort(), 'the required ones to fill in, and NODE_ENV=production')
+  t.ok(assignments.includes('#PORT=3000'), 'the others commented out at their default')
+  const port = SettingsSchema.properties.PORT
+  const changed = Type.Object({ ...SettingsSchema.properties, PORT: Type.Integer({ ...port, default: 8080 }) })
+  t.not(renderEnvExample(changed), example, 'a changed default changes it, so the comparison notices')
 })
 
 t.test('a changed default or description changes the page', async (t) => {

@@ -6,10 +6,11 @@ import pg from 'pg'
 import type { FastifyInstance } from 'fastify'
 import { projectRoot } from '../../../lib/project-root.js'
 import { buildTestApp, SHARED_POSTGRES, startTestSandbox } from '../../helpers/app.js'
-import { pgbouncerInstalled, PrivatePgBouncer } from '../../helpers/private-pgbouncer.js'
+import { PrivatePgBouncer } from '../../helpers/private-pgbouncer.js'
+import { skipWithout } from '../../helpers/packages.js'
 import { bearer, login } from '../../helpers/tokens.js'
 
-const skip = !pgbouncerInstalled() && process.env.CI === undefined && 'pgbouncer is not installed (Debian package pgbouncer)'
+const skip = skipWithout(['pgbouncer'])
 
 async function withClient<T> (connectionString: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString })

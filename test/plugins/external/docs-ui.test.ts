@@ -1,19 +1,19 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { chromium } from 'playwright-core'
 import { buildTestApp } from '../../helpers/app.js'
+import { findProgram, skipWithout } from '../../helpers/packages.js'
 
-const CHROMIUM = '/usr/bin/chromium'
-const headless = existsSync(CHROMIUM)
+const CHROMIUM = findProgram('chromium')
 
-t.test('in headless Chromium, /docs: portal tags first, sign in with the example body, Authorize, list invoices', { skip: !headless && process.env.CI === undefined && 'Chromium is not installed (Debian package chromium; .ci/run installs it)' }, async (t) => {
+t.test('in headless Chromium, /docs: portal tags first, sign in with the example body, Authorize, list invoices', { skip: skipWithout(['chromium']) }, async (t) => {
   const profile = mkdtempSync(join(tmpdir(), 'portal-bff-chromium-'))
   t.teardown(() => rmSync(profile, { recursive: true, force: true }))
   const browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
+    executablePath: CHROMIUM!,
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
   })
