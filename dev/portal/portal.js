@@ -170,6 +170,8 @@ let sessionCheck
 let stream
 let streamRetry
 let streamRetryMs = STREAM_RETRY_MS.first
+// While this tab signs out, the end its stream announces is the one asked for: its answer says so.
+let signingOut = false
 
 function clearTimers () {
   clearTimeout(sessionCheck)
@@ -267,6 +269,10 @@ function openStream () {
   })
   source.addEventListener('order.status', (event) => renderStatusEvent(JSON.parse(event.data)))
   source.addEventListener('session.ended', (event) => {
+    if (signingOut) {
+      closeStream()
+      return
+    }
     const { reason } = JSON.parse(event.data)
     signedOut(END_REASONS[reason] ?? 'Your session has ended. Please sign in again.', 'session-ended')
   })
@@ -310,11 +316,16 @@ async function signIn (event) {
 }
 
 async function signOut (path, text, reason) {
+  signingOut = true
   try {
     await call('POST', path)
   } catch (error) {
     failed(error)
+    // Still signed in (the service could not be reached): the stream, if it ended meanwhile, comes back.
+    if (document.body.dataset.state === 'signed-in' && stream === undefined) openStream()
     return
+  } finally {
+    signingOut = false
   }
   signedOut(text, reason)
 }

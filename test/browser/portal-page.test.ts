@@ -148,6 +148,7 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
 
     await page.waitForSelector('#stream[data-stream=open]', { timeout: WAIT_MS })
     await waitFor('the platform-event subscription', async () => app.eventSubscription.stats().state === 'connected')
+    t.equal(await page.locator('#orders tbody tr').count(), 0, 'no order yet')
     await page.click('#place-order')
     const placed = page.locator('#orders tbody tr[data-crm-order-id]').first()
     await placed.waitFor({ timeout: WAIT_MS })
