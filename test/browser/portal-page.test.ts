@@ -207,7 +207,7 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
   })
 }
 
-t.test('sign out everywhere: a tab learns it from its stream, a tab without one from its next call\'s 401; a wrong password is refused with its message', { skip }, async (t) => {
+t.test('sign out everywhere: a tab learns it from its stream, a tab without one from its next call\'s 401 or its stream\'s refused reconnection; a wrong password is refused with its message', { skip }, async (t) => {
   const { origin } = await portalService(t)
   const context = await browserContext(t)
   const page = await context.newPage()
@@ -228,6 +228,11 @@ t.test('sign out everywhere: a tab learns it from its stream, a tab without one 
   await streamless.route('**/api/events', (route) => route.abort())
   await streamless.goto(`${origin}/portal/`)
   await streamless.waitForSelector('body[data-state=signed-in] #invoices[data-loaded=true]', { timeout: WAIT_MS })
+  // Its stream cannot get through (a network down): EventSource keeps trying.
+  const reconnecting = await context.newPage()
+  await reconnecting.route('**/api/events', (route) => route.abort())
+  await reconnecting.goto(`${origin}/portal/`)
+  await reconnecting.waitForSelector('body[data-state=signed-in] #stream[data-stream=connecting]', { timeout: WAIT_MS })
 
   await page.click('#sign-out-everywhere')
   await page.waitForSelector('body[data-state=signed-out] #message[data-reason=signed-out-everywhere]', { timeout: WAIT_MS })
@@ -237,6 +242,14 @@ t.test('sign out everywhere: a tab learns it from its stream, a tab without one 
   await streamless.click('#place-order')
   await streamless.waitForSelector('body[data-state=signed-out] #message[data-reason=session-ended]', { timeout: WAIT_MS })
   t.pass('its next call answers 401, and it shows the session\'s end')
+  t.equal(await reconnecting.getAttribute('body', 'data-state'), 'signed-in', 'nor does the tab whose stream is away')
+  const [refusal] = await Promise.all([
+    reconnecting.waitForResponse((response) => new URL(response.url()).pathname === '/api/events', { timeout: WAIT_MS }),
+    reconnecting.unroute('**/api/events')
+  ])
+  t.equal(refusal.status(), 401, 'the reconnection is refused')
+  await reconnecting.waitForSelector('body[data-state=signed-out] #message[data-reason=session-ended]', { timeout: WAIT_MS })
+  t.pass('its EventSource stops; the page asks the session, and shows its end')
 })
 
 t.test('CSRF: a form on another site, or on another origin of the same site, places no order with the live session', { skip }, async (t) => {
