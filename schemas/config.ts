@@ -87,6 +87,8 @@ export const SettingsSchema = Type.Object({
   INTEGRATION_CHECK_CACHE_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000, description: 'how long a finished GET /auth/health-check run is reused' }),
   ORDERS_PENDING_WARNING_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 900, description: 'age of the oldest portal order still in Pending Review at which /health/alerts warns' }),
   ORDERS_PENDING_CRITICAL_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 3600, description: 'the same, critical (the shipped rules page at it)' }),
+  ORDERS_RECONCILE_INTERVAL_S: Type.Integer({ minimum: 1, maximum: 86_400, default: 300, description: 'how often one instance reconciles the orders with the upstreams: it finishes or undoes (cancelling the billing order and its invoice) every order placement interrupted longer ago than its requests\' bounds (3 x DATABASE_QUERY_TIMEOUT_MS + 2 x BILLING_QUEUE_TIMEOUT_MS + 2 x CRM_QUEUE_TIMEOUT_MS)' }),
+  ORDERS_IDEMPOTENCY_KEY_TTL_S: Type.Integer({ minimum: 1, maximum: 2_592_000, default: 86_400, description: 'how long an Idempotency-Key of POST /api/orders is kept: the same key within it returns the first answer and never places a second order' }),
   REQUEST_RECEIVE_TIMEOUT_MS: Milliseconds(30_000, 'the longest a client may take to send a whole request, headers and body'),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'secret that signs portal access tokens (HS256), the same on every instance; unset outside production, a random one per start, with a warning' })),
   CORS_ORIGIN: Type.Optional(Url('the portal origin'))

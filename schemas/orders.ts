@@ -46,6 +46,15 @@ export const NewOrderRequest = Type.Object({
   billingCycle: StringEnum(BILLING_CYCLES)
 }, { $id: 'NewOrderRequest', additionalProperties: false, examples: [{ productId: 1, billingCycle: 'monthly' }] })
 
+export const NewOrderHeaders = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({
+    // A structured-field string of printable ASCII (quoted, as the draft sends it, or bare), up to 255 characters.
+    pattern: '^(?:"[ !#-\\[\\]-~]{1,255}"|[!#-~]{1,255})$',
+    description: 'IETF draft "The Idempotency-Key HTTP Header Field": a unique value per order the client means to place, a UUID say. ' +
+      'The same key from the same client returns the first answer and never places a second order'
+  }))
+})
+
 // The plain form only: the uuid format also takes a `urn:uuid:` prefix, which PostgreSQL refuses.
 const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
 

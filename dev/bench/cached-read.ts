@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import { isDeepStrictEqual } from 'node:util'
 import { setTimeout } from 'node:timers/promises'
+import type autocannon from 'autocannon'
 import { Redis } from 'ioredis'
 import { CACHE_TTL_SECONDS } from '../../plugins/app/services-cache.js'
 import { defaultBillingClients } from '../sandbox/index.js'
@@ -17,7 +18,7 @@ const ROUNDS_OF_READS = Number(process.env.BENCH_CACHED_READ_ROUNDS ?? Math.max(
 const WARM_UP_SECONDS = 2
 const PAGE = 1
 const LIMIT = 10
-const PATH = `/api/invoices?page=${PAGE}&limit=${LIMIT}`
+export const CACHED_PATH = `/api/invoices?page=${PAGE}&limit=${LIMIT}`
 // BENCH_CACHED_READ_PROFILE=1: then a CPU profile of each under the same load, and where the service's CPU goes.
 const PROFILE = process.env.BENCH_CACHED_READ_PROFILE === '1'
 // A third target: another build of the project (BENCH_ALT_BUILD, its dist-dev folder) and/or this
@@ -30,7 +31,7 @@ const ALT_ENV = Object.fromEntries((process.env.BENCH_ALT_ENV ?? '').split(',').
 }))
 
 /** A measured load, with the CPU time the server used meanwhile. */
-interface Run extends Measure { cpu: CpuTime }
+export interface Run extends Measure { cpu: CpuTime }
 
 interface Target {
   name: string
@@ -39,17 +40,51 @@ interface Target {
   peakRssMb: number
 }
 
-interface CacheReads { hits: number, misses: number }
+/** Each target's rate and p99 in its last measure. */
+export function lastRound (targets: Array<{ name: string, measures: Measure[] }>): string {
+  return targets.map(({ name, measures }) => `${name} ${rate(measures.slice(-1)).toFixed(0)} req/s p99 ${measures.at(-1)!.latencyP99Ms} ms`).join(', ')
+}
 
-async function cacheReads (service: ServiceProcess): Promise<CacheReads> {
+/** A load of the server, with the CPU time it used meanwhile. */
+export async function measuredLoad (server: ServiceProcess, options: autocannon.Options): Promise<Run> {
+  const before = await cpuTime(server.child.pid!)
+  const measure = await load(options)
+  const after = await cpuTime(server.child.pid!)
+  return { ...measure, cpu: { user: after.user - before.user, system: after.system - before.system } }
+}
+
+export interface CacheReads { hits: number, misses: number }
+
+export async function cacheReads (service: ServiceProcess): Promise<CacheReads> {
   const { hits, misses } = await (await fetch(`${service.url}/api/health/services/cache`)).json() as CacheReads
   return { hits, misses }
 }
 
 async function body (server: ServiceProcess, authorization: string): Promise<unknown> {
-  const response = await fetch(`${server.url}${PATH}`, { headers: { authorization } })
-  if (!response.ok) throw new Error(`GET ${PATH}: ${response.status} ${await response.text()}`)
+  return await cachedPage(server, { authorization })
+}
+
+/** The cached page as a client with these credentials gets it. */
+export async function cachedPage (server: ServiceProcess, headers: Record<string, string>): Promise<unknown> {
+  const response = await fetch(`${server.url}${CACHED_PATH}`, { headers })
+  if (!response.ok) throw new Error(`GET ${CACHED_PATH}: ${response.status} ${await response.text()}`)
   return response.json()
+}
+
+/** The services cache's entry once the service has written it: after it answers, on a connection of its own. */
+export async function writtenEntry (redis: Redis, key: string): Promise<string> {
+  let cached = await redis.get(key)
+  for (let attempt = 0; cached === null && attempt < 20; attempt++) {
+    await setTimeout(50)
+    cached = await redis.get(key)
+  }
+  if (cached === null) throw new Error(`the service left no cache entry at ${key}`)
+  return cached
+}
+
+/** The services cache's key of the page (ServicesCache, routes/api/invoices.ts). */
+export function cachedPageKey (keyPrefix: string, clientId: number): string {
+  return `${keyPrefix}services-cache:invoices:${clientId}:any:${PAGE}:${LIMIT}`
 }
 
 /**
@@ -62,8 +97,7 @@ export async function benchCachedRead (): Promise<void> {
   const keyPrefix = runKeyPrefix('cached-read')
   const client = defaultBillingClients[0]!
   const env = serviceEnv({ DATABASE_URL, REDIS_KEY_PREFIX: keyPrefix, RATE_LIMIT_MAX: '1000000000', SHUTDOWN_DELAY_MS: '0' })
-  // The services cache's key of this page (ServicesCache, routes/api/invoices.ts).
-  const cacheKey = `${keyPrefix}services-cache:invoices:${client.id}:any:${PAGE}:${LIMIT}`
+  const cacheKey = cachedPageKey(keyPrefix, client.id)
   const dist = join(DEV_BUILD, 'dev')
   const service: Target = { name: 'service', options: { entry: join(dist, 'server.js'), env }, measures: [], peakRssMb: 0 }
   const minimal: Target = {
@@ -85,13 +119,7 @@ export async function benchCachedRead (): Promise<void> {
       const first = await start(service.options)
       const authorization = `Bearer ${await login(first, client.email, client.password)}`
       const expected = await body(first, authorization)
-      // The service writes the entry after it answers, on a connection of its own.
-      let cached = await redis.get(cacheKey)
-      for (let attempt = 0; cached === null && attempt < 20; attempt++) {
-        await setTimeout(50)
-        cached = await redis.get(cacheKey)
-      }
-      if (cached === null) throw new Error(`the service left no cache entry at ${cacheKey}`)
+      const cached = await writtenEntry(redis, cacheKey)
       await stop(first)
 
       for (let round = 1; round <= ROUNDS_OF_READS; round++) {
@@ -103,13 +131,10 @@ export async function benchCachedRead (): Promise<void> {
           const server = await start(target === alt && 'LOG_LEVEL' in ALT_ENV ? { ...target.options, env: { ...target.options.env, PORT: String(await freePort()) } } : target.options)
           const answered = await body(server, authorization)
           if (!isDeepStrictEqual(answered, expected)) throw new Error(`${target.name} answers ${JSON.stringify(answered)}, not the service's ${JSON.stringify(expected)}`)
-          const url = `${server.url}${PATH}`
+          const url = `${server.url}${CACHED_PATH}`
           await load({ url, headers: { authorization }, duration: WARM_UP_SECONDS })
           const before = target !== minimal ? await cacheReads(server) : undefined
-          const cpuBefore = await cpuTime(server.child.pid!)
-          const measure = await load({ url, headers: { authorization } })
-          const cpuAfter = await cpuTime(server.child.pid!)
-          target.measures.push({ ...measure, cpu: { user: cpuAfter.user - cpuBefore.user, system: cpuAfter.system - cpuBefore.system } })
+          target.measures.push(await measuredLoad(server, { url, headers: { authorization } }))
           if (before !== undefined) {
             const after = await cacheReads(server)
             serviceReads = { hits: serviceReads.hits + after.hits - before.hits, misses: serviceReads.misses + after.misses - before.misses }
@@ -117,15 +142,14 @@ export async function benchCachedRead (): Promise<void> {
           target.peakRssMb = Math.max(target.peakRssMb, await peakRssMb(server))
           await stop(server)
         }
-        const rates = targets.map(({ name, measures }) => `${name} ${rate(measures.slice(-1)).toFixed(0)} req/s p99 ${measures.at(-1)!.latencyP99Ms} ms`)
-        process.stdout.write(`round ${round}: ${rates.join(', ')}\n`)
+        process.stdout.write(`round ${round}: ${lastRound(targets)}\n`)
       }
       if (PROFILE) {
         const directory = profileDirectory('cached-read')
         const profiled = []
         for (const target of targets) {
           await redis.set(cacheKey, cached, 'EX', CACHE_TTL_SECONDS.invoices)
-          profiled.push(await profileUnderLoad(start, target.name, target.options, { url: PATH, headers: { authorization } }, directory))
+          profiled.push(await profileUnderLoad(start, target.name, target.options, { url: CACHED_PATH, headers: { authorization } }, directory))
         }
         process.stdout.write(`\n${formatProfiles(profiled, [[profiled[0]!, profiled[1]!], ...alt === undefined ? [] : [[profiled[2]!, profiled[0]!] as [Profiled, Profiled]]])}`)
       }
@@ -142,7 +166,7 @@ export async function benchCachedRead (): Promise<void> {
     `${rate(target.measures).toFixed(0)} req/s, p99 ${p99(target).toFixed(0)} ms (median of rounds), CPU ${cpu(target).toFixed(1)} µs a request, peak RSS ${target.peakRssMb.toFixed(0)} MB (non-2xx or errors: ${failures(target.measures)})`
   process.stdout.write([
     '',
-    `GET ${PATH} as billing client ${client.id}, ${CONNECTIONS} connections, ${ROUNDS_OF_READS} rounds of ${SECONDS} s, each target a fresh process every round`,
+    `GET ${CACHED_PATH} as billing client ${client.id}, ${CONNECTIONS} connections, ${ROUNDS_OF_READS} rounds of ${SECONDS} s, each target a fresh process every round`,
     '  every request a cache hit: the entry the service wrote is put back before each target\'s round',
     '  service: logging at info (a line per request), rate limit counted in Redis (never reached); minimal: logger off, no limit',
     `  service (services cache):          ${summary(service)}`,

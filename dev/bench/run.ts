@@ -7,6 +7,7 @@ import { benchHealthBuilds } from './health-ab.js'
 import { benchInvoices } from './invoices.js'
 import { benchHealthProfile } from './profile.js'
 import { benchProvisioning } from './provisioning.js'
+import { benchSessions } from './sessions.js'
 import { benchStreams } from './streams.js'
 import { benchFailover, benchRecovery } from './takeover.js'
 
@@ -20,6 +21,7 @@ const suites: Record<string, () => Promise<void>> = {
   recovery: benchRecovery,
   failover: benchFailover,
   'cached-read': benchCachedRead,
+  sessions: benchSessions,
   'health-profile': benchHealthProfile,
   'health-ab': benchHealthBuilds
 }

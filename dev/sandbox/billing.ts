@@ -70,7 +70,7 @@ export interface BillingService {
   orderid: number
   pid: number
   billingcycle: BillingCycle
-  status: 'Pending' | 'Active'
+  status: 'Pending' | 'Active' | 'Cancelled'
 }
 
 export interface BillingOrder {
@@ -100,7 +100,7 @@ type Params = URLSearchParams
 type Answer = Record<string, unknown>
 
 const NEVER = '0000-00-00 00:00:00'
-const ACTIONS = ['ValidateLogin', 'GetClientsDetails', 'GetInvoices', 'GetInvoice', 'AddOrder', 'AcceptOrder', 'GetOrders', 'WhmcsDetails'] as const
+const ACTIONS = ['ValidateLogin', 'GetClientsDetails', 'GetInvoices', 'GetInvoice', 'AddOrder', 'AcceptOrder', 'CancelOrder', 'GetOrders', 'WhmcsDetails'] as const
 type Action = typeof ACTIONS[number]
 const ACTION_BY_LOWER_NAME = new Map<string, Action>(ACTIONS.map(action => [action.toLowerCase(), action]))
 const SECRET_PARAMS = new Set(['identifier', 'secret', 'username', 'password', 'accesskey', 'password2'])
@@ -274,6 +274,7 @@ export class BillingSimulator extends Simulator {
       case 'GetInvoice': return this.#getInvoice(params)
       case 'AddOrder': return this.#addOrder(params)
       case 'AcceptOrder': return this.#acceptOrder(params)
+      case 'CancelOrder': return this.#cancelOrder(params)
       case 'GetOrders': return this.#getOrders(params)
       case 'WhmcsDetails': return { result: 'success', whmcs: { version: this.version, canonicalversion: `${this.version}-release.1` } }
     }
@@ -502,18 +503,46 @@ export class BillingSimulator extends Simulator {
     return { result: 'success', orderid, serviceids: serviceids.join(','), addonids: '', domainids: '', invoiceid }
   }
 
-  /** GetOrders by `id` or `userid`; WHMCS answers `orders: {order: [...]}`, or `orders: []` when none match. */
+  /**
+   * GetOrders by `id`, `userid` and `status`, newest first, `limitstart`/`limitnum` (25 by default)
+   * paging; WHMCS answers `orders: {order: [...]}`, or `orders: []` when none match.
+   */
   #getOrders (params: Params): Answer {
     const id = params.has('id') ? intParam(params, 'id') : undefined
     const userid = params.has('userid') ? intParam(params, 'userid') : undefined
-    const orders = this.#orders.filter(order => (id === undefined || order.id === id) && (userid === undefined || order.userid === userid))
+    const status = params.get('status')
+    const limitstart = intParam(params, 'limitstart') ?? 0
+    const limitnum = intParam(params, 'limitnum') ?? 25
+    const matching = this.#orders
+      .filter(order => (id === undefined || order.id === id) && (userid === undefined || order.userid === userid) &&
+        (status === null || status === '' || order.status === status))
+      .sort((a, b) => b.id - a.id)
+    const orders = matching.slice(limitstart, limitstart + limitnum)
     return {
       result: 'success',
-      totalresults: orders.length,
-      startnumber: 0,
+      totalresults: matching.length,
+      startnumber: limitstart,
       numreturned: orders.length,
       orders: orders.length === 0 ? [] : { order: orders.map(order => ({ ...order, serviceids: order.serviceids.join(',') })) }
     }
+  }
+
+  /**
+   * CancelOrder of a pending order: the order and its services become Cancelled, and so does its
+   * invoice while unpaid. `cancelsub` (cancel a gateway subscription) and `noemail` are taken;
+   * the sandbox has neither subscriptions nor email.
+   */
+  #cancelOrder (params: Params): Answer {
+    const order = this.#orders.find(candidate => candidate.id === intParam(params, 'orderid'))
+    if (order === undefined) return { result: 'error', message: 'Order ID Not Found' }
+    if (order.status !== 'Pending') return { result: 'error', message: 'Order status not Pending' }
+    order.status = 'Cancelled'
+    for (const service of this.#services) {
+      if (service.orderid === order.id) service.status = 'Cancelled'
+    }
+    const invoice = this.#invoices.find(candidate => candidate.id === order.invoiceid)
+    if (invoice !== undefined && invoice.status === 'Unpaid') invoice.status = 'Cancelled'
+    return { result: 'success' }
   }
 
   #acceptOrder (params: Params): Answer {

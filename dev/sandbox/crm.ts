@@ -377,6 +377,7 @@ export class CrmSimulator extends Simulator {
     this.#usage.used++
     const [collection, sobject, id, ...rest] = resource.split('/')
     if (resource === 'limits') return call.method === 'GET' ? this.#restReply(200, this.#limits()) : this.#methodNotAllowed(call, 'GET,HEAD')
+    if (resource === 'query') return call.method === 'GET' ? this.#query(call.query.get('q') ?? '', version) : this.#methodNotAllowed(call, 'GET,HEAD')
     if (collection !== 'sobjects' || sobject !== 'Order' || rest.length > 0) {
       return this.#restReply(404, restError('NOT_FOUND', 'The requested resource does not exist'))
     }
@@ -388,6 +389,44 @@ export class CrmSimulator extends Simulator {
     }
     if (call.method === 'PATCH') return this.#updateOrder(call, order)
     return this.#methodNotAllowed(call, 'GET,PATCH,DELETE,HEAD')
+  }
+
+  /**
+   * A SOQL query on Order, as much of the language as the service speaks: `SELECT fields FROM Order`,
+   * an optional `WHERE` of `Field = 'text'` or `Field IN ('a', 'b')` joined by `AND`, an optional
+   * `LIMIT`. The answer is Salesforce's: `{totalSize, done, records}`, each record with its `attributes`.
+   */
+  #query (soql: string, version: string): Reply {
+    const malformed = (message: string) => this.#restReply(400, restError('MALFORMED_QUERY', message))
+    const parsed = /^\s*SELECT\s+(.+?)\s+FROM\s+(\w+)(?:\s+WHERE\s+(.+?))?(?:\s+LIMIT\s+(\d+))?\s*$/is.exec(soql)
+    if (parsed === null) return malformed(`unexpected token in query: ${soql.slice(0, 80)}`)
+    const [, selected = '', sobject = '', where, limit] = parsed
+    if (sobject.toLowerCase() !== 'order') {
+      return this.#restReply(400, restError('INVALID_TYPE', `sObject type '${sobject}' is not supported.`))
+    }
+    const field = (name: string): OrderField | undefined => ORDER_FIELD_BY_LOWER_NAME.get(name.trim().toLowerCase())
+    const fields = selected.split(',').map(name => ({ name: name.trim(), field: field(name) }))
+    const unknown = fields.find(candidate => candidate.field === undefined)
+    if (unknown !== undefined) return this.#restReply(400, restError('INVALID_FIELD', `No such column '${unknown.name}' on entity 'Order'.`))
+    const conditions: Array<{ field: OrderField, values: string[] }> = []
+    for (const condition of where === undefined ? [] : where.split(/\s+AND\s+/i)) {
+      const match = /^(\w+)\s*(?:=\s*('(?:[^'\\]|\\.)*')|IN\s*\(\s*('(?:[^'\\]|\\.)*'(?:\s*,\s*'(?:[^'\\]|\\.)*')*)\s*\))$/i.exec(condition.trim())
+      if (match === null) return malformed(`unexpected token in WHERE: ${condition.trim().slice(0, 80)}`)
+      const [, name = '', single, list] = match
+      const conditionField = field(name)
+      if (conditionField === undefined) return this.#restReply(400, restError('INVALID_FIELD', `No such column '${name}' on entity 'Order'.`))
+      const values = [...(single ?? list ?? '').matchAll(/'((?:[^'\\]|\\.)*)'/g)].map(([, value = '']) => value.replace(/\\(.)/g, '$1'))
+      conditions.push({ field: conditionField, values })
+    }
+    const records = [...this.#orders.values()]
+      .filter(order => conditions.every(({ field, values }) => values.some(value =>
+        field === 'Id' ? caseSafeId(value) === order.Id : String(order[field] ?? '') === value)))
+      .slice(0, limit === undefined ? undefined : Number(limit))
+      .map(order => ({
+        attributes: { type: 'Order', url: `/services/data/v${version}/sobjects/Order/${String(order.Id)}` },
+        ...Object.fromEntries(fields.map(({ field }) => [field!, order[field!]]))
+      }))
+    return this.#restReply(200, { totalSize: records.length, done: true, records })
   }
 
   #methodNotAllowed (call: IncomingCall, allowed: string): Reply {

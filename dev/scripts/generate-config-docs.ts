@@ -71,6 +71,10 @@ export const SECTIONS: readonly Section[] = [
     settings: ['CRM_EVENTS_ENABLED', 'CRM_EVENTS_REPLAY', 'CRM_EVENTS_LEASE_TTL_MS', 'CRM_EVENTS_CONNECT_MARGIN_MS']
   },
   {
+    title: 'Order placement',
+    settings: ['ORDERS_RECONCILE_INTERVAL_S', 'ORDERS_IDEMPOTENCY_KEY_TTL_S']
+  },
+  {
     title: 'Provisioning jobs',
     settings: ['PROVISIONING_CONCURRENCY', 'PROVISIONING_ATTEMPTS', 'PROVISIONING_BACKOFF_MS', 'PROVISIONING_LOCK_MS']
   },

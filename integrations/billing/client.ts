@@ -2,8 +2,8 @@ import type { Cancellation } from '../../lib/deadline.js'
 import { Upstream, asRecord, brief, type UpstreamOptions } from '../upstream.js'
 import { BillingRefusal, GatewayRefusal, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError } from './errors.js'
 import {
-  actsFor, orderStatusOf, says, toClientDetails, toInvoiceDetails, toInvoicePage, toPlacedOrder, toText, toValidatedLogin,
-  type ClientDetails, type InvoiceDetails, type InvoicePage, type InvoiceQuery, type NewOrder, type PlacedOrder, type SignIn, type WhmcsAnswer
+  actsFor, orderStatusOf, says, toClientDetails, toInvoiceDetails, toInvoicePage, toOrderSummaries, toPlacedOrder, toText, toValidatedLogin,
+  type BillingOrderSummary, type ClientDetails, type InvoiceDetails, type InvoicePage, type InvoiceQuery, type NewOrder, type PlacedOrder, type SignIn, type WhmcsAnswer
 } from './mapping.js'
 
 export interface BillingClientOptions extends UpstreamOptions {
@@ -148,6 +148,26 @@ export class BillingClient {
   /** The order's status (`Pending`, `Active`, `Cancelled`, `Fraud`...), or null when there is no such order. */
   getOrderStatus (orderId: number, until?: Cancellation): Promise<string | null> {
     return this.#action('GetOrders', { id: orderId }, until, orderStatusOf)
+  }
+
+  /**
+   * Cancels a pending order (WHMCS `CancelOrder`), which cancels its unpaid invoice too; no email is
+   * sent. Safe to repeat: an order already cancelled is `cancelled`, one WHMCS does not know is
+   * `not_found`. Rejects with OrderNotPendingError when the order went on (accepted) meanwhile.
+   */
+  async cancelOrder (orderId: number, until?: Cancellation): Promise<'cancelled' | 'not_found'> {
+    const refused = await this.#action('CancelOrder', { orderid: orderId, cancelsub: 'true', noemail: 'true' }, until, () => false, () => true)
+    if (!refused) return 'cancelled'
+    // WHMCS's refusal does not say which it is: the order's status does.
+    const status = await this.getOrderStatus(orderId, until)
+    if (status === null) return 'not_found'
+    if (status === 'Cancelled') return 'cancelled'
+    throw new OrderNotPendingError(orderId, 'CancelOrder')
+  }
+
+  /** The client's pending orders, newest first (the most recent 100). */
+  getPendingOrders (clientId: number, until?: Cancellation): Promise<BillingOrderSummary[]> {
+    return this.#action('GetOrders', { userid: clientId, status: 'Pending', limitnum: 100 }, until, toOrderSummaries)
   }
 
   async health (until: Cancellation): Promise<void> {

@@ -46,12 +46,13 @@ export class OrderRefusedError extends UpstreamRefusal {
 }
 
 /**
- * AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist:
- * an answer about that order (a retry after a lost answer meets it), not billing failing.
+ * AcceptOrder on an order that is not pending (already accepted, cancelled) or that does not exist,
+ * or CancelOrder on one accepted meanwhile: an answer about that order (a retry after a lost answer
+ * meets it), not billing failing.
  */
 export class OrderNotPendingError extends UpstreamRefusal {
-  constructor (readonly orderId: number) {
-    super('billing', `AcceptOrder: order ${orderId} not found or not pending`)
+  constructor (readonly orderId: number, action = 'AcceptOrder') {
+    super('billing', `${action}: order ${orderId} not found or not pending`)
     this.name = 'OrderNotPendingError'
   }
 }

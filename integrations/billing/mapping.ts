@@ -234,6 +234,22 @@ export function toPlacedOrder (answer: WhmcsAnswer): PlacedOrder {
   }
 }
 
+/** A client's order as GetOrders lists it. */
+export interface BillingOrderSummary {
+  orderId: number
+  status: string
+  /** Null when the order raised no invoice. */
+  invoiceId: number | null
+}
+
+/** The orders a GetOrders answer lists. */
+export function toOrderSummaries (answer: WhmcsAnswer): BillingOrderSummary[] {
+  return listOf(answer.orders, 'order').map(order => {
+    const invoiceId = toNumber(order.invoiceid ?? 0, 'invoiceid')
+    return { orderId: toNumber(order.id, 'id'), status: toText(order.status), invoiceId: invoiceId === 0 ? null : invoiceId }
+  })
+}
+
 /** The status of the order a GetOrders answer lists, or null when it lists none. */
 export function orderStatusOf (answer: WhmcsAnswer): string | null {
   const [order] = listOf(answer.orders, 'order')

@@ -157,6 +157,25 @@ export class CrmClient {
     }, () => null)
   }
 
+  /** The records of a SOQL query's first batch (up to 2,000; `query?q=`). */
+  query<T extends Record<string, unknown>> (soql: string, until?: Cancellation): Promise<T[]> {
+    return this.#rest('GET', `query?q=${encodeURIComponent(soql)}`, undefined, until, answer => {
+      const { records } = asRecord(answer)
+      if (!Array.isArray(records)) throw this.#malformed('GET query', 'records')
+      return records.map(record => {
+        const { attributes, ...fields } = asRecord(record)
+        return fields as T
+      })
+    })
+  }
+
+  /** The id of the order that carries this billing order id, or null when there is none. */
+  async findOrderIdByBillingOrderId (billingOrderId: number, until?: Cancellation): Promise<string | null> {
+    // A number has no quote to escape.
+    const [order] = await this.query<{ Id: string }>(`SELECT Id FROM Order WHERE BillingOrderId__c = '${Math.trunc(billingOrderId)}' LIMIT 1`, until)
+    return order?.Id ?? null
+  }
+
   async updateOrder (id: string, fields: CrmOrderFields, until?: Cancellation): Promise<void> {
     await this.#rest('PATCH', `sobjects/Order/${encodeURIComponent(id)}`, fields, until, () => undefined)
   }

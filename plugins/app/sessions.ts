@@ -34,6 +34,12 @@ export interface SessionStoreOptions {
 const RENEWAL_SHARE = 10
 const RENEWAL_MAX_INTERVAL_MS = 60_000
 
+// Sets the session's new value if it still holds the value read.
+const RENEW = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1`
+
 const hash = (value: string) => createHash('sha256').update(value).digest('base64url')
 
 /**
@@ -75,7 +81,7 @@ export class SessionStore {
     const session = deserialize(id, value)
     const now = Date.now()
     if (session === undefined || now >= session.idleExpiresAt || now >= session.expiresAt) return undefined
-    if (renew) this.#renew(session, now)
+    if (renew) this.#renew(session, value, now)
     return session
   }
 
@@ -113,14 +119,16 @@ export class SessionStore {
     await this.options.pool.query('DELETE FROM credentials WHERE expires_at < now()')
   }
 
-  #renew (session: Session, now: number): void {
+  /** `read`: the session's value as this instance read it. */
+  #renew (session: Session, read: string, now: number): void {
     const renewedAt = session.idleExpiresAt - this.options.idleTimeoutMs
     if (now - renewedAt < this.renewalIntervalMs || session.idleExpiresAt >= session.expiresAt || this.#renewing.has(session.id)) return
     this.#renewing.add(session.id)
     session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
-    // XX: a session ended meanwhile is not brought back. A lost renewal costs the user at most a
-    // renewal interval of idle time, so the request does not wait for it.
-    this.options.redis.set(this.#key(session.id), serialize(session), 'PX', session.idleExpiresAt - now, 'XX')
+    // Written only over the value read: of the instances that read it at once, one writes, and a
+    // session ended meanwhile is not brought back. A lost renewal costs the user at most a renewal
+    // interval of idle time, so the request does not wait for it.
+    this.options.redis.eval(RENEW, 1, this.#key(session.id), read, serialize(session), session.idleExpiresAt - now)
       .catch((error: unknown) => this.options.log.warn({ err: error }, 'session not renewed: Redis is unavailable'))
       .finally(() => this.#renewing.delete(session.id))
   }

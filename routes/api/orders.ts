@@ -1,36 +1,74 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { OrderNotFoundError } from '../../lib/errors.js'
+import { IdempotencyKeyInUseError, IdempotencyKeyReusedError, OrderNotFoundError, OrderRejectedError } from '../../lib/errors.js'
+import { errorBody } from '../../plugins/app/error-handler.js'
+import { requestFingerprint } from '../../plugins/app/orders/idempotency.js'
+import { toNewPlacement, type OrderRequest } from '../../plugins/app/orders/placement.js'
 import { authenticatedErrorResponses, bodyErrorResponses, unsafeAuthenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
-import { NewOrderRequest, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../schemas/orders.js'
+import { NewOrderRequest, NewOrderHeaders, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../schemas/orders.js'
 
 const errors = { ...authenticatedErrorResponses, ...invalidRequestResponse, 503: errorResponse(TOKEN_CHECK_UNAVAILABLE) }
 
 const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [NewOrderRequest, OrderStatus, Order, OrderList]) fastify.addSchema(schema)
-  const { orders, orderPlacement } = fastify
+  const { orders, orderPlacement, orderIdempotencyKeys } = fastify
 
   fastify.post('/api/orders', {
     schema: {
       operationId: 'placeOrder',
       tags: ['orders'],
       summary: 'Order a product: billing AddOrder, then a CRM Order in Pending Review',
-      description: 'The CRM provisions the order when it raises OrderProvisionRequested__e; follow its status on GET /api/events.',
+      description: 'The CRM provisions the order when it raises OrderProvisionRequested__e; follow its status on GET /api/events. ' +
+        'A placement completes or undoes itself: an order that does not go on has its billing order and invoice cancelled. ' +
+        'Send an `Idempotency-Key` (IETF draft "The Idempotency-Key HTTP Header Field"): the same key with the same body returns the first answer ' +
+        'and never places a second order, so a client told 5xx, or that lost the answer, retries with its key safely: it gets the order, 409 while ' +
+        'the first placement is still being finished or undone, or a new placement once the first was undone. Keys are kept for ORDERS_IDEMPOTENCY_KEY_TTL_S (a day).',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
+      headers: NewOrderHeaders,
       body: Type.Ref(NewOrderRequest),
       response: {
-        201: Type.Ref(Order, { description: 'ordered: the order, Pending Review' }),
+        201: Type.Ref(Order, { description: 'ordered: the order, Pending Review (or the first answer to this Idempotency-Key)' }),
         ...errors,
         ...bodyErrorResponses,
         403: unsafeAuthenticatedErrorResponses[403],
-        422: errorResponse('The billing system refused the order: an unknown product, say (`ORDER_REJECTED`)'),
-        503: errorResponse(`The billing system is unavailable, did not answer in time, or its request queue is full (\`BILLING_UNAVAILABLE\`: the service stored no order); the same of the CRM (\`CRM_UNAVAILABLE\`: the order is kept as Failed, with the reason); or ${TOKEN_CHECK_UNAVAILABLE}`)
+        409: errorResponse('A request with this Idempotency-Key is still being processed, or its placement is still being finished or undone (`IDEMPOTENCY_KEY_IN_USE`): retry shortly with the same key'),
+        422: errorResponse('The billing system refused the order: an unknown product, say (`ORDER_REJECTED`); or this Idempotency-Key came with a different body (`IDEMPOTENCY_KEY_REUSED`)'),
+        503: errorResponse('The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`: any billing order is cancelled); ' +
+          'the CRM could not take the order (`ORDER_CANCELLED`: kept as Failed with the reason, its billing order and invoice cancelled); ' +
+          'the order could not be completed now (`ORDER_INCOMPLETE`: the service completes or cancels it within minutes); ' +
+          `or ${TOKEN_CHECK_UNAVAILABLE}. Each is safe to retry with the same Idempotency-Key`)
       }
     }
   }, async (request, reply) => {
     const { productId, billingCycle } = request.body
-    const order = await orderPlacement.place({ clientId: Number(request.user.sub), productId: Number(productId), billingCycle })
-    return reply.code(201).send(order)
+    const clientId = Number(request.user.sub)
+    const order: OrderRequest = { clientId, productId: Number(productId), billingCycle }
+    const header = request.headers['idempotency-key']
+    if (header === undefined) return reply.code(201).send(await orderPlacement.place(order))
+
+    // The draft's form is a structured-field string, quoted; a bare token is taken too.
+    const key = header.replace(/^"(.*)"$/, '$1')
+    const newPlacement = toNewPlacement(order)
+    const reservation = await orderIdempotencyKeys.reserve(clientId, key, requestFingerprint(newPlacement), newPlacement, orderPlacement.claimMs)
+    const keep = (statusCode: number, body: unknown) => orderIdempotencyKeys.keepAnswer(clientId, key, statusCode, body)
+      .catch(() => request.log.warn({ idempotencyKey: key }, 'the answer to an Idempotency-Key could not be kept; the key finds its order again'))
+    switch (reservation.kind) {
+      case 'mismatch': throw new IdempotencyKeyReusedError()
+      case 'in_progress': throw new IdempotencyKeyInUseError()
+      case 'replay': return reply.code(reservation.statusCode).send(reservation.body)
+      case 'placed':
+        await keep(201, reservation.order)
+        return reply.code(201).send(reservation.order)
+    }
+    try {
+      const placed = await orderPlacement.run(reservation.placement, order)
+      await keep(201, placed)
+      return reply.code(201).send(placed)
+    } catch (error) {
+      // A refusal is the answer to this request; every other failure leaves the key to be retried.
+      if (error instanceof OrderRejectedError) await keep(422, errorBody(request, 422, error.code, error.message))
+      throw error
+    }
   })
 
   fastify.get('/api/orders', {

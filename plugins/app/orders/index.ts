@@ -1,7 +1,13 @@
+import { randomUUID } from 'node:crypto'
+import { hostname } from 'node:os'
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { OrderEvents } from './status-events.js'
+import { IdempotencyKeys } from './idempotency.js'
 import { OrderPlacement } from './placement.js'
+import { PlacementStore } from './placement-store.js'
+import { placementRecovery, expiredIdempotencyKeys } from './recovery.js'
+import { Reconciliation } from './reconciliation.js'
 import { OrderStore } from './store.js'
 import { closeRedis } from '../../external/redis.js'
 
@@ -10,6 +16,9 @@ declare module 'fastify' {
     orders: OrderStore
     orderEvents: OrderEvents
     orderPlacement: OrderPlacement
+    orderIdempotencyKeys: IdempotencyKeys
+    /** The periodic reconciliation of orders with the upstreams (one instance a round). */
+    orderReconciliation: Reconciliation
   }
 }
 
@@ -17,6 +26,8 @@ declare module '../monitoring/index.js' {
   interface MonitoringParts {
     /** Portal orders waiting in `Pending Review` for their platform event. */
     ordersPending: { count: number, oldestAgeSeconds: number | null }
+    /** Order placements not yet finished or undone. */
+    placementsUnfinished: { count: number, oldestAgeSeconds: number | null }
   }
 }
 
@@ -24,6 +35,15 @@ declare module '../monitoring/index.js' {
 const BACKLOG_LENGTH = 100
 // A backlog only serves such a reconnection: a client with no change for a day has its key removed.
 const BACKLOG_RETENTION_SECONDS = 86_400
+
+/** A gauge of how many orders are in some state, and one of the oldest one's age (`_oldest_age_seconds`). */
+function countAndAge (name: string, help: string, ageHelp: string) {
+  type Counted = { count: number, oldestAgeSeconds: number | null }
+  return [
+    { name, help, type: 'gauge' as const, samples: ({ count }: Counted) => [{ value: count }] },
+    { name: `${name}_oldest_age_seconds`, help: ageHelp, type: 'gauge' as const, samples: ({ oldestAgeSeconds }: Counted) => [{ value: Math.round(oldestAgeSeconds ?? 0) }] }
+  ]
+}
 
 async function orders (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT_MS } = fastify.config
@@ -40,35 +60,58 @@ async function orders (fastify: FastifyInstance) {
   })
   await orderEvents.start()
   const store = new OrderStore(fastify.pg.pool)
-  const { billing, billingQueue, crm, crmQueue } = fastify
-  fastify.decorate('orders', store)
-  fastify.decorate('orderEvents', orderEvents)
-  fastify.decorate('orderPlacement', new OrderPlacement({
-    store,
+  const { billing, billingQueue, crm, crmQueue, config } = fastify
+  const placements = new PlacementStore(fastify.pg.pool)
+  // Long enough for every step of a request's placement to have run out its own bound.
+  const claimMs = 3 * config.DATABASE_QUERY_TIMEOUT_MS + 2 * config.BILLING_QUEUE_TIMEOUT_MS + 2 * config.CRM_QUEUE_TIMEOUT_MS
+  const orderPlacement = new OrderPlacement({
+    placements,
     events: orderEvents,
     upstreams: {
       addBillingOrder: (order) => billingQueue.run((deadline) => billing.addOrder(order, deadline)),
-      createCrmOrder: (fields) => crmQueue.run((deadline) => crm.createOrder(fields, deadline))
+      createCrmOrder: (fields) => crmQueue.run((deadline) => crm.createOrder(fields, deadline)),
+      findCrmOrder: (billingOrderId) => crmQueue.run((deadline) => crm.findOrderIdByBillingOrderId(billingOrderId, deadline)),
+      cancelBillingOrder: (billingOrderId) => billingQueue.run((deadline) => billing.cancelOrder(billingOrderId, deadline)),
+      pendingBillingOrders: (clientId) => billingQueue.run((deadline) => billing.getPendingOrders(clientId, deadline))
     },
-    crmAccountId: fastify.config.CRM_ORDER_ACCOUNT_ID
-  }))
+    crmAccountId: config.CRM_ORDER_ACCOUNT_ID,
+    claimMs,
+    log: fastify.log
+  })
+  const idempotencyKeys = new IdempotencyKeys({ pool: fastify.pg.pool, placements, retentionSeconds: config.ORDERS_IDEMPOTENCY_KEY_TTL_S })
+  const reconciliation = new Reconciliation({
+    pool: fastify.pg.pool,
+    intervalMs: config.ORDERS_RECONCILE_INTERVAL_S * 1000,
+    holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    tasks: [
+      placementRecovery({ placements, placement: orderPlacement, log: fastify.log }),
+      expiredIdempotencyKeys(idempotencyKeys)
+    ],
+    log: fastify.log
+  })
+  fastify.decorate('orders', store)
+  fastify.decorate('orderEvents', orderEvents)
+  fastify.decorate('orderPlacement', orderPlacement)
+  fastify.decorate('orderIdempotencyKeys', idempotencyKeys)
+  fastify.decorate('orderReconciliation', reconciliation)
+  fastify.addHook('onReady', async () => { reconciliation.start() })
+  fastify.monitoring.register('placementsUnfinished', {
+    description: 'the orders store',
+    read: () => placements.unfinished(),
+    metrics: countAndAge('portal_bff_order_placements_unfinished', 'Order placements neither finished nor undone yet (the recovery finishes or undoes them)',
+      'Age of the oldest order placement neither finished nor undone; 0 when none')
+  })
   fastify.monitoring.register('ordersPending', {
     description: 'the orders store',
     read: () => store.pendingReview(),
     measures: {
       orders_pending_age: ({ count, oldestAgeSeconds }) => ({ value: oldestAgeSeconds ?? 0, ...(count === 0 && { note: 'no order waits in Pending Review' }) })
     },
-    metrics: [
-      { name: 'portal_bff_orders_pending', help: 'Portal orders in Pending Review, waiting for their platform event', type: 'gauge', samples: ({ count }) => [{ value: count }] },
-      {
-        name: 'portal_bff_orders_pending_oldest_age_seconds',
-        help: 'Age of the oldest portal order in Pending Review; 0 when none waits',
-        type: 'gauge',
-        samples: ({ oldestAgeSeconds }) => [{ value: Math.round(oldestAgeSeconds ?? 0) }]
-      }
-    ]
+    metrics: countAndAge('portal_bff_orders_pending', 'Portal orders in Pending Review, waiting for their platform event',
+      'Age of the oldest portal order in Pending Review; 0 when none waits')
   })
   fastify.addHook('onClose', async () => {
+    await reconciliation.stop()
     orderEvents.stop()
     await closeRedis(subscriber)
   })

@@ -21,11 +21,11 @@ export interface Order {
   updatedAt: string
 }
 
-const COLUMNS = `id, billing_client_id, product_id, billing_cycle, billing_order_id, crm_order_id, status,
+export const COLUMNS = `id, billing_client_id, product_id, billing_cycle, billing_order_id, crm_order_id, status,
   failure_reason, telecom_activation_id, msisdn, billing_accepted_at, crm_activated_at, provisioning_attempts,
   created_at, updated_at`
 
-interface OrderRow {
+export interface OrderRow {
   id: string
   billing_client_id: number | null
   product_id: string
@@ -43,7 +43,7 @@ interface OrderRow {
   updated_at: Date
 }
 
-function toOrder (row: OrderRow): Order {
+export function toOrder (row: OrderRow): Order {
   return {
     id: row.id,
     billingClientId: row.billing_client_id,

@@ -194,6 +194,22 @@ t.test('AddOrder then AcceptOrder; a second AcceptOrder is recognisably "not pen
   t.type(await failure(whmcs.acceptOrder(999_999)), OrderNotPendingError)
 })
 
+t.test('CancelOrder: the order and its unpaid invoice become Cancelled, without email; again, or of an unknown order, an answer; of an accepted one, not pending', async t => {
+  const order = await whmcs.addOrder({ clientId: 2, productId: 1, billingCycle: 'monthly', paymentMethod: 'paypal' })
+  const other = await whmcs.addOrder({ clientId: 2, productId: 2, billingCycle: 'monthly', paymentMethod: 'paypal' })
+  t.same((await whmcs.getPendingOrders(2)).slice(0, 2).map(pending => pending.orderId), [other.orderId, order.orderId], 'the client\'s pending orders, newest first')
+  t.equal(await whmcs.cancelOrder(order.orderId), 'cancelled')
+  t.match(billing.calls.find(call => call.route === 'CancelOrder')?.params, { orderid: String(order.orderId), cancelsub: 'true', noemail: 'true' })
+  t.equal(billing.orders.find(candidate => candidate.id === order.orderId)?.status, 'Cancelled')
+  t.equal(billing.invoices.find(invoice => invoice.id === order.invoiceId)?.status, 'Cancelled', 'its invoice too, as WHMCS does')
+  t.notOk((await whmcs.getPendingOrders(2)).some(pending => pending.orderId === order.orderId), 'no longer pending')
+  t.equal(await whmcs.cancelOrder(order.orderId), 'cancelled', 'a repeated cancel is an answer: it is cancelled')
+  t.equal(await whmcs.cancelOrder(999_999), 'not_found')
+  await whmcs.acceptOrder(other.orderId)
+  t.type(await failure(whmcs.cancelOrder(other.orderId)), OrderNotPendingError, 'an accepted order cannot be cancelled')
+  t.equal(billing.invoices.find(invoice => invoice.id === other.invoiceId)?.status, 'Unpaid')
+})
+
 t.test('AddOrder refused (result=error): OrderRefusedError, an answer logged at warn, not a failure', async t => {
   const refused = await failure(whmcs.addOrder({ clientId: 1, productId: 999_999, billingCycle: 'monthly' }))
   t.type(refused, OrderRefusedError)

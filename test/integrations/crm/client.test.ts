@@ -58,6 +58,18 @@ t.test('orders: create, read, update; null for an order that does not exist', as
   t.match(recorded.calls.at(-1), { upstream: 'crm', operation: 'GET sobjects/Order/{id}', outcome: 'ok' })
 })
 
+t.test('SOQL query: an order found by its billing order id, null when none carries it; a malformed query is refused', async t => {
+  const id = crm.putOrder({ Status: 'Pending Review', BillingOrderId__c: '4242' })
+  crm.putOrder({ Status: 'Pending Review', BillingOrderId__c: '4243' })
+  t.equal(await salesforce.findOrderIdByBillingOrderId(4242), id)
+  t.equal(await salesforce.findOrderIdByBillingOrderId(4244), null)
+  t.match(crm.calls.at(-1), { method: 'GET', path: '/services/data/v60.0/query', route: 'rest/query' })
+  t.match(recorded.calls.at(-1), { upstream: 'crm', operation: 'GET query', outcome: 'ok' })
+  t.same(await salesforce.query(`SELECT Id, Status FROM Order WHERE Id IN ('${id}', '801000000000000AAA') AND Status = 'Pending Review'`), [{ Id: id, Status: 'Pending Review' }])
+  t.match(await failure(salesforce.query('SELECT Id FROM Order WHERE')), { status: 400, errorCode: 'MALFORMED_QUERY' })
+  t.match(await failure(salesforce.query('SELECT Colour__c FROM Order')), { status: 400, errorCode: 'INVALID_FIELD' })
+})
+
 t.test('REST errors: upstream_error with the errorCode; NOT_FOUND is recognisable', async t => {
   const id = crm.putOrder({ Status: 'Pending Review' })
   const invalid = await failure(salesforce.updateOrder(id, { Colour__c: 'red' } as never))

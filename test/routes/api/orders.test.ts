@@ -104,8 +104,11 @@ t.test('billing refusing the order (result=error): 422 ORDER_REJECTED, nothing s
   t.equal(down.statusCode, 503, 'billing refusing connections: 503')
   t.same(down.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Billing service is temporarily unavailable', code: 'BILLING_UNAVAILABLE', correlationId: 'billing-down' })
   t.notMatch(down.body, /127\.0\.0\.1|ECONN/, 'no host or network code')
-  t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).json().total, 0, 'still no order stored')
   await sandbox.billing.up()
+  // Billing may have placed those two: each is kept Failed, and whatever billing placed is cancelled.
+  const { orders: failed } = (await app.inject({ url: '/api/orders', headers: bearer(token) })).json()
+  t.match(failed, [{ status: 'Failed', failureReason: /^billing_connection_refused/ }, { status: 'Failed', failureReason: /^billing_http_5xx/ }])
+  t.equal(sandbox.billing.orders.filter((order) => order.status === 'Pending').length, 0, 'no billing order left pending')
 })
 
 t.test('an AddOrder answer that cannot be read is billing being unavailable (503), not a refusal: the order may stand', async (t) => {
@@ -133,14 +136,12 @@ t.test('an AddOrder answer that cannot be read is billing being unavailable (503
   t.equal(sandbox.billing.orders.length, 1, 'the billing system did place it')
 })
 
-t.test('the CRM down, hanging, failing or over its quota: 503 CRM_UNAVAILABLE, the order stored Failed with the class', async (t) => {
+t.test('the CRM refusing the create (HTTP 500, its quota, a session it will not grant): 503 ORDER_CANCELLED, the order Failed with the class, its billing order and invoice cancelled', async (t) => {
   const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, { CRM_QUEUE_TIMEOUT_MS: '500' }, sandbox)
+  const app = await buildTestApp(t, {}, sandbox)
   const token = await login(app)
   const usage = sandbox.crm.apiUsage
   const faults = [
-    { failure: 'connection_refused', break: () => sandbox.crm.down(), mend: () => sandbox.crm.up() },
-    { failure: 'timeout', break: () => sandbox.crm.injectFault({ kind: 'blackhole', route: 'rest/sobjects/Order' }), mend: () => sandbox.crm.clearFaults() },
     { failure: 'http_5xx', break: () => sandbox.crm.injectFault({ kind: 'http5xx', route: 'rest/sobjects/Order', status: 500 }), mend: () => sandbox.crm.clearFaults() },
     {
       failure: 'auth_failed',
@@ -158,19 +159,28 @@ t.test('the CRM down, hanging, failing or over its quota: 503 CRM_UNAVAILABLE, t
     const correlationId = `crm-${fault.failure}`
     const response = await app.inject(orderRequest(token, correlationId))
     t.equal(response.statusCode, 503, `${fault.failure}: 503`)
-    t.same(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'CRM service is temporarily unavailable', code: 'CRM_UNAVAILABLE', correlationId }, `${fault.failure}: the error shape`)
-    t.notMatch(response.body, /127\.0\.0\.1|ECONN|REQUEST_LIMIT|invalid_grant|sobjects|Error:/, `${fault.failure}: no upstream text`)
+    t.same(response.json(), {
+      statusCode: 503,
+      error: 'Service Unavailable',
+      message: 'The CRM could not take the order: it was not placed, and its billing order and invoice are cancelled',
+      code: 'ORDER_CANCELLED',
+      correlationId
+    }, `${fault.failure}: the error shape`)
+    t.notMatch(response.body, /127\.0\.0\.1|ECONN|REQUEST_LIMIT|invalid_grant|sobjects|Error:|at /, `${fault.failure}: no upstream text, no stack`)
     const [stored] = (await app.inject({ url: '/api/orders?limit=1', headers: bearer(token) })).json().orders
     t.match(stored, { status: 'Failed', failureReason: `crm_${fault.failure}: the CRM order could not be created`, crmOrderId: null, billingOrderId: Number }, `${fault.failure}: stored Failed with the class`)
-    t.equal(sandbox.billing.orders.find((placed) => placed.id === stored.billingOrderId)?.status, 'Pending', `${fault.failure}: the billing order is left pending`)
+    const billingOrder = sandbox.billing.orders.find((placed) => placed.id === stored.billingOrderId)
+    t.equal(billingOrder?.status, 'Cancelled', `${fault.failure}: the billing order is cancelled`)
+    t.equal(sandbox.billing.invoices.find((invoice) => invoice.id === billingOrder?.invoiceid)?.status, 'Cancelled', `${fault.failure}: so is its invoice`)
     await fault.mend()
   }
   t.equal(sandbox.crm.orders.length, 0, 'no CRM order was created')
+  t.same(sandbox.billing.calls.filter((call) => call.route === 'CancelOrder').map((call) => call.params?.noemail), ['true', 'true', 'true'], 'CancelOrder without email')
   t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).json().total, faults.length, 'one stored order per attempt')
   t.match(await placeOrder(app, token), { status: 'Pending Review', crmOrderId: String }, 'mended: orders go through again')
 })
 
-t.test('the CRM queue full: POST /api/orders is 503 CRM_UNAVAILABLE at once, the order stored Failed', async (t) => {
+t.test('the CRM queue full: POST /api/orders is 503 ORDER_CANCELLED at once, the order stored Failed, its billing order cancelled', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { CRM_QUEUE_CONCURRENCY: '1', CRM_QUEUE_MAX_SIZE: '0' }, sandbox)
   const token = await login(app)
@@ -182,10 +192,11 @@ t.test('the CRM queue full: POST /api/orders is 503 CRM_UNAVAILABLE at once, the
   const response = await app.inject(orderRequest(token, 'crm-full'))
   const tookMs = performance.now() - started
   t.equal(response.statusCode, 503)
-  t.same(response.json(), { statusCode: 503, error: 'Service Unavailable', message: 'CRM service is temporarily unavailable', code: 'CRM_UNAVAILABLE', correlationId: 'crm-full' })
+  t.match(response.json(), { statusCode: 503, code: 'ORDER_CANCELLED', correlationId: 'crm-full' })
   t.ok(tookMs < 900, `answered in ${Math.round(tookMs)} ms, before the slot's call ends`)
   const [stored] = (await app.inject({ url: '/api/orders?limit=1', headers: bearer(token) })).json().orders
   t.match(stored, { status: 'Failed', failureReason: 'crm_queue_full: the CRM order could not be created', crmOrderId: null })
+  t.equal(sandbox.billing.orders.find((placed) => placed.id === stored.billingOrderId)?.status, 'Cancelled')
   t.equal(app.crmQueue.metrics().failedRequests, 1, 'the refusal counts as a failed request')
   await holding
   sandbox.crm.clearFaults()

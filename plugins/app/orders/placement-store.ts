@@ -1,0 +1,135 @@
+import type { Pool, PoolClient } from 'pg'
+import { COLUMNS, toOrder, type Order, type OrderRow } from './store.js'
+
+/**
+ * Where a portal order's placement stands: `billing` (the order row exists; AddOrder may have been
+ * sent), `crm` (its billing order is recorded, its CRM order is not), `placed` (linked to its CRM
+ * order), `compensating` (it will not go on: its billing order is to be cancelled), `compensated`.
+ */
+export type PlacementStep = 'billing' | 'crm' | 'placed' | 'compensating' | 'compensated'
+
+export interface Placement {
+  order: Order
+  step: PlacementStep
+  /** The highest billing order id known when AddOrder was sent: a lost answer's order is newer. */
+  billingFloor: number | null
+  billingInvoiceId: number | null
+}
+
+export interface NewPlacement {
+  billingClientId: number
+  productId: string
+  billingCycle: string
+}
+
+type PlacementRow = OrderRow & { placement: PlacementStep, billing_floor: number | null, billing_invoice_id: number | null }
+
+const PLACEMENT_COLUMNS = `${COLUMNS}, placement, billing_floor, billing_invoice_id`
+const CLAIM = 'now() + $2 * interval \'1 millisecond\''
+
+function toPlacement (row: PlacementRow): Placement {
+  return { order: toOrder(row), step: row.placement, billingFloor: row.billing_floor, billingInvoiceId: row.billing_invoice_id }
+}
+
+type Queryable = Pick<Pool | PoolClient, 'query'>
+
+/**
+ * The placement steps of portal orders, in the orders table. Every step moves on only from the step
+ * it expects, so the request that places an order and a recovery run never both take one step.
+ */
+export class PlacementStore {
+  constructor (private readonly pool: Pool) {}
+
+  /** The order row, before anything is asked of billing; claimed by the caller for `claimMs`. */
+  async begin (order: NewPlacement, claimMs: number, client: Queryable = this.pool): Promise<Placement> {
+    const { rows } = await client.query<PlacementRow>(
+      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, placement, placement_claimed_until, billing_floor)
+       VALUES ($1, $3, $4, 'billing', ${CLAIM}, (SELECT max(billing_order_id) FROM orders))
+       RETURNING ${PLACEMENT_COLUMNS}`,
+      [order.billingClientId, claimMs, order.productId, order.billingCycle])
+    return toPlacement(rows[0]!)
+  }
+
+  async find (id: string, client: Queryable = this.pool): Promise<Placement | null> {
+    const { rows } = await client.query<PlacementRow>(`SELECT ${PLACEMENT_COLUMNS} FROM orders WHERE id = $1`, [id])
+    return rows[0] === undefined ? null : toPlacement(rows[0])
+  }
+
+  /** Billing placed the order: null when the placement had left the billing step (a recovery took it). */
+  async recordBilling (id: string, billingOrderId: number, billingInvoiceId: number | null): Promise<Placement | null> {
+    return this.#step(id, ['billing'], 'placement = \'crm\', billing_order_id = $3, billing_invoice_id = $4', [billingOrderId, billingInvoiceId])
+  }
+
+  /** The CRM order exists: the placement is done. Null when it had left the CRM step. */
+  async link (id: string, crmOrderId: string): Promise<Placement | null> {
+    return this.#step(id, ['crm'], 'placement = \'placed\', crm_order_id = $3, placement_claimed_until = NULL', [crmOrderId])
+  }
+
+  /** The order will not go on: `Failed` with the reason, its billing order to be cancelled. */
+  async abandon (id: string, failureReason: string): Promise<Placement | null> {
+    return this.#step(id, ['billing', 'crm'], 'placement = \'compensating\', status = \'Failed\', failure_reason = $3', [failureReason])
+  }
+
+  /** Its billing order is cancelled (or none was placed): nothing is left to do. */
+  async compensated (id: string): Promise<Placement | null> {
+    return this.#step(id, ['compensating'],
+      'placement = \'compensated\', placement_claimed_until = NULL, billing_cancelled_at = CASE WHEN billing_order_id IS NULL THEN NULL ELSE now() END', [])
+  }
+
+  /** Billing refused the order or surely never saw it: the row goes, as if never placed. */
+  async discard (id: string): Promise<void> {
+    await this.pool.query('DELETE FROM orders WHERE id = $1 AND placement = \'billing\'', [id])
+  }
+
+  /**
+   * Records a billing order found for a placement whose AddOrder answer was lost; false when another
+   * order holds it already (or this one has its own).
+   */
+  async adoptBillingOrder (id: string, billingOrderId: number): Promise<boolean> {
+    try {
+      const { rowCount } = await this.pool.query('UPDATE orders SET billing_order_id = $2, updated_at = now() WHERE id = $1 AND billing_order_id IS NULL', [id, billingOrderId])
+      return rowCount === 1
+    } catch (error) {
+      if ((error as { code?: string }).code === '23505') return false
+      throw error
+    }
+  }
+
+  /** Which of these billing orders a stored order holds. */
+  async heldBillingOrderIds (billingOrderIds: number[]): Promise<Set<number>> {
+    const { rows } = await this.pool.query<{ billing_order_id: number }>('SELECT billing_order_id FROM orders WHERE billing_order_id = ANY($1)', [billingOrderIds])
+    return new Set(rows.map((row) => row.billing_order_id))
+  }
+
+  /**
+   * Takes up to `limit` unfinished placements whose claim has run out (the request or run that held
+   * it is gone or late), oldest claim first, and claims them for `claimMs`. Rows another run is
+   * claiming at the same moment are skipped, not waited for.
+   */
+  async claimUnfinished (limit: number, claimMs: number): Promise<Placement[]> {
+    const { rows } = await this.pool.query<PlacementRow>(
+      `UPDATE orders SET placement_claimed_until = ${CLAIM}
+       WHERE id IN (
+         SELECT id FROM orders
+         WHERE placement IN ('billing', 'crm', 'compensating') AND coalesce(placement_claimed_until, '-infinity') < now()
+         ORDER BY placement_claimed_until NULLS FIRST LIMIT $1 FOR UPDATE SKIP LOCKED
+       ) RETURNING ${PLACEMENT_COLUMNS}`,
+      [limit, claimMs])
+    return rows.map(toPlacement)
+  }
+
+  /** Unfinished placements, and how long the oldest has waited (seconds; null when none). */
+  async unfinished (): Promise<{ count: number, oldestAgeSeconds: number | null }> {
+    const { rows } = await this.pool.query<{ count: number, oldest: number | null }>(
+      `SELECT count(*)::int AS count, extract(epoch FROM now() - min(created_at))::float8 AS oldest
+       FROM orders WHERE placement IN ('billing', 'crm', 'compensating')`)
+    return { count: rows[0]?.count ?? 0, oldestAgeSeconds: rows[0]?.oldest ?? null }
+  }
+
+  async #step (id: string, from: PlacementStep[], assignments: string, values: unknown[]): Promise<Placement | null> {
+    const { rows } = await this.pool.query<PlacementRow>(
+      `UPDATE orders SET ${assignments}, updated_at = now() WHERE id = $1 AND placement = ANY($2) RETURNING ${PLACEMENT_COLUMNS}`,
+      [id, from, ...values])
+    return rows[0] === undefined ? null : toPlacement(rows[0])
+  }
+}
