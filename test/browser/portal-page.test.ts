@@ -149,7 +149,11 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
     await page.waitForSelector('#stream[data-stream=open]', { timeout: WAIT_MS })
     await waitFor('the platform-event subscription', async () => app.eventSubscription.stats().state === 'connected')
     t.equal(await page.locator('#orders tbody tr').count(), 0, 'no order yet')
-    await page.click('#place-order')
+    const [placing] = await Promise.all([
+      page.waitForRequest((request) => request.method() === 'POST' && new URL(request.url()).pathname === '/api/orders'),
+      page.click('#place-order')
+    ])
+    t.match(placing.headers()['idempotency-key'], /^[0-9a-f-]{36}$/, 'with an Idempotency-Key, so that a retry never places a second order')
     const placed = page.locator('#orders tbody tr[data-crm-order-id]').first()
     await placed.waitFor({ timeout: WAIT_MS })
     const crmOrderId = await placed.getAttribute('data-crm-order-id')
@@ -250,6 +254,33 @@ t.test('sign out everywhere: a tab learns it from its stream, a tab without one 
   t.equal(refusal.status(), 401, 'the reconnection is refused')
   await reconnecting.waitForSelector('body[data-state=signed-out] #message[data-reason=session-ended]', { timeout: WAIT_MS })
   t.pass('its EventSource stops; the page asks the session, and shows its end')
+})
+
+t.test('an order whose placement failed is retried with its Idempotency-Key; the next order gets a new one', { skip }, async (t) => {
+  const { app, sandbox, origin } = await portalService(t)
+  const context = await browserContext(t)
+  const page = await context.newPage()
+  const keys: Array<string | undefined> = []
+  page.on('request', (request) => {
+    if (request.method() === 'POST' && new URL(request.url()).pathname === '/api/orders') keys.push(request.headers()['idempotency-key'])
+  })
+  await page.goto(`${origin}/portal/`)
+  await signIn(page)
+  sandbox.billing.injectFault({ kind: 'http5xx', route: 'AddOrder', status: 502, times: 1 })
+  await page.click('#place-order')
+  await page.waitForSelector('#message[data-reason=error]', { timeout: WAIT_MS })
+  t.match(await page.textContent('#message'), /Billing service is temporarily unavailable/, 'the failure is shown')
+  t.equal(await page.textContent('#place-order'), 'Retry the order', 'and offered again')
+  await page.click('#place-order')
+  await page.waitForSelector('#orders tbody tr[data-status="Pending Review"]', { timeout: WAIT_MS })
+  t.equal(await page.textContent('#place-order'), 'Order product 1, monthly')
+  await page.click('#place-order')
+  await waitFor('the second order', async () => await page.locator('#orders tbody tr[data-status="Pending Review"]').count() === 2)
+  t.equal(keys.length, 3)
+  t.ok(keys[0] !== undefined && keys[0] === keys[1], 'the retry sent the failed placement\'s key')
+  t.not(keys[2], keys[1], 'a new order, a new key')
+  t.equal(sandbox.billing.orders.filter((order) => order.status === 'Pending').length, 2, 'two orders in billing, the failed one cancelled')
+  t.equal(await ordersOf(app), 3, 'the failed one kept as Failed')
 })
 
 t.test('CSRF: a form on another site, or on another origin of the same site, places no order with the live session', { skip }, async (t) => {
