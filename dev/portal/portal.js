@@ -1,4 +1,4 @@
-/* global document, location, fetch, EventSource, CSS, URL, URLSearchParams, setTimeout, clearTimeout */
+/* global document, location, fetch, crypto, EventSource, CSS, URL, URLSearchParams, setTimeout, clearTimeout */
 // The reference portal page: native browser features only. The session is an HttpOnly cookie that
 // this script never sees; every call sends it (credentials: 'include'), every unsafe call carries
 // the x-csrf header, and the live order status comes through a native EventSource.
@@ -38,8 +38,8 @@ class ApiError extends Error {
 }
 
 /** One call to the service; the error body's message and code when it refuses. */
-async function call (method, path, body) {
-  const headers = { accept: 'application/json', ...(method === 'GET' ? {} : CSRF_HEADER) }
+async function call (method, path, body, extraHeaders = {}) {
+  const headers = { accept: 'application/json', ...(method === 'GET' ? {} : CSRF_HEADER), ...extraHeaders }
   if (body !== undefined) headers['content-type'] = 'application/json'
   let response
   try {
@@ -170,6 +170,12 @@ let sessionCheck
 let stream
 let streamRetry
 let streamRetryMs = STREAM_RETRY_MS.first
+// While this tab signs out, the end its stream announces is the one asked for: its answer says so.
+let signingOut = false
+// One Idempotency-Key per order the user means to place. After an answer that leaves the order
+// unknown (none, a 5xx, a 409), the next click retries with the same key: the service answers the
+// first placement's outcome and never places a second order.
+let orderKey
 
 function clearTimers () {
   clearTimeout(sessionCheck)
@@ -183,6 +189,8 @@ function signedOut (text, reason) {
   $('#invoices tbody').replaceChildren()
   $('#orders tbody').replaceChildren()
   delete $('#invoices').dataset.loaded
+  orderKey = undefined
+  showOrderButton()
   showState('signed-out')
   if (text === undefined) quiet()
   else say(text, reason)
@@ -267,6 +275,10 @@ function openStream () {
   })
   source.addEventListener('order.status', (event) => renderStatusEvent(JSON.parse(event.data)))
   source.addEventListener('session.ended', (event) => {
+    if (signingOut) {
+      closeStream()
+      return
+    }
     const { reason } = JSON.parse(event.data)
     signedOut(END_REASONS[reason] ?? 'Your session has ended. Please sign in again.', 'session-ended')
   })
@@ -310,23 +322,36 @@ async function signIn (event) {
 }
 
 async function signOut (path, text, reason) {
+  signingOut = true
   try {
     await call('POST', path)
   } catch (error) {
     failed(error)
+    // Still signed in (the service could not be reached): the stream, if it ended meanwhile, comes back.
+    if (document.body.dataset.state === 'signed-in' && stream === undefined) openStream()
     return
+  } finally {
+    signingOut = false
   }
   signedOut(text, reason)
+}
+
+function showOrderButton () {
+  $('#place-order').textContent = orderKey === undefined ? 'Order product 1, monthly' : 'Retry the order'
 }
 
 async function placeOrder () {
   const button = $('#place-order')
   button.disabled = true
+  orderKey ??= crypto.randomUUID()
   try {
-    renderOrder(await call('POST', '/api/orders', ORDER))
+    renderOrder(await call('POST', '/api/orders', ORDER, { 'idempotency-key': orderKey }))
+    orderKey = undefined
   } catch (error) {
+    if (error instanceof ApiError && error.status >= 400 && error.status < 500 && error.status !== 409) orderKey = undefined
     failed(error)
   } finally {
+    showOrderButton()
     button.disabled = false
   }
 }

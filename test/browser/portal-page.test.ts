@@ -148,7 +148,12 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
 
     await page.waitForSelector('#stream[data-stream=open]', { timeout: WAIT_MS })
     await waitFor('the platform-event subscription', async () => app.eventSubscription.stats().state === 'connected')
-    await page.click('#place-order')
+    t.equal(await page.locator('#orders tbody tr').count(), 0, 'no order yet')
+    const [placing] = await Promise.all([
+      page.waitForRequest((request) => request.method() === 'POST' && new URL(request.url()).pathname === '/api/orders'),
+      page.click('#place-order')
+    ])
+    t.match(placing.headers()['idempotency-key'], /^[0-9a-f-]{36}$/, 'with an Idempotency-Key, so that a retry never places a second order')
     const placed = page.locator('#orders tbody tr[data-crm-order-id]').first()
     await placed.waitFor({ timeout: WAIT_MS })
     const crmOrderId = await placed.getAttribute('data-crm-order-id')
@@ -206,7 +211,7 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
   })
 }
 
-t.test('sign out everywhere: a tab learns it from its stream, a tab without one from its next call\'s 401; a wrong password is refused with its message', { skip }, async (t) => {
+t.test('sign out everywhere: a tab learns it from its stream, a tab without one from its next call\'s 401 or its stream\'s refused reconnection; a wrong password is refused with its message', { skip }, async (t) => {
   const { origin } = await portalService(t)
   const context = await browserContext(t)
   const page = await context.newPage()
@@ -227,6 +232,11 @@ t.test('sign out everywhere: a tab learns it from its stream, a tab without one 
   await streamless.route('**/api/events', (route) => route.abort())
   await streamless.goto(`${origin}/portal/`)
   await streamless.waitForSelector('body[data-state=signed-in] #invoices[data-loaded=true]', { timeout: WAIT_MS })
+  // Its stream cannot get through (a network down): EventSource keeps trying.
+  const reconnecting = await context.newPage()
+  await reconnecting.route('**/api/events', (route) => route.abort())
+  await reconnecting.goto(`${origin}/portal/`)
+  await reconnecting.waitForSelector('body[data-state=signed-in] #stream[data-stream=connecting]', { timeout: WAIT_MS })
 
   await page.click('#sign-out-everywhere')
   await page.waitForSelector('body[data-state=signed-out] #message[data-reason=signed-out-everywhere]', { timeout: WAIT_MS })
@@ -236,6 +246,41 @@ t.test('sign out everywhere: a tab learns it from its stream, a tab without one 
   await streamless.click('#place-order')
   await streamless.waitForSelector('body[data-state=signed-out] #message[data-reason=session-ended]', { timeout: WAIT_MS })
   t.pass('its next call answers 401, and it shows the session\'s end')
+  t.equal(await reconnecting.getAttribute('body', 'data-state'), 'signed-in', 'nor does the tab whose stream is away')
+  const [refusal] = await Promise.all([
+    reconnecting.waitForResponse((response) => new URL(response.url()).pathname === '/api/events', { timeout: WAIT_MS }),
+    reconnecting.unroute('**/api/events')
+  ])
+  t.equal(refusal.status(), 401, 'the reconnection is refused')
+  await reconnecting.waitForSelector('body[data-state=signed-out] #message[data-reason=session-ended]', { timeout: WAIT_MS })
+  t.pass('its EventSource stops; the page asks the session, and shows its end')
+})
+
+t.test('an order whose placement failed is retried with its Idempotency-Key; the next order gets a new one', { skip }, async (t) => {
+  const { app, sandbox, origin } = await portalService(t)
+  const context = await browserContext(t)
+  const page = await context.newPage()
+  const keys: Array<string | undefined> = []
+  page.on('request', (request) => {
+    if (request.method() === 'POST' && new URL(request.url()).pathname === '/api/orders') keys.push(request.headers()['idempotency-key'])
+  })
+  await page.goto(`${origin}/portal/`)
+  await signIn(page)
+  sandbox.billing.injectFault({ kind: 'http5xx', route: 'AddOrder', status: 502, times: 1 })
+  await page.click('#place-order')
+  await page.waitForSelector('#message[data-reason=error]', { timeout: WAIT_MS })
+  t.match(await page.textContent('#message'), /Billing service is temporarily unavailable/, 'the failure is shown')
+  t.equal(await page.textContent('#place-order'), 'Retry the order', 'and offered again')
+  await page.click('#place-order')
+  await page.waitForSelector('#orders tbody tr[data-status="Pending Review"]', { timeout: WAIT_MS })
+  t.equal(await page.textContent('#place-order'), 'Order product 1, monthly')
+  await page.click('#place-order')
+  await waitFor('the second order', async () => await page.locator('#orders tbody tr[data-status="Pending Review"]').count() === 2)
+  t.equal(keys.length, 3)
+  t.ok(keys[0] !== undefined && keys[0] === keys[1], 'the retry sent the failed placement\'s key')
+  t.not(keys[2], keys[1], 'a new order, a new key')
+  t.equal(sandbox.billing.orders.filter((order) => order.status === 'Pending').length, 2, 'two orders in billing, the failed one cancelled')
+  t.equal(await ordersOf(app), 3, 'the failed one kept as Failed')
 })
 
 t.test('CSRF: a form on another site, or on another origin of the same site, places no order with the live session', { skip }, async (t) => {
