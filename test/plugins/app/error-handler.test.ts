@@ -9,10 +9,11 @@ import correlation from '../../../plugins/app/correlation.js'
 import { RequestLogController, correlationIdOf } from '../../../lib/request-log.js'
 import { AuthUnavailableError, DatabaseUnavailableError } from '../../../lib/errors.js'
 import { freePort } from '../../helpers/ports.js'
-import { buildTestApp } from '../../helpers/app.js'
+import { buildTestApp, testConfig } from '../../helpers/app.js'
 
 async function bareApp (t: Test) {
   const app = Fastify({ genReqId: correlationIdOf, logController: new RequestLogController(), ajv: { customOptions: { removeAdditional: false } } })
+  app.decorate('config', testConfig())
   await app.register(errorHandler)
   await app.register(correlation)
   t.teardown(() => app.close())
@@ -63,6 +64,7 @@ t.test('a body the client cuts off is the client\'s error: no error line, not a 
   const lines: Array<{ level: number, msg: string }> = []
   const stream = new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(JSON.parse(chunk.toString())); done() } })
   const app = Fastify({ logger: { level: 'info', stream } })
+  app.decorate('config', testConfig())
   await app.register(errorHandler)
   app.post('/api/things', async () => ({ ok: true }))
   const errors: Array<{ code?: string, statusCode?: number }> = []
@@ -84,6 +86,7 @@ t.test('a refusal of a dependency in an outage (its own outage log says it once)
   const lines: Array<{ level: number, msg: string, statusCode?: number }> = []
   const stream = new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(JSON.parse(chunk.toString())); done() } })
   const app = Fastify({ logger: { level: 'info', stream }, genReqId: correlationIdOf, logController: new RequestLogController() })
+  app.decorate('config', testConfig())
   await app.register(errorHandler)
   t.teardown(() => app.close())
   app.get('/api/auth-outage', async () => { throw new AuthUnavailableError() })

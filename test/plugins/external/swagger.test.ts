@@ -69,7 +69,10 @@ const OPERATOR_TAGS = ['health', 'alerts', 'metrics', 'status', 'events-parked']
 /** A generated client names its functions after these: changing one breaks the front end's code. */
 const OPERATION_IDS = {
   'POST /auth/login': 'signIn',
+  'POST /auth/session': 'startSession',
+  'GET /auth/session': 'getSession',
   'POST /auth/logout': 'signOut',
+  'POST /auth/logout-all': 'signOutEverywhere',
   'GET /api/invoices': 'listInvoices',
   'GET /api/invoices/{id}': 'getInvoice',
   'POST /api/orders': 'placeOrder',
@@ -122,10 +125,12 @@ t.test('servers and security: public operations say so, the others name the toke
   const groups: Record<string, string[]> = {}
   for (const { name, operation } of operationsOf(document)) (groups[bySecurity(operation)] ??= []).push(name)
   t.same(groups, {
-    public: ['GET /health', 'GET /health/live', 'GET /health/ready', 'GET /health/queues', 'GET /health/queues/billing', 'GET /health/queues/crm', 'GET /api/health/services/cache', 'GET /auth/health-check', 'POST /auth/login'],
+    public: ['GET /health', 'GET /health/live', 'GET /health/ready', 'GET /health/queues', 'GET /health/queues/billing', 'GET /health/queues/crm', 'GET /api/health/services/cache', 'GET /auth/health-check', 'POST /auth/login', 'POST /auth/session'],
+    sessionCookie: ['GET /auth/session'],
     opsToken: ['GET /health/events/parked', 'POST /health/events/parked/{id}/retry', 'DELETE /health/events/parked/{id}', 'GET /health/alerts', 'GET /metrics', 'GET /status/summary'],
-    bearerAuth: ['POST /auth/logout', 'GET /api/invoices', 'GET /api/invoices/{id}', 'POST /api/orders', 'GET /api/orders', 'GET /api/orders/{id}', 'GET /api/events']
-  }, 'every operation declares its security: none, the operations token or the access token')
+    'bearerAuth,sessionCookie': ['POST /auth/logout', 'POST /auth/logout-all', 'GET /api/invoices', 'GET /api/invoices/{id}', 'POST /api/orders', 'GET /api/orders', 'GET /api/orders/{id}', 'GET /api/events']
+  }, 'every operation declares its security: none, the operations token, the session cookie, or the access token or the cookie')
+  t.match(document.components.securitySchemes.sessionCookie, { type: 'apiKey', in: 'cookie', name: '__Host-portal-session', description: String }, 'the cookie the browser sends')
 
   // What Authorize in /docs sends for an HTTP bearer scheme, with the token POST /auth/login answers.
   t.match(document.components.securitySchemes.bearerAuth, { type: 'http', scheme: 'bearer' })
@@ -148,7 +153,7 @@ t.test('every request and response body of the portal API has an example', async
   const document = await documentOf(t)
   const exampleOf = (media: MediaType) => media.example ?? (media.schema.$ref === undefined ? media.schema.example : document.components.schemas[media.schema.$ref.split('/').at(-1)!]?.example)
   const portal = operationsOf(document).filter(({ operation }) => PORTAL_TAGS.includes(operation.tags?.[0] ?? ''))
-  t.equal(portal.length, 8, 'the sign-in, invoice, order and event operations')
+  t.equal(portal.length, 11, 'the sign-in, session, invoice, order and event operations')
   for (const { name, operation } of portal) {
     for (const [type, media] of Object.entries(operation.requestBody?.content ?? {})) t.ok(exampleOf(media), `${name} ${type} request`)
     for (const [status, response] of Object.entries(operation.responses)) {
@@ -177,7 +182,7 @@ t.test('the portal API documents every error it can answer', async (t) => {
   const portal = (await operations(t)).filter(({ operation }) => PORTAL_TAGS.some((tag) => operation.tags?.includes(tag)))
   t.ok(portal.length >= 8, 'the sign-in, invoice and order operations')
   for (const { name, operation } of portal) {
-    const behindToken = (operation.security ?? []).some((scheme) => 'bearerAuth' in scheme)
+    const behindToken = (operation.security ?? []).some((scheme) => 'bearerAuth' in scheme || 'sessionCookie' in scheme)
     const expected = [
       '429', '500',
       ...(behindToken ? ['401', '503'] : []),

@@ -37,8 +37,12 @@ t.test('query duration p95: > 500 ms warns, > 2 s is critical, whichever way the
       client.release()
     }
   }
-  await Promise.all([slowOnItsOwnConnection(), slowOnItsOwnConnection()])
-  await expectLevel(t, app, 'query_duration', 'critical', 'two 2050 ms queries (client.query): the 95th percentile of 24')
+  // The measures read by every /health/alerts and /metrics (orders awaiting, parked events,
+  // unfinished placements) add fast queries of their own: enough slow ones to pass 5 % of the window.
+  const counted = /portal_bff_db_query_duration_seconds_count\{outcome="ok"\} (\d+)/.exec((await app.inject('/metrics')).body)
+  const slow = Math.min(8, Math.ceil((Number(counted?.[1] ?? 24) + 20) * 0.05) + 1)
+  await Promise.all(Array.from({ length: slow }, slowOnItsOwnConnection))
+  await expectLevel(t, app, 'query_duration', 'critical', `${slow} 2050 ms queries (client.query): the 95th percentile`)
   await t.rejects(app.pg.query('SELECT * FROM no_such_table'), 'a failing query')
   t.match((await app.inject('/metrics')).body, /portal_bff_db_query_duration_seconds_count\{outcome="error"\} 1/, 'is counted as an error')
 })
