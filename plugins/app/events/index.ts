@@ -3,6 +3,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import { runInContext } from '../../../lib/log-context.js'
+import { SpanKind, inSpan } from '../../../lib/tracing.js'
 import { orderWorkId } from '../orders/job-queue.js'
 import { EventSubscription, SUBSCRIPTION_STATES, type HolderReport, type SubscriptionStats } from './subscription.js'
 import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/errors.js'
@@ -73,7 +74,11 @@ async function eventSubscriber (fastify: FastifyInstance) {
     }
     // The hand-off's lines, and its CRM read, carry the order's id, as its provisioning's do.
     const correlationId = orderWorkId(caseSafeId(crmOrderId))
-    await runInContext({ correlationId, log: fastify.logFor(correlationId) }, () => handOffOrder(crmOrderId, replayId))
+    await inSpan('platform event hand-off', {
+      kind: SpanKind.CONSUMER,
+      root: true,
+      attributes: { 'messaging.destination.name': event.channel, 'messaging.message.id': String(replayId), 'crm.order_id': crmOrderId }
+    }, () => runInContext({ correlationId, log: fastify.logFor(correlationId) }, () => handOffOrder(crmOrderId, replayId)))
   }
 
   async function handOffOrder (crmOrderId: string, replayId: number): Promise<void> {
