@@ -2,19 +2,11 @@ import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
-import { OtlpReceiver } from '../helpers/otlp-receiver.js'
+import { traceThisProcess } from '../helpers/otlp-receiver.js'
 import { waitFor } from '../helpers/processes.js'
 import { bearer, login } from '../helpers/tokens.js'
-import { startTracing } from '../../lib/tracing-start.js'
 
-// The SDK is process-wide: one for the file, exporting to the test's own collector, every 50 ms.
-const receiver = await OtlpReceiver.start()
-Object.assign(process.env, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' })
-const tracing = (await startTracing(process.env, 'portal-bff'))!
-t.teardown(async () => {
-  await tracing.shutdown(2000)
-  await receiver.close()
-})
+const receiver = await traceThisProcess(t)
 
 interface LogLine { correlationId?: string, traceId?: string, spanId?: string, message?: string }
 

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http'
 import { once } from 'node:events'
 import type { AddressInfo } from 'node:net'
 import { waitFor } from './processes.js'
+import { startTracing } from '../../lib/tracing-start.js'
 
 type AttributeValue = string | number | boolean | undefined
 
@@ -102,4 +103,19 @@ export class OtlpReceiver {
     this.server.closeAllConnections()
     await new Promise((resolve) => this.server.close(resolve))
   }
+}
+
+/**
+ * OpenTelemetry's SDK for this test process (it is process-wide: one per test file), exporting in
+ * JSON every 50 ms to a receiver of its own, both ended when the file's tests are.
+ */
+export async function traceThisProcess (t: { teardown (fn: () => unknown): void }): Promise<OtlpReceiver> {
+  const receiver = await OtlpReceiver.start()
+  Object.assign(process.env, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' })
+  const tracing = (await startTracing(process.env, 'portal-bff'))!
+  t.teardown(async () => {
+    await tracing.shutdown(2000)
+    await receiver.close()
+  })
+  return receiver
 }
