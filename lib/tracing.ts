@@ -31,14 +31,23 @@ export interface SpanOptions {
 }
 
 /**
- * Runs `work` in a span, a child of the current one, and ends it with the work's outcome. Without
- * a current span (and unless `root`), the work runs untraced: a Redis command of the job queue's
- * polling is not a trace of its own.
+ * Whether work under `parent` gets spans of its own: only under a span that records. Without one,
+ * a Redis command of the job queue's polling is not a trace of its own; under a span the sampler
+ * left out (nine requests in ten at a 0.1 ratio), children would be left out too, and making them
+ * would cost as much as the request's own work.
+ */
+function traced (parent: Context): boolean {
+  return trace.getSpan(parent)?.isRecording() === true
+}
+
+/**
+ * Runs `work` in a span, a child of the current one, and ends it with the work's outcome; untraced
+ * when the current span does not record, unless `root`.
  */
 export async function inSpan<T> (name: string, options: SpanOptions, work: (span: Span | undefined) => Promise<T>): Promise<T> {
   if (!enabled) return await work(undefined)
   const parent = context.active()
-  if (options.root !== true && trace.getSpan(parent) === undefined) return await work(undefined)
+  if (options.root !== true && !traced(parent)) return await work(undefined)
   const span = tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links }, parent)
   try {
     const result = await context.with(trace.setSpan(parent, span), () => work(span))
@@ -51,9 +60,9 @@ export async function inSpan<T> (name: string, options: SpanOptions, work: (span
   }
 }
 
-/** A span started now and ended by the caller (a wait whose end another callback sees); undefined without a current span. */
+/** A span started now and ended by the caller (a wait whose end another callback sees); undefined unless the current span records. */
 export function startChildSpan (name: string, options: Omit<SpanOptions, 'root'>, parent: Context = context.active()): Span | undefined {
-  if (!enabled || trace.getSpan(parent) === undefined) return undefined
+  if (!enabled || !traced(parent)) return undefined
   return tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links }, parent)
 }
 
