@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import { SpanKind, failSpan, startChildSpan, tracingEnabled } from './tracing.js'
+import { SpanKind, failSpan, recording, startChildSpan } from './tracing.js'
 
 type Observe = (durationMs: number, failed: boolean) => void
 type AnyQuery = (...args: unknown[]) => unknown
@@ -17,7 +17,7 @@ function statementOf (query: unknown): string | undefined {
 
 /** A span for a query made within a traced piece of work; undefined otherwise. */
 function querySpan (query: unknown) {
-  if (!tracingEnabled()) return undefined
+  if (!recording()) return undefined
   const text = statementOf(query)
   const operation = text?.trim().split(/\s+/, 1)[0]?.toUpperCase() ?? 'QUERY'
   return startChildSpan(`pg ${operation}`, {

@@ -40,6 +40,11 @@ function traced (parent: Context): boolean {
   return trace.getSpan(parent)?.isRecording() === true
 }
 
+/** Whether a child span made now would record: checked before building its name and attributes. */
+export function recording (): boolean {
+  return enabled && traced(context.active())
+}
+
 /**
  * Runs `work` in a span, a child of the current one, and ends it with the work's outcome; untraced
  * when the current span does not record, unless `root`.
