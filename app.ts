@@ -3,10 +3,12 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstanc
 import type { Config } from './schemas/config.js'
 import { ContextLogger, LazyChildLogger, createLogger } from './lib/logger.js'
 import { runInContext } from './lib/log-context.js'
+import { tracingEnabled, traceIdsOfLine } from './lib/tracing.js'
 import { CORRELATION_HEADER, RequestLogController, correlationIdOf } from './lib/request-log.js'
 import { exactBodyValidator } from './lib/validator.js'
 import { BODY_LIMIT_BYTES } from './schemas/error.js'
 import sensible from './plugins/external/sensible.js'
+import opentelemetry from './plugins/external/opentelemetry.js'
 import monitoring from './plugins/app/monitoring/index.js'
 import swagger, { docsUi } from './plugins/external/swagger.js'
 import postgres from './plugins/external/postgres.js'
@@ -67,7 +69,7 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1000
 
 /** Builds the service, ready to inject requests into or to listen. */
 export async function build ({ config, logToStdout = true, pages: extraPages }: BuildOptions): Promise<FastifyInstance> {
-  const logger = createLogger({ level: config.LOG_LEVEL, service: config.SERVICE_NAME, logDir: config.LOG_DIR, stdout: logToStdout })
+  const logger = createLogger({ level: config.LOG_LEVEL, service: config.SERVICE_NAME, logDir: config.LOG_DIR, stdout: logToStdout, lineFields: tracingEnabled() ? traceIdsOfLine : undefined })
   await logger.ready
   const app = Fastify({
     // Fastify's logger type is pino's whole interface; these two are the part of it Fastify calls.
@@ -112,6 +114,8 @@ export async function build ({ config, logToStdout = true, pages: extraPages }: 
 
   // A plugin that fails to start must not leave the others' pools and sockets open.
   try {
+    // Before any route, so that every request but the probes' has its span.
+    await app.register(opentelemetry)
     await app.register(sensible)
     // First of the service's own: every other plugin registers its measures with it.
     await app.register(monitoring)

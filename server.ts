@@ -5,6 +5,7 @@ import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import { build, type BuildOptions } from './app.js'
 import { ConfigError, loadConfig, type LoadedConfig } from './schemas/config.js'
+import { startTracing, type Tracing } from './lib/tracing-start.js'
 
 /** Reads the settings; a bad one ends the process with one line naming it. */
 export function readConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig {
@@ -23,6 +24,9 @@ export function readConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
  */
 const CLOSE_RESERVE_MS = 5000
 
+/** What the shutdown gives the trace exporter to send the spans it still holds, out of CLOSE_RESERVE_MS. */
+const TRACE_FLUSH_MS = 1000
+
 export interface ServeOptions {
   /** Closes what the caller started beside the service, once the service has closed. */
   onClosed?: () => Promise<void>
@@ -32,12 +36,15 @@ export interface ServeOptions {
 
 /** Builds the service, listens, and wires graceful shutdown and log reopening. */
 export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pages }: ServeOptions = {}): Promise<FastifyInstance> {
-  const app = await build({ config, pages }).catch(async (error: unknown) => {
+  // OpenTelemetry's SDK, when the OTEL_* settings ask for it, is running before the first span.
+  let tracing: Tracing | undefined
+  const app = await startTracing(process.env, config.SERVICE_NAME).then((started) => { tracing = started; return build({ config, pages }) }).catch(async (error: unknown) => {
     process.stderr.write(`Startup failed: ${error instanceof Error ? error.message : String(error)}\n`)
     await onClosed?.()
     process.exit(1)
   })
   for (const warning of warnings) app.log.warn(warning)
+  tracing?.logTo(app.logFor('system'))
   // logrotate's postrotate `kill -HUP`: new files under the old names, no line lost. SIGHUP is
   // not a shutdown signal here (close-with-grace makes it one by default).
   process.on('SIGHUP', () => {
@@ -73,6 +80,7 @@ export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pag
     }, Math.max(0, drainLeftMs))
     await app.close()
     clearTimeout(cut)
+    await tracing?.shutdown(TRACE_FLUSH_MS)
     await onClosed?.()
     app.log.info('shutdown complete')
   })

@@ -2,6 +2,7 @@ import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Deadline, type Cancellation } from '../lib/deadline.js'
 import { currentContext, traceparentOf } from '../lib/log-context.js'
+import { SpanKind, currentTraceparent, inSpan } from '../lib/tracing.js'
 import { classifyFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/errors.js'
 
 export type UpstreamName = 'billing' | 'crm' | 'telecom'
@@ -115,6 +116,12 @@ export class Upstream {
    * is reported to `onCall`.
    */
   async call<T> (operation: string, run: (signal: AbortSignal) => Promise<T>, until?: Cancellation): Promise<T> {
+    // The span names the upstream and the operation (a billing action, a CRM method and resource),
+    // nothing of the request's fields: they may be credentials or personal data.
+    return await inSpan(`${this.name} ${operation}`, { kind: SpanKind.CLIENT, attributes: { 'upstream.name': this.name, 'upstream.operation': operation } }, () => this.#call(operation, run, until))
+  }
+
+  async #call<T> (operation: string, run: (signal: AbortSignal) => Promise<T>, until?: Cancellation): Promise<T> {
     const started = performance.now()
     const deadline = until instanceof Deadline ? until.nested(this.timeoutMs) : new Deadline(this.timeoutMs, until)
     try {
@@ -146,7 +153,11 @@ export class Upstream {
     const { origin, pathname, search } = new URL(url)
     // The work this call is for (a request, an order's provisioning) is named to the upstream too.
     const context = currentContext()
-    const traced = context === undefined ? headers : { ...headers, 'x-correlation-id': context.correlationId, traceparent: traceparentOf(context.correlationId) }
+    // While tracing, the traceparent is the current span's (this call's), so that the upstream's spans join the trace.
+    const traceparent = currentTraceparent() ?? (context === undefined ? undefined : traceparentOf(context.correlationId))
+    const traced = context === undefined
+      ? (traceparent === undefined ? headers : { ...headers, traceparent })
+      : { ...headers, 'x-correlation-id': context.correlationId, traceparent: traceparent! }
     const response = await this.#pool(origin).request({ path: `${pathname}${search}`, method, headers: traced, body, signal })
     return { status: response.statusCode, headers: response.headers, text: await response.body.text() }
   }

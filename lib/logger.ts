@@ -11,6 +11,8 @@ export interface LoggerSettings {
   logDir: string
   /** Tests turn this off: tap reads a test's stdout. */
   stdout?: boolean
+  /** Fields every line adds beside the specification's (the current span's ids while tracing). */
+  lineFields?: () => object
 }
 
 export interface ServiceLogger {
@@ -32,7 +34,7 @@ const REDACTED_PATHS = [
   '*.password', '*.password2', '*.token', '*.accessToken', '*.access_token', '*.secret', '*.assertion', '*.authorization'
 ]
 
-export function createLogger ({ level, service, logDir, stdout = true }: LoggerSettings): ServiceLogger {
+export function createLogger ({ level, service, logDir, stdout = true, lineFields }: LoggerSettings): ServiceLogger {
   mkdirSync(logDir, { recursive: true })
   const [combinedPath, errorsPath] = [join(logDir, 'combined.log'), join(logDir, 'error.log')]
   // pino's destination opens its file asynchronously, and one that never opened throws from
@@ -62,7 +64,8 @@ export function createLogger ({ level, service, logDir, stdout = true }: LoggerS
     messageKey: 'message',
     base: { service },
     timestamp: () => `,"timestamp":"${new Date().toISOString()}"`,
-    redact: { paths: REDACTED_PATHS, censor: '[redacted]' }
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    ...(lineFields !== undefined && { mixin: lineFields })
   }, multistream(streams))
 
   return {

@@ -1,7 +1,30 @@
 import type pg from 'pg'
+import { SpanKind, failSpan, recording, startChildSpan } from './tracing.js'
 
 type Observe = (durationMs: number, failed: boolean) => void
 type AnyQuery = (...args: unknown[]) => unknown
+
+/** A statement with its literal values elided: parameters are never in the text, and literals may be personal too. */
+export function elidedStatement (text: string): string {
+  return text.replace(/'(?:[^']|'')*'/g, '?').replace(/\b\d+(\.\d+)?\b/g, '?').replace(/\s+/g, ' ').trim()
+}
+
+function statementOf (query: unknown): string | undefined {
+  if (typeof query === 'string') return query
+  const text = (query as { text?: unknown } | undefined)?.text
+  return typeof text === 'string' ? text : undefined
+}
+
+/** A span for a query made within a traced piece of work; undefined otherwise. */
+function querySpan (query: unknown) {
+  if (!recording()) return undefined
+  const text = statementOf(query)
+  const operation = text?.trim().split(/\s+/, 1)[0]?.toUpperCase() ?? 'QUERY'
+  return startChildSpan(`pg ${operation}`, {
+    kind: SpanKind.CLIENT,
+    attributes: { 'db.system.name': 'postgresql', 'db.operation.name': operation, ...(text !== undefined && { 'db.query.text': elidedStatement(text) }) }
+  })
+}
 
 function instrumentClient (client: pg.PoolClient, observe: Observe): void {
   const query = client.query as unknown as AnyQuery
@@ -9,7 +32,14 @@ function instrumentClient (client: pg.PoolClient, observe: Observe): void {
   // each is timed to its end.
   const timed = function (this: pg.PoolClient, ...args: unknown[]): unknown {
     const started = performance.now()
-    const done = (error?: unknown) => observe(performance.now() - started, error !== undefined && error !== null)
+    const span = querySpan(args[0])
+    const done = (error?: unknown) => {
+      const failed = error !== undefined && error !== null
+      observe(performance.now() - started, failed)
+      if (span === undefined) return
+      if (failed) failSpan(span, error, (error as { code?: unknown }).code === undefined ? undefined : `pg ${String((error as { code?: unknown }).code)}`)
+      span.end()
+    }
     const last = args.length - 1
     const callback = args[last]
     if (typeof callback === 'function') {

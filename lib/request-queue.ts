@@ -3,6 +3,7 @@ import { abortable } from './abortable.js'
 import { Deadline } from './deadline.js'
 import { UpstreamFailure, UpstreamRefusal } from './errors.js'
 import { SlidingWindow } from './sliding-window.js'
+import { activeContext, failSpan, runWithContext, startChildSpan } from './tracing.js'
 
 /** Specification 2.2: counters are cumulative; the two averages are in milliseconds over the recent window. */
 export interface QueueMetrics {
@@ -90,6 +91,9 @@ export class RequestQueue {
       return Promise.reject(new QueueFullError(this.name))
     }
     const enqueuedAt = performance.now()
+    // The task runs in the caller's trace, whichever task's end p-queue starts it from; its wait is a span of its own.
+    const caller = activeContext()
+    const wait = startChildSpan(`${this.name} queue wait`, { attributes: { 'queue.name': this.name } }, caller)
     // Only a request that finds every slot taken waits (p-queue starts any other within add()), and
     // only one that waits needs a signal to leave the line by.
     const leave = queue.pending >= concurrency || queue.size > 0 ? new AbortController() : undefined
@@ -98,6 +102,10 @@ export class RequestQueue {
       const deadline = new Deadline(timeoutMs, undefined, () => {
         if (state === 'waiting') {
           leave?.abort()
+          if (wait !== undefined) {
+            failSpan(wait, undefined, 'timeout')
+            wait.end()
+          }
           // It waited its whole time: that wait is the queue's too, the longest kind of all.
           this.#waits.record(performance.now() - enqueuedAt)
         }
@@ -110,8 +118,9 @@ export class RequestQueue {
         state = 'running'
         const startedAt = leave === undefined ? enqueuedAt : performance.now()
         this.#waits.record(startedAt - enqueuedAt, false, startedAt)
+        wait?.end()
         try {
-          return await task(deadline)
+          return await runWithContext(caller, () => task(deadline))
         } finally {
           deadline.clear()
           const endedAt = performance.now()

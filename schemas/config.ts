@@ -84,6 +84,7 @@ export const SettingsSchema = Type.Object({
   OPS_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'bearer token of the operator endpoints (/metrics, /health/alerts, /status); unset, they are public' })),
   SSE_MAX_STREAMS_PER_USER: Type.Integer({ minimum: 1, maximum: 100, default: 5, description: 'open /api/events streams of one portal user on one instance' }),
   SSE_MAX_STREAMS: Type.Integer({ minimum: 1, maximum: 100_000, default: 10_000, description: 'open /api/events streams of one instance' }),
+  TRACE_PROBES: Type.Boolean({ default: false, description: 'true traces the probe and operator routes too (/health*, /metrics, /status, /health/alerts, /auth/health-check, /api/health/services/cache) while tracing is on; false leaves them out: polled every few seconds, they would flood the trace backend' }),
   INTEGRATION_CHECK_CACHE_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000, description: 'how long a finished GET /auth/health-check run is reused' }),
   ORDERS_PENDING_WARNING_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 900, description: 'age of the oldest portal order still in Pending Review at which /health/alerts warns' }),
   ORDERS_PENDING_CRITICAL_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 3600, description: 'the same, critical (the shipped rules page at it)' }),

@@ -12,6 +12,7 @@ import {
 } from './common.js'
 import { login } from './invoices.js'
 import { formatProfiles, profileDirectory, profileUnderLoad, type Profiled } from './profile.js'
+import { startOtlpSink, type OtlpSink } from './otlp-sink.js'
 
 // Fresh processes every round, as in the health suite: one process's luck lasts its whole life.
 const ROUNDS_OF_READS = Number(process.env.BENCH_CACHED_READ_ROUNDS ?? Math.max(ROUNDS, 6))
@@ -29,6 +30,8 @@ const ALT_ENV = Object.fromEntries((process.env.BENCH_ALT_ENV ?? '').split(',').
   const [name, ...value] = setting.split('=')
   return [name!, value.join('=')]
 }))
+// BENCH_ALT_ENV=OTEL_EXPORTER_OTLP_ENDPOINT=sink,...: the alt target traces, exporting to a collector this benchmark runs.
+const OTLP_SINK = ALT_ENV.OTEL_EXPORTER_OTLP_ENDPOINT === 'sink'
 
 /** A measured load, with the CPU time the server used meanwhile. */
 export interface Run extends Measure { cpu: CpuTime }
@@ -106,6 +109,8 @@ export async function benchCachedRead (): Promise<void> {
     measures: [],
     peakRssMb: 0
   }
+  const sink: OtlpSink | undefined = OTLP_SINK ? await startOtlpSink() : undefined
+  if (sink !== undefined) ALT_ENV.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url
   const alt: Target | undefined = ALT_BUILD === undefined && Object.keys(ALT_ENV).length === 0
     ? undefined
     : { name: 'service (alt)', options: { entry: join(ALT_BUILD ?? DEV_BUILD, 'dev', 'server.js'), env: { ...env, ...ALT_ENV } }, measures: [], peakRssMb: 0 }
@@ -157,6 +162,7 @@ export async function benchCachedRead (): Promise<void> {
   } finally {
     redis.disconnect()
     await deleteKeys(keyPrefix)
+    await sink?.close()
   }
 
   const perRound = service.measures.map((measure, round) => rate([measure]) / rate([minimal.measures[round]!]))
@@ -180,7 +186,8 @@ export async function benchCachedRead (): Promise<void> {
       : [
           `  service (alt):                     ${summary(alt)} (${ALT_BUILD ?? 'this build'}${Object.keys(ALT_ENV).length === 0 ? '' : `, ${process.env.BENCH_ALT_ENV}`})`,
           `  ratio alt / minimal:               ${(rate(alt.measures) / rate(minimal.measures)).toFixed(2)}; in CPU a request ${(cpu(minimal) / cpu(alt)).toFixed(2)}`,
-          `  ratio alt / service:               ${(rate(alt.measures) / rate(service.measures)).toFixed(2)}; in CPU a request ${(cpu(service) / cpu(alt)).toFixed(2)}; p99 ${(p99(alt) / p99(service)).toFixed(2)}`
+          `  ratio alt / service:               ${(rate(alt.measures) / rate(service.measures)).toFixed(2)}; in CPU a request ${(cpu(service) / cpu(alt)).toFixed(2)}; p99 ${(p99(alt) / p99(service)).toFixed(2)}`,
+          ...sink === undefined ? [] : [`  spans exported by alt:             ${sink.received().exports} OTLP exports, ${(sink.received().bytes / 1e6).toFixed(1)} MB`]
         ],
     ''
   ].join('\n'))

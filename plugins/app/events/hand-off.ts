@@ -4,6 +4,7 @@ import type { CrmOrder } from '../../../integrations/crm/client.js'
 import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import type { Deadline } from '../../../lib/deadline.js'
 import { runInContext } from '../../../lib/log-context.js'
+import { SpanKind, inSpan } from '../../../lib/tracing.js'
 import { orderWorkId } from '../orders/job-queue.js'
 import type { Order, OrderStore } from '../orders/store.js'
 import { HandOffRefused, isBillingOrderConflict, type ParkedEvent, type ParkedEvents } from './parked-events.js'
@@ -47,7 +48,11 @@ export class OrderHandOff {
     }
     // The hand-off's lines, and its CRM read, carry the order's id, as its provisioning's do.
     const correlationId = orderWorkId(caseSafeId(crmOrderId))
-    await runInContext({ correlationId, log: this.options.logFor(correlationId) }, async () => {
+    await inSpan('platform event hand-off', {
+      kind: SpanKind.CONSUMER,
+      root: true,
+      attributes: { 'messaging.destination.name': event.channel, 'messaging.message.id': String(replayId), 'crm.order_id': crmOrderId }
+    }, () => runInContext({ correlationId, log: this.options.logFor(correlationId) }, async () => {
       try {
         await this.#provision(crmOrderId, replayId)
       } catch (error) {
@@ -56,7 +61,7 @@ export class OrderHandOff {
         this.options.log.error({ replayId, crmOrderId, reason: error.reason, parkedEventId: parked.id },
           `platform event parked, the subscription moves on: ${error.message}. Mend the data, then retry it (POST /health/events/parked/${parked.id}/retry)`)
       }
-    })
+    }))
   }
 
   /**

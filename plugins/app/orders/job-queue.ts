@@ -5,6 +5,7 @@ import { Redis } from 'ioredis'
 import { abortable } from '../../../lib/abortable.js'
 import { runInContext } from '../../../lib/log-context.js'
 import { classifyFailure } from '../../../lib/errors.js'
+import { SpanKind, currentTraceparent, inSpan, linkTo } from '../../../lib/tracing.js'
 import { JOB_STATES, failOrder, provisionOrder, type JobCounts, type ProvisioningDependencies } from './provisioning.js'
 import { healthOf, levelOf, worstLevel, type QueueHealth } from '../monitoring/thresholds.js'
 import { closeRedis, redisConnectionOptions } from '../../external/redis.js'
@@ -12,7 +13,11 @@ import { OutageLog } from '../../../lib/outage-log.js'
 
 export const PROVISIONING_QUEUE = 'provisioning'
 
-interface ProvisioningJob { crmOrderId: string }
+interface ProvisioningJob {
+  crmOrderId: string
+  /** The W3C traceparent of the work that queued the job (the platform event's hand-off), while tracing. */
+  traceparent?: string
+}
 
 /** The correlation id of an order's work (its hand-off and provisioning): reserved, no client may send it. */
 export function orderWorkId (crmOrderId: string): string {
@@ -55,7 +60,9 @@ export class ProvisioningJobQueue {
 
   /** Resolves once the job is durably in Redis; rejects when Redis does not take it in time. */
   async enqueue (crmOrderId: string): Promise<void> {
-    await abortable(this.queue.add('provision', { crmOrderId }, { jobId: jobIdOf(crmOrderId) }), AbortSignal.timeout(this.bounds.enqueueTimeoutMs))
+    const traceparent = currentTraceparent()
+    const data: ProvisioningJob = traceparent === undefined ? { crmOrderId } : { crmOrderId, traceparent }
+    await abortable(this.queue.add('provision', data, { jobId: jobIdOf(crmOrderId) }), AbortSignal.timeout(this.bounds.enqueueTimeoutMs))
   }
 
   async counts (): Promise<JobCounts> {
@@ -133,7 +140,14 @@ async function jobQueue (fastify: FastifyInstance) {
     const { crmOrderId } = job.data
     // Every line of the job, its upstream calls' included, carries the order's id: grep it from event to Active.
     const correlationId = orderWorkId(crmOrderId)
-    await runInContext({ correlationId, log: fastify.logFor(correlationId) }, () => provision(job))
+    // A trace of its own (an attempt may run long after its event), linked to the hand-off that queued it.
+    const link = linkTo(job.data.traceparent)
+    await inSpan('provisioning job', {
+      kind: SpanKind.CONSUMER,
+      root: true,
+      links: link === undefined ? [] : [link],
+      attributes: { 'crm.order_id': crmOrderId, 'job.id': job.id ?? '', 'job.attempt': job.attemptsMade + 1 }
+    }, () => runInContext({ correlationId, log: fastify.logFor(correlationId) }, () => provision(job)))
   }, { connection: consumer, prefix, concurrency: config.PROVISIONING_CONCURRENCY, ...lockOptions(config.PROVISIONING_LOCK_MS) })
 
   async function provision (job: Job<ProvisioningJob>): Promise<void> {

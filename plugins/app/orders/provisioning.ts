@@ -3,7 +3,8 @@ import { BillingRefusal, OrderNotPendingError } from '../../../integrations/bill
 import type { CrmOrderFields } from '../../../integrations/crm/client.js'
 import type { Activation, ActivationRequest } from '../../../integrations/telecom/client.js'
 import type { Deadline } from '../../../lib/deadline.js'
-import { UpstreamFailure } from '../../../lib/errors.js'
+import { UpstreamFailure, classifyFailure } from '../../../lib/errors.js'
+import { inSpan } from '../../../lib/tracing.js'
 import type { OrderEvents } from './status-events.js'
 import type { Order, OrderStatus, OrderStore } from './store.js'
 
@@ -51,6 +52,29 @@ async function changeStatus (deps: ProvisioningDependencies, order: Order, statu
   return changed
 }
 
+export type ProvisioningStep = 'telecom activation' | 'billing acceptance' | 'CRM update'
+
+/**
+ * One step of provisioning, a span named after it with its outcome: `done`, `skipped` (recorded as
+ * done by an earlier attempt, or nothing to do) or the failure's class.
+ */
+async function step<T> (name: ProvisioningStep, skipped: boolean, work: () => Promise<T>): Promise<T | undefined> {
+  return await inSpan(`provisioning step: ${name}`, { attributes: { 'provisioning.step': name } }, async (span) => {
+    if (skipped) {
+      span?.setAttribute('provisioning.step.outcome', 'skipped')
+      return undefined
+    }
+    try {
+      const result = await work()
+      span?.setAttribute('provisioning.step.outcome', 'done')
+      return result
+    } catch (error) {
+      span?.setAttribute('provisioning.step.outcome', classifyFailure(error))
+      throw error
+    }
+  })
+}
+
 /**
  * Provisions one order: telecom activation, billing AcceptOrder, CRM status. Each completed step is
  * recorded before the next starts, so a retry after a failure or a crash repeats none of them.
@@ -65,14 +89,15 @@ export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId
   let { order } = started
   if (started.statusChanged) await deps.orderEvents.publish(order)
 
-  if (order.telecomActivationId === null) {
+  await step('telecom activation', order.telecomActivationId !== null, async () => {
     // The CRM order id is the idempotency key: a repeat returns the first activation.
     const activation = await deps.telecom.activate({ orderId: crmOrderId, productId: order.productId, idempotencyKey: crmOrderId })
     order = await deps.orders.recordActivation(order.id, activation.id, activation.msisdn)
-  }
+  })
 
   const billingOrderId = order.billingOrderId
-  if (order.billingAcceptedAt === null && billingOrderId !== null) {
+  await step('billing acceptance', order.billingAcceptedAt !== null || billingOrderId === null, async () => {
+    if (billingOrderId === null) return
     await deps.billingQueue.run(async (deadline) => {
       try {
         await deps.billing.acceptOrder(billingOrderId, deadline)
@@ -93,14 +118,16 @@ export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId
       }
     })
     order = await deps.orders.recordBillingAccepted(order.id)
-  }
+  })
 
   // The last step is recorded with the order's Active status: until then the order is not Active,
   // and a repeat of this PATCH sets the same status again.
-  await deps.crmQueue.run((deadline) => deps.crm.updateOrder(crmOrderId, { Status: 'Activated' }, deadline))
-  const active = await deps.orders.finishProvisioning(order.id)
+  const active = await step('CRM update', false, async () => {
+    await deps.crmQueue.run((deadline) => deps.crm.updateOrder(crmOrderId, { Status: 'Activated' }, deadline))
+    return await deps.orders.finishProvisioning(order.id)
+  })
   // Null: another run of this job, which had lost its lock, made it Active and announced it first.
-  if (active === null) return
+  if (active === null || active === undefined) return
   await deps.orderEvents.publish(active)
   deps.log.info({ orderId: active.id, crmOrderId, attempts: active.provisioningAttempts }, 'order provisioned')
 }

@@ -2,7 +2,7 @@ import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Type } from '@sinclair/typebox'
-import { CONFIGURATION_DOC_FILE, ENV_EXAMPLE_FILE, SECTIONS, outOfDate, renderConfigurationDoc, renderEnvExample } from '../../../dev/scripts/generate-config-docs.js'
+import { CONFIGURATION_DOC_FILE, ENV_EXAMPLE_FILE, OPENTELEMETRY_SETTINGS, SECTIONS, outOfDate, renderConfigurationDoc, renderEnvExample } from '../../../dev/scripts/generate-config-docs.js'
 import { projectRoot } from '../../../lib/project-root.js'
 import { ConfigError, SettingsSchema, loadConfig } from '../../../schemas/config.js'
 import { COMPLETE_PRODUCTION } from '../../helpers/made.js'
@@ -23,13 +23,20 @@ t.test('the checked-in docs/configuration.md is what schemas/config.ts generates
 
 t.test('every setting of the schema has one row, with its description, on one line', async (t) => {
   const rows = checkedIn.split('\n').filter((line) => /^\| `[A-Z0-9_]+` \|/.test(line))
-  t.equal(rows.length, names.length, 'one row per setting, and no other')
+  t.equal(rows.length, names.length + OPENTELEMETRY_SETTINGS.length, 'one row per setting, and no other')
   for (const name of names) {
     const { description } = SettingsSchema.properties[name as keyof typeof SettingsSchema.properties]
     t.ok(description, `${name} has a description in the schema`)
     const row = rowOf(checkedIn, name)
     t.ok(row?.includes(`| ${String(description).replace(/\|/g, '\\|')} |`), `${name}: its row carries its description`)
     t.equal(row?.split(/(?<!\\)\|/).length, 6, `${name}: four cells`)
+  }
+})
+
+t.test('the OpenTelemetry settings, which its SDK reads, have a section of their own', async (t) => {
+  const section = checkedIn.slice(checkedIn.indexOf('## OpenTelemetry (read by its SDK)'))
+  for (const name of ['OTEL_SDK_DISABLED', 'OTEL_SERVICE_NAME', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_PROTOCOL', 'OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_TRACES_SAMPLER', 'OTEL_TRACES_SAMPLER_ARG', 'OTEL_RESOURCE_ATTRIBUTES']) {
+    t.equal(rowOf(section, name)?.split(/(?<!\\)\|/).length, 5, `${name}: a row of three cells`)
   }
 })
 

@@ -1,0 +1,104 @@
+import t, { type Test } from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { buildTestApp, startTestSandbox } from '../helpers/app.js'
+import { traceThisProcess } from '../helpers/otlp-receiver.js'
+import { waitFor } from '../helpers/processes.js'
+import { bearer, login } from '../helpers/tokens.js'
+import type { Sandbox } from '../../dev/sandbox/index.js'
+
+const receiver = await traceThisProcess(t)
+
+interface LogLine { correlationId?: string, traceId?: string, spanId?: string, message?: string }
+
+function logLines (logDir: string): LogLine[] {
+  return readFileSync(join(logDir, 'combined.log'), 'utf8').split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as LogLine)
+}
+
+/** An app with a sandbox of its own, Jane signed in, and the sandbox billing's record of calls emptied. */
+async function signedIn (t: Test) {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  const token = await login(app)
+  await fetch(`${sandbox.billing.url}/__sandbox/calls`, { method: 'DELETE' })
+  return { sandbox, app, token }
+}
+
+/** The traceparent of the GetInvoices call the sandbox billing received. */
+async function sentTraceparent (sandbox: Sandbox): Promise<string | undefined> {
+  const { calls } = await (await fetch(`${sandbox.billing.url}/__sandbox/calls`)).json() as { calls: Array<{ params?: Record<string, unknown>, headers?: Record<string, string> }> }
+  return calls.find((recorded) => recorded.params?.action === 'GetInvoices')?.headers?.traceparent
+}
+
+t.test('a GET /api/invoices missing the cache is one trace: the request, its queue wait, its billing call (whose traceparent it sent) and its Redis commands', async (t) => {
+  const { sandbox, app, token } = await signedIn(t)
+  const correlationId = 'trace-invoices-1'
+  const response = await app.inject({ url: '/api/invoices', headers: { ...bearer(token), 'x-correlation-id': correlationId } })
+  t.equal(response.statusCode, 200)
+
+  const request = await receiver.span('the request span', (span) => span.attributes['correlation.id'] === correlationId)
+  t.equal(request.name, 'GET /api/invoices')
+  t.match(request.attributes, { 'http.route': '/api/invoices', 'http.response.status_code': 200 })
+  t.equal(request.resource['service.name'], 'portal-bff')
+  const billing = await receiver.span('the billing call', (span) => span.traceId === request.traceId && span.name === 'billing GetInvoices')
+  const children = () => receiver.children(request).map((span) => span.name)
+  await waitFor('the queue wait', async () => children().includes('billing queue wait'))
+  t.equal(billing.parentSpanId, request.spanId, 'the billing call is a child of the request')
+  t.match(billing.attributes, { 'upstream.name': 'billing', 'upstream.operation': 'GetInvoices' })
+  t.notOk(Object.keys(billing.attributes).some((key) => /client|email|secret|identifier|password/i.test(key)), 'no credential or personal field')
+  t.ok(children().includes('redis GET'), 'the cache read')
+  await waitFor('the cache write', async () => children().includes('redis SET'))
+  const redis = receiver.children(request).find((span) => span.name === 'redis SET')!
+  t.equal(redis.attributes['db.query.text'], 'SET ? ? ? ?', 'keys and values elided')
+
+  t.equal(await sentTraceparent(sandbox), `00-${request.traceId}-${billing.spanId}-01`, 'the traceparent sent is the billing call span\'s')
+
+  await app.close()
+  const lines = logLines(app.config.LOG_DIR).filter((line) => line.correlationId === correlationId)
+  t.ok(lines.length > 0, 'the request logged')
+  t.ok(lines.every((line) => line.traceId === request.traceId && typeof line.spanId === 'string'), 'each of its lines carries the trace id beside the correlation id')
+})
+
+t.test('an incoming traceparent is the request span\'s parent', async (t) => {
+  const app = await buildTestApp(t)
+  const [traceId, parentId] = ['4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7']
+  await app.inject({ url: '/api/invoices', headers: { traceparent: `00-${traceId}-${parentId}-01`, 'x-correlation-id': 'trace-parent-1' } })
+  const request = await receiver.span('the request span', (span) => span.attributes['correlation.id'] === 'trace-parent-1')
+  t.equal(request.traceId, traceId)
+  t.equal(request.parentSpanId, parentId)
+})
+
+t.test('a trace the caller did not sample: no span is made, and the upstream is told so in the traceparent', async (t) => {
+  const { sandbox, app, token } = await signedIn(t)
+  const traceId = '5bf92f3577b34da6a3ce929d0e0e4737'
+  t.equal((await app.inject({ url: '/api/invoices', headers: { ...bearer(token), traceparent: `00-${traceId}-00f067aa0ba902b7-00` } })).statusCode, 200)
+  const sent = await sentTraceparent(sandbox)
+  t.match(sent, new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`), 'the caller\'s trace, not sampled')
+  // A traced request after it: once its span is in, any of the unsampled one's would be too.
+  await app.inject({ url: '/api/invoices', headers: { 'x-correlation-id': 'trace-after-unsampled' } })
+  await receiver.span('the request after', (span) => span.attributes['correlation.id'] === 'trace-after-unsampled')
+  t.notOk(receiver.spans.some((span) => span.traceId === traceId), 'no span of the unsampled trace')
+})
+
+const PROBES = ['/health', '/health/live', '/health/ready', '/health/queues', '/metrics', '/status', '/status/summary']
+
+function probeSpans () {
+  return receiver.spans.filter((span) => /^\/(health|metrics|status)/.test(String(span.attributes['http.route'])))
+}
+
+t.test('the probes produce no spans by default', async (t) => {
+  const app = await buildTestApp(t)
+  const before = probeSpans().length
+  for (const url of PROBES) await app.inject(url)
+  // A traced request after them: once its span is in, theirs would be too.
+  await app.inject({ url: '/api/invoices', headers: { 'x-correlation-id': 'trace-after-probes' } })
+  await receiver.span('the request after the probes', (span) => span.attributes['correlation.id'] === 'trace-after-probes')
+  t.equal(probeSpans().length, before)
+})
+
+t.test('TRACE_PROBES=true traces them', async (t) => {
+  const app = await buildTestApp(t, { TRACE_PROBES: 'true' })
+  await app.inject({ url: '/health/live', headers: { 'x-correlation-id': 'trace-probe-on' } })
+  const probe = await receiver.span('the probe span', (span) => span.attributes['correlation.id'] === 'trace-probe-on')
+  t.equal(probe.attributes['http.route'], '/health/live')
+})

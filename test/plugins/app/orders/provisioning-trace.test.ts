@@ -1,0 +1,40 @@
+import t from 'tap'
+import { buildTestApp, startTestSandbox } from '../../../helpers/app.js'
+import { traceThisProcess } from '../../../helpers/otlp-receiver.js'
+import { waitFor } from '../../../helpers/processes.js'
+import { allActive, EVENTS_ON, eventsReport, placeOrder, STREAMING } from '../../../helpers/provisioning.js'
+import { login } from '../../../helpers/tokens.js'
+
+const receiver = await traceThisProcess(t)
+
+t.test('an order from placement to Active: its placement, the event\'s hand-off, and the job linked to it with its three steps, each named with its outcome', async (t) => {
+  const sandbox = await startTestSandbox(t, STREAMING)
+  const app = await buildTestApp(t, EVENTS_ON, sandbox)
+  await waitFor('the subscription', async () => (await eventsReport(app)).state === 'connected', 10_000)
+  const token = await login(app)
+  const order = await placeOrder(app, token)
+  const placement = await receiver.span('the placement', (span) => span.name === 'POST /api/orders')
+  t.ok(receiver.spans.some((span) => span.traceId === placement.traceId && span.name === 'billing AddOrder'), 'the placement\'s billing call in its trace')
+
+  sandbox.crm.publishOrderProvisionRequested(order.crmOrderId)
+  await waitFor('the order Active', () => allActive(app, [order.crmOrderId]), 30_000)
+
+  const handOff = await receiver.span('the hand-off', (span) => span.name === 'platform event hand-off' && span.attributes['crm.order_id'] === order.crmOrderId)
+  t.equal(handOff.parentSpanId, undefined, 'the hand-off starts a trace')
+  const query = await receiver.span('the hand-off\'s PostgreSQL statement', (span) => span.parentSpanId === handOff.spanId && span.name.startsWith('pg '))
+  t.equal(query.attributes['db.system.name'], 'postgresql')
+  t.notMatch(String(query.attributes['db.query.text']), order.crmOrderId, 'the statement carries no value')
+  const job = await receiver.span('the job', (span) => span.name === 'provisioning job' && span.attributes['crm.order_id'] === order.crmOrderId)
+  t.same(job.links, [{ traceId: handOff.traceId, spanId: handOff.spanId }], 'the job links back to the hand-off that queued it')
+  t.equal(job.attributes['job.attempt'], 1)
+
+  const steps = () => receiver.children(job).filter((span) => span.name.startsWith('provisioning step: '))
+  await waitFor('the three steps', async () => steps().length === 3)
+  t.same(steps().map((span) => [span.name, span.attributes['provisioning.step.outcome']]).sort(), [
+    ['provisioning step: CRM update', 'done'],
+    ['provisioning step: billing acceptance', 'done'],
+    ['provisioning step: telecom activation', 'done']
+  ])
+  const [telecom] = steps().filter((span) => span.name === 'provisioning step: telecom activation')
+  t.ok(receiver.children(telecom!).some((span) => span.name.startsWith('telecom ')), 'the telecom call is a child of its step')
+})
