@@ -22,19 +22,13 @@ const signOutErrorResponses = {
   503: errorResponse(`Redis is unavailable: the sign-out cannot be stored, nor the credential checked (\`AUTH_UNAVAILABLE\`); ${TOKEN_CHECK_UNAVAILABLE}`)
 }
 
-const COOKIE_ATTRIBUTES = { path: '/', httpOnly: true, secure: true, sameSite: 'strict' } as const
-
 function sessionInfo ({ clientId, expiresAt, idleExpiresAt }: Session) {
   return { clientId, expiresAt: new Date(expiresAt).toISOString(), idleExpiresAt: new Date(idleExpiresAt).toISOString() }
 }
 
-function clearSessionCookie (reply: FastifyReply): void {
-  reply.clearCookie(SESSION_COOKIE, COOKIE_ATTRIBUTES)
-}
-
 const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [LoginRequest, AccessToken, SessionInfo]) fastify.addSchema(schema)
-  const { ACCESS_TOKEN_TTL_SECONDS, SESSION_MAX_AGE_S, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
+  const { ACCESS_TOKEN_TTL_SECONDS, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
   const accountFailures = new FailureLimiter(fastify.redis, { keyPrefix: `${REDIS_KEY_PREFIX}sign-in-failures:`, max: LOGIN_ACCOUNT_FAILURES_MAX, windowMs: LOGIN_ACCOUNT_WINDOW_MS })
   // The account's key: its email as billing compares it, hashed so that Redis holds no address.
   const accountOf = (email: string) => createHash('sha256').update(email.trim().toLowerCase()).digest('hex')
@@ -110,7 +104,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const clientId = await signIn(request.body.email, request.body.password, reply)
     const { cookie, session } = await fastify.sessions.start(clientId)
-    reply.setCookie(SESSION_COOKIE, cookie, { ...COOKIE_ATTRIBUTES, maxAge: SESSION_MAX_AGE_S })
+    reply.header('set-cookie', fastify.sessionCookieHeader(cookie))
     return sessionInfo(session)
   })
 
@@ -145,7 +139,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       await fastify.tokenBlacklist.revoke(request.user.jti, request.user.exp)
     } else {
       await fastify.sessions.end(request.session)
-      clearSessionCookie(reply)
+      reply.header('set-cookie', fastify.sessionCookieHeader())
     }
     return reply.code(204).send(null)
   })
@@ -164,7 +158,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const ended = await fastify.sessions.endEverywhere(Number(request.user.sub))
     // A token issued before it was recorded (by an older release) is revoked all the same.
     if (request.session === undefined) await fastify.tokenBlacklist.revoke(request.user.jti, request.user.exp)
-    else clearSessionCookie(reply)
+    else reply.header('set-cookie', fastify.sessionCookieHeader())
     request.log.info({ clientId: Number(request.user.sub), ended }, 'signed out everywhere')
     return reply.code(204).send(null)
   })

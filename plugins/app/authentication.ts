@@ -59,7 +59,7 @@ async function authentication (fastify: FastifyInstance) {
    * A cookie that names no live session is cleared, so the browser stops sending it.
    */
   async function refuse (request: FastifyRequest, reply: FastifyReply, cookie?: string): Promise<never> {
-    if (cookie !== undefined) reply.clearCookie(SESSION_COOKIE, { path: '/', secure: true, httpOnly: true, sameSite: 'strict' })
+    if (cookie !== undefined) reply.header('set-cookie', fastify.sessionCookieHeader())
     const limit = await failures.fail(request.ip).catch(() => undefined)
     if (limit?.limited === true) {
       reply.header('retry-after', limit.retryAfterSeconds)

@@ -156,8 +156,12 @@ function deserialize (id: string, value: string): Session | undefined {
 declare module 'fastify' {
   interface FastifyInstance {
     sessions: SessionStore
+    /** The `Set-Cookie` header that hands the browser its session cookie, or, without a value, clears it. */
+    sessionCookieHeader (value?: string): string
   }
 }
+
+const COOKIE_ATTRIBUTES = { path: '/', httpOnly: true, secure: true, sameSite: 'strict' } as const
 
 // Credentials live at most SESSION_MAX_AGE_S: a few sweeps a day keep the table to the live ones.
 const REMOVE_EXPIRED_EVERY_MS = 15 * 60_000
@@ -174,10 +178,13 @@ async function sessions (fastify: FastifyInstance) {
     log: fastify.log
   })
   fastify.decorate('sessions', store)
+  fastify.decorate('sessionCookieHeader', (value?: string) => value === undefined
+    ? fastify.serializeCookie(SESSION_COOKIE, '', { ...COOKIE_ATTRIBUTES, maxAge: 0, expires: new Date(0) })
+    : fastify.serializeCookie(SESSION_COOKIE, value, { ...COOKIE_ATTRIBUTES, maxAge: SESSION_MAX_AGE_S }))
   const sweep = new Periodic(() => store.removeExpired().catch((error: unknown) => {
     fastify.log.warn({ err: error }, 'expired credentials not removed: retried later')
   }), REMOVE_EXPIRED_EVERY_MS)
   fastify.addHook('onClose', () => sweep.stop())
 }
 
-export default fp(sessions, { name: 'sessions', fastify: '5.x', dependencies: ['redis', 'postgres', 'db', 'blacklist'], decorators: { fastify: ['config'] } })
+export default fp(sessions, { name: 'sessions', fastify: '5.x', dependencies: ['redis', 'postgres', 'db', 'blacklist', 'cookie'], decorators: { fastify: ['config'] } })
