@@ -23,10 +23,10 @@ const PACKAGED_TESTS: Array<{ file: string, test: string, programs: PackagedProg
   { file: 'test/monitoring/prometheus-server.slow.test.ts', test: 'a real Prometheus', programs: ['prometheus', 'prometheus-alertmanager'] },
   { file: 'test/plugins/external/docs-ui.test.ts', test: 'in headless Chromium', programs: ['chromium'] },
   { file: 'test/routes/status.test.ts', test: 'in headless Chromium', programs: ['chromium'] },
-  { file: 'test/browser/portal-page.test.ts', test: 'the reference page, served by the service itself', programs: ['chromium'] },
-  { file: 'test/browser/portal-page.test.ts', test: 'the reference page, served from another origin', programs: ['chromium'] },
-  { file: 'test/browser/portal-page.test.ts', test: 'sign out everywhere: a tab learns it', programs: ['chromium'] },
-  { file: 'test/browser/portal-page.test.ts', test: 'CSRF: a form on another site', programs: ['chromium'] }
+  { file: 'test/browser/portal-page.slow.test.ts', test: 'the reference page, served by the service itself', programs: ['chromium'] },
+  { file: 'test/browser/portal-page.slow.test.ts', test: 'the reference page, served from another origin', programs: ['chromium'] },
+  { file: 'test/browser/portal-page.slow.test.ts', test: 'sign out everywhere: a tab learns it', programs: ['chromium'] },
+  { file: 'test/browser/portal-page.slow.test.ts', test: 'CSRF: a form on another site', programs: ['chromium'] }
 ]
 
 // What in a test file runs a packaged program: such a file must be in the list above.
