@@ -22,8 +22,9 @@ function billingCall (app: FastifyInstance) {
 t.test('billing queueSize: > 10 warns, > 50 is critical', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { BILLING_QUEUE_CONCURRENCY: '1', BILLING_QUEUE_MAX_SIZE: '100', BILLING_QUEUE_TIMEOUT_MS: '30000', UPSTREAM_TIMEOUT_MS: '20000' }, sandbox)
-  // One call in flight for 4 s holds the others waiting while the levels are read.
-  sandbox.billing.injectFault({ kind: 'latency', ms: 4000 })
+  // One call in flight for 15 s holds the others waiting while the levels are read, however long a
+  // busy machine takes to read them (promtool included).
+  sandbox.billing.injectFault({ kind: 'latency', ms: 15_000, times: 1 })
   const calls: Array<Promise<unknown>> = []
   const enqueue = (n: number) => { for (let i = 0; i < n; i++) calls.push(billingCall(app).catch(() => {})) }
 
