@@ -3,6 +3,7 @@ import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Pool } from 'pg'
+import { AuthUnavailableError } from '../../lib/errors.js'
 import { Periodic } from '../../lib/periodic.js'
 import type { TokenBlacklist } from './blacklist.js'
 
@@ -66,7 +67,9 @@ export class SessionStore {
     session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
     // Recorded first: a session that exists is one that signing out everywhere can find.
     await this.#record(session.id, 'session', clientId, session.expiresAt)
-    await this.options.redis.set(this.#key(session.id), serialize(session), 'PX', session.idleExpiresAt - now)
+    await this.options.redis.set(this.#key(session.id), serialize(session), 'PX', session.idleExpiresAt - now).catch((error: unknown) => {
+      throw new AuthUnavailableError({ cause: error })
+    })
     return { cookie, session }
   }
 
@@ -95,7 +98,8 @@ export class SessionStore {
   /** Ends one session on every instance: its event streams end with it. */
   async end (session: Session): Promise<void> {
     await this.options.blacklist.revoke(session.id, Math.ceil(session.expiresAt / 1000))
-    await this.options.redis.del(this.#key(session.id))
+    // The revocation ends it already; the key would only expire later.
+    await this.options.redis.del(this.#key(session.id)).catch(() => {})
   }
 
   /** Ends every session and revokes every bearer token of the client, on every instance. */
@@ -105,7 +109,7 @@ export class SessionStore {
        WHERE client_id = $1 AND expires_at > now()`, [clientId])
     await Promise.all(rows.map((row) => this.options.blacklist.revoke(row.id, Number(row.expires))))
     const sessions = rows.filter((row) => row.kind === 'session').map((row) => this.#key(row.id))
-    if (sessions.length > 0) await this.options.redis.del(...sessions)
+    if (sessions.length > 0) await this.options.redis.del(...sessions).catch(() => {})
     return rows.length
   }
 

@@ -112,3 +112,12 @@ t.test('a Redis that comes back empty never signs an ended session back in; a ne
   const again = await startSession(app)
   t.equal(await status(app, again.cookie), 200, 'a new sign-in works')
 })
+
+t.test('with Redis down, a cookie sign-in answers 503 AUTH_UNAVAILABLE, even failing open, and sets no cookie', async (t) => {
+  const { app, redis } = await buildTestAppOnPrivateRedis(t, { AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
+  await redis.kill()
+  const answer = await app.inject({ method: 'POST', url: '/auth/session', payload: { email: 'jane@example.com', password: 'correct-horse' } })
+  t.equal(answer.statusCode, 503)
+  t.equal(answer.json().code, 'AUTH_UNAVAILABLE')
+  t.equal(answer.headers['set-cookie'], undefined)
+})
