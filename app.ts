@@ -5,7 +5,7 @@ import { ContextLogger, LazyChildLogger, createLogger } from './lib/logger.js'
 import { runInContext } from './lib/log-context.js'
 import { tracingEnabled, traceIdsOfLine } from './lib/tracing.js'
 import { CORRELATION_HEADER, RequestLogController, correlationIdOf } from './lib/request-log.js'
-import { exactBodyValidator } from './lib/validator.js'
+import { exactBodyValidator, reusingSerializer } from './lib/validator.js'
 import { BODY_LIMIT_BYTES } from './schemas/error.js'
 import sensible from './plugins/external/sensible.js'
 import opentelemetry from './plugins/external/opentelemetry.js'
@@ -94,7 +94,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages }: 
     clientErrorHandler: (error: Error, socket: Socket) => handleClientError(error, socket, logger.root),
     // Unknown fields are an error, not silently dropped: the schemas say additionalProperties: false.
     ajv: { customOptions: { removeAdditional: false } },
-    schemaController: { compilersFactory: { buildValidator: exactBodyValidator() } }
+    schemaController: { compilersFactory: { buildValidator: exactBodyValidator(), buildSerializer: reusingSerializer() } }
   })
 
   // Everything a request does runs in its log context: the service's own lines carry its correlation

@@ -1,7 +1,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import { Type } from '@sinclair/typebox'
-import { exactBodyValidator } from '../../lib/validator.js'
+import { exactBodyValidator, reusingSerializer } from '../../lib/validator.js'
 
 async function appWithRoute () {
   const app = Fastify({ ajv: { customOptions: { removeAdditional: false } }, schemaController: { compilersFactory: { buildValidator: exactBodyValidator() } } })
@@ -30,4 +30,30 @@ t.test('a body is validated as typed; the query and headers are converted, heade
   const missing = await app.inject({ method: 'POST', url: '/things?page=2', payload: { quantity: 3 } })
   t.equal(missing.statusCode, 400, 'the required header is required')
   t.match(missing.json(), { message: /headers must have required property 'x-count'/ })
+})
+
+t.test('an app built again in the same process reuses the functions compiled for the same schemas, and compiles new ones', async (t) => {
+  const compiledBy = async (maximum: number) => {
+    const app = Fastify({ schemaController: { compilersFactory: { buildValidator: exactBodyValidator(), buildSerializer: reusingSerializer() } } })
+    t.teardown(() => app.close())
+    app.post('/things', {
+      schema: { body: Type.Object({ quantity: Type.Integer({ maximum }) }), response: { 200: Type.Object({ quantity: Type.Integer() }) } }
+    }, async (request, reply) => {
+      compiled.push({ validator: request.getValidationFunction('body'), serializer: reply.getSerializationFunction(200) })
+      return request.body
+    })
+    const compiled: Array<{ validator: unknown, serializer: unknown }> = []
+    const ok = await app.inject({ method: 'POST', url: '/things', payload: { quantity: 3 } })
+    t.equal(ok.statusCode, 200)
+    const refused = await app.inject({ method: 'POST', url: '/things', payload: { quantity: maximum + 1 } })
+    t.equal(refused.statusCode, 400, 'each app validates by its own schema')
+    return compiled[0]!
+  }
+  const first = await compiledBy(10)
+  const again = await compiledBy(10)
+  const other = await compiledBy(20)
+  t.equal(again.validator, first.validator, 'the same validator')
+  t.equal(again.serializer, first.serializer, 'the same serializer')
+  t.not(other.validator, first.validator, 'another schema, another validator')
+  t.equal(other.serializer, first.serializer, 'the response schema is the same')
 })
