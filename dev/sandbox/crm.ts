@@ -87,6 +87,21 @@ function parseJson (body: Buffer): { value: unknown } | { error: string } {
  * org's daily API quota, and the Streaming API for the `OrderProvisionRequested__e` platform event.
  * One server plays both the login host and the instance.
  */
+let sandboxKey: string | undefined
+
+/**
+ * The connected app's private key (PEM), made once per process: an RSA key costs 0.1-0.3 s of CPU,
+ * and a process that starts many sandboxes (the tests) needs no new one for each.
+ */
+function connectedAppKey (): string {
+  sandboxKey ??= generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' }
+  }).privateKey
+  return sandboxKey
+}
+
 export class CrmSimulator extends Simulator {
   readonly clientId: string
   readonly username: string
@@ -106,11 +121,7 @@ export class CrmSimulator extends Simulator {
     super(options)
     this.clientId = options.clientId ?? '3MVG9sandbox.PortalBff.ConnectedApp.ConsumerKey'
     this.username = options.username ?? 'integration@portal-bff.sandbox'
-    this.privateKey = options.privateKey ?? generateKeyPairSync('rsa', {
-      modulusLength: 2048,
-      publicKeyEncoding: { type: 'spki', format: 'pem' },
-      privateKeyEncoding: { type: 'pkcs8', format: 'pem' }
-    }).privateKey
+    this.privateKey = options.privateKey ?? connectedAppKey()
     this.#publicKey = createPublicKey(this.privateKey)
     this.sessionTimeoutMs = options.sessionTimeoutMs ?? 2 * 60 * 60 * 1000
     this.#usage = { used: options.apiUsage?.used ?? 0, max: options.apiUsage?.max ?? 15_000 }
