@@ -109,3 +109,14 @@ t.test('a CRM failure during a round leaves everything to the next round', async
   t.equal(billingOrder(rejected)?.status, 'Cancelled')
   t.equal(await metric('portal_bff_orders_approved_not_received_total'), counted + 1)
 })
+
+t.test('Activated in the CRM, or unknown to it: left in Pending Review for an operator, neither awaiting approval nor approved', async (t) => {
+  const [activated, unknown] = [await place(), await place()]
+  sandbox.crm.updateOrder(activated.crmOrderId, { Status: 'Activated' })
+  await app.pg.query('UPDATE orders SET crm_order_id = $2 WHERE id = $1', [unknown.id, '801000000000000AAA'])
+  await nextRound(app)
+  t.match(await stored(activated), { status: 'Pending Review', crm_status: 'Activated' })
+  t.match(await stored(unknown), { status: 'Pending Review', crm_status: null })
+  t.match((await app.inject('/health/queues')).json().orders, { awaitingApproval: { count: 0 }, approvedNotReceived: { count: 0 } })
+  t.match(provisioningOutcome(sandbox, [activated.crmOrderId]), { activations: 0 }, 'not provisioned')
+})
