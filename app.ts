@@ -33,6 +33,7 @@ import orders from './plugins/app/orders/index.js'
 import eventStreams from './plugins/app/event-streams.js'
 import jobQueue from './plugins/app/orders/job-queue.js'
 import eventSubscriber from './plugins/app/events/index.js'
+import orderCrmStatus from './plugins/app/orders/crm-status.js'
 import healthRoutes from './routes/health.js'
 import queueRoutes from './routes/queues.js'
 import servicesCacheRoutes from './routes/services-cache.js'
@@ -142,6 +143,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages }: 
     await app.register(eventStreams)
     await app.register(jobQueue)
     await app.register(eventSubscriber)
+    await app.register(orderCrmStatus)
 
     await app.register(healthRoutes)
     await app.register(queueRoutes)

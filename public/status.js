@@ -84,6 +84,23 @@ function renderJobs (list, jobs, alerts) {
   ])
 }
 
+function age (ms) {
+  if (ms === null) return 'none'
+  const seconds = Math.round(ms / 1000)
+  return seconds < 120 ? `${seconds} s` : seconds < 7200 ? `${Math.round(seconds / 60)} min` : `${Math.round(seconds / 3600)} h`
+}
+
+// Awaiting approval is the CRM's people's pace, never judged; approved but not received is the alert's.
+function renderOrders (list, orders, alert) {
+  if (orders === null) return noData(list, 'no data')
+  describe(list, [
+    ['awaiting approval', orders.awaitingApproval.count],
+    ['oldest awaiting', age(orders.awaitingApproval.oldestAgeMs)],
+    ['approved, not received', orders.approvedNotReceived.count, alert.level],
+    ['oldest approved', age(orders.approvedNotReceived.oldestAgeMs), alert.level]
+  ])
+}
+
 function renderSubscriber (list, subscriber) {
   if (subscriber === null) return noData(list, 'no data')
   describe(list, [
@@ -158,6 +175,7 @@ function render (summary) {
     renderUsage($('#crm'), summary.crm.dailyUsage, alerts.crm_daily_usage)
   }
   renderJobs($('#jobs [data-list=counts]'), summary.jobs, alerts)
+  renderOrders($('#orders [data-list=counts]'), summary.orders, alerts.orders_pending_age)
   renderSubscriber($('#subscriber [data-list=stats]'), summary.subscriber)
   renderStreams($('#streams [data-list=counts]'), summary.streams)
   renderAlerts($('#alerts tbody'), summary.alerts)

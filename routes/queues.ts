@@ -4,6 +4,7 @@ import type { UpstreamQueue } from '../plugins/app/request-queues.js'
 import { usageReport } from '../plugins/app/upstreams.js'
 import { levelOf } from '../plugins/app/monitoring/thresholds.js'
 import { subscriptionHealth } from '../plugins/app/events/subscription.js'
+import { pendingOrdersReport } from '../plugins/app/orders/store.js'
 import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 import parkedEventRoutes from './parked-events.js'
@@ -42,8 +43,9 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Type.Ref(QueuesReport, { description: 'both upstream queues, the job queue and the event subscription' }), ...unexpectedErrorResponse }
     }
   }, async () => {
-    const [{ used, limit }, jobs, holder, parked] = await Promise.all([
-      dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null), fastify.parkedEvents.count().catch(() => null)
+    const [{ used, limit }, jobs, holder, parked, orders] = await Promise.all([
+      dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null), fastify.parkedEvents.count().catch(() => null),
+      fastify.orders.pendingOrders().then(pendingOrdersReport, () => null)
     ])
     return {
       timestamp: new Date().toISOString(),
@@ -55,7 +57,8 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         ...fastify.eventSubscription.stats(),
         parked,
         holder: holder === null ? null : { heldHere: holder.instance === fastify.eventSubscription.instance, state: holder.state, lastEventAt: holder.lastEventAt, replayId: holder.replayId, reportedAt: holder.reportedAt }
-      }
+      },
+      orders
     }
   })
 

@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { projectRoot } from '../lib/project-root.js'
 import { coreHealthOf } from '../plugins/app/health.js'
+import { pendingOrdersReport } from '../plugins/app/orders/store.js'
 import { StatusSummary, alertSchemas } from '../plugins/app/monitoring/schemas.js'
 import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
 
@@ -52,12 +53,12 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'getStatusSummary',
       tags: ['status'],
       security: [{ opsToken: [] }],
-      summary: 'What the status page shows: core health, both queues, CRM usage, the job queue, the subscriber and every alert',
+      summary: 'What the status page shows: core health, both queues, CRM usage, the job queue, the orders in Pending Review, the subscriber and every alert',
       response: { 200: Type.Ref(StatusSummary, { description: 'the status page\'s figures' }), ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()
-    const { core = coreHealthOf({}), queues, crmUsage = NO_USAGE, jobs = null, subscriber = null, parkedEvents = null, streams = null, blacklist = null } = snapshot.parts
+    const { core = coreHealthOf({}), queues, crmUsage = NO_USAGE, jobs = null, subscriber = null, parkedEvents = null, streams = null, blacklist = null, ordersPending } = snapshot.parts
     return {
       timestamp: snapshot.timestamp,
       level: judgement.level,
@@ -65,6 +66,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       billing: queues?.billing ?? null,
       crm: queues === undefined ? null : { ...queues.crm, dailyUsage: crmUsage },
       jobs,
+      orders: ordersPending === undefined ? null : pendingOrdersReport(ordersPending),
       subscriber: subscriber === null ? null : { ...subscriber, parked: parkedEvents },
       streams,
       blacklist,

@@ -57,6 +57,7 @@ export const SettingsSchema = Type.Object({
   CRM_ORDER_ACCOUNT_ID: Type.Optional(Type.String({ pattern: '^001[A-Za-z0-9]{12}([A-Za-z0-9]{3})?$', description: 'the Account of the CRM orders the portal places' })),
   CRM_EVENTS_ENABLED: Type.Boolean({ default: false, description: 'true runs the platform-event subscription that starts provisioning (one instance holds it at a time); left unset while npm start serves an upstream from the sandbox, it is on' }),
   CRM_EVENTS_REPLAY: Type.Optional(Type.Union([Type.Literal('ALL'), Type.Literal('LATEST')], { description: 'where the subscription starts without a valid stored replay position: ALL replays every retained event, LATEST (or unset) takes new ones only' })),
+  CRM_ORDER_CANCELLED_STATUSES: Type.String({ minLength: 1, default: 'Cancelled,Rejected', description: 'comma-separated CRM Order Status values that mean the order will not go on: the reconciliation cancels a portal order still in Pending Review whose CRM order has one, and its billing order and invoice. Neither Pending Review nor Activated' }),
   TELECOM_API_URL: Type.Optional(Url('telecom provider base URL')),
   TELECOM_API_KEY: Type.Optional(Secret('telecom provider API key')),
   AUTH_BLACKLIST_FAIL_CLOSED: Type.Boolean({ default: true, description: 'true: while Redis is down, bearer-token checks answer 503, as a revoked token cannot be told apart; false lets them pass (logged and counted)' }),
@@ -86,9 +87,9 @@ export const SettingsSchema = Type.Object({
   SSE_MAX_STREAMS: Type.Integer({ minimum: 1, maximum: 100_000, default: 10_000, description: 'open /api/events streams of one instance' }),
   TRACE_PROBES: Type.Boolean({ default: false, description: 'true traces the probe and operator routes too (/health*, /metrics, /status, /health/alerts, /auth/health-check, /api/health/services/cache) while tracing is on; false leaves them out: polled every few seconds, they would flood the trace backend' }),
   INTEGRATION_CHECK_CACHE_MS: Type.Integer({ minimum: 0, maximum: 3_600_000, default: 30_000, description: 'how long a finished GET /auth/health-check run is reused' }),
-  ORDERS_PENDING_WARNING_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 900, description: 'age of the oldest portal order still in Pending Review at which /health/alerts warns' }),
+  ORDERS_PENDING_WARNING_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 900, description: 'how long the oldest order the CRM approved may wait in Pending Review here (since the reconciliation found it approved) before /health/alerts and the shipped rules warn; orders awaiting approval are never judged. Also the shortest time between two resubscriptions of the platform-event subscription' }),
   ORDERS_PENDING_CRITICAL_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 3600, description: 'the same, critical (the shipped rules page at it)' }),
-  ORDERS_RECONCILE_INTERVAL_S: Type.Integer({ minimum: 1, maximum: 86_400, default: 300, description: 'how often one instance reconciles the orders with the upstreams: it finishes or undoes (cancelling the billing order and its invoice) every order placement interrupted longer ago than its requests\' bounds (3 x DATABASE_QUERY_TIMEOUT_MS + 2 x BILLING_QUEUE_TIMEOUT_MS + 2 x CRM_QUEUE_TIMEOUT_MS)' }),
+  ORDERS_RECONCILE_INTERVAL_S: Type.Integer({ minimum: 1, maximum: 86_400, default: 300, description: 'how often one instance reconciles the orders with the upstreams: it asks the CRM, in one query, the Status of up to 200 portal orders in Pending Review (provisioning those it approved, cancelling those it cancelled or rejected), and finishes or undoes (cancelling the billing order and its invoice) every order placement interrupted longer ago than its requests\' bounds (3 x DATABASE_QUERY_TIMEOUT_MS + 2 x BILLING_QUEUE_TIMEOUT_MS + 2 x CRM_QUEUE_TIMEOUT_MS)' }),
   ORDERS_IDEMPOTENCY_KEY_TTL_S: Type.Integer({ minimum: 1, maximum: 2_592_000, default: 86_400, description: 'how long an Idempotency-Key of POST /api/orders is kept: the same key within it returns the first answer and never places a second order' }),
   REQUEST_RECEIVE_TIMEOUT_MS: Milliseconds(30_000, 'the longest a client may take to send a whole request, headers and body'),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'secret that signs portal access tokens (HS256), the same on every instance; unset outside production, a random one per start, with a warning' })),
@@ -105,8 +106,10 @@ export interface RedisSentinel {
   password: string | undefined
 }
 
-export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME' | 'REDIS_SENTINEL_PASSWORD'> {
+export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME' | 'REDIS_SENTINEL_PASSWORD' | 'CRM_ORDER_CANCELLED_STATUSES'> {
   JWT_SECRET: string
+  /** CRM_ORDER_CANCELLED_STATUSES, one Status each. */
+  crmOrderCancelledStatuses: readonly string[]
   /** TRUST_PROXY as Fastify's `trustProxy` option takes it. */
   trustProxy: boolean | string | ((address: string, hop: number) => boolean)
   /** REDIS_SENTINELS, REDIS_SENTINEL_NAME and REDIS_SENTINEL_PASSWORD; unset, REDIS_URL's host is Redis. */
@@ -254,6 +257,17 @@ function redisSentinelOf (list: string | undefined, name: string | undefined, pa
   return { sentinels, name, password }
 }
 
+// The statuses an order goes on from: one cannot also mean that it will not.
+const ORDER_GOES_ON_STATUSES = ['Pending Review', 'Activated']
+
+function cancelledStatusesOf (list: string): string[] {
+  const statuses = [...new Set(list.split(',').map((status) => status.trim()).filter((status) => status !== ''))]
+  if (statuses.length === 0) throw new ConfigError('CRM_ORDER_CANCELLED_STATUSES', `no status in it (got '${list}')`)
+  const goesOn = statuses.find((status) => ORDER_GOES_ON_STATUSES.includes(status))
+  if (goesOn !== undefined) throw new ConfigError('CRM_ORDER_CANCELLED_STATUSES', `'${goesOn}' is a status an order goes on from, not a cancelled one`)
+  return statuses
+}
+
 /** The CRM's key, given or read from its file; a problem with either is a ConfigError. */
 function privateKeyOf (key: string | undefined, keyPath: string | undefined): string | undefined {
   let privateKey = key
@@ -303,7 +317,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
   const settings = Value.Convert(SettingsSchema, Value.Default(SettingsSchema, raw))
   const named = new Set(problems.map(({ setting }) => setting))
   problems.push(...schemaProblems(SettingsSchema, settings as Record<string, unknown>).filter(({ setting }) => !named.has(setting)))
-  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, ...rest } = settings as Settings
+  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses, ...rest } = settings as Settings
 
   const privateKey = checked(() => privateKeyOf(rest.CRM_PRIVATE_KEY, keyPath))
 
@@ -314,6 +328,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     JWT_SECRET: jwtSecret ?? randomBytes(32).toString('hex'),
     trustProxy: checked(() => trustProxyOf(trustProxy)) ?? false,
     redisSentinel: checked(() => redisSentinelOf(sentinels, sentinelName, sentinelPassword)),
+    crmOrderCancelledStatuses: checked(() => cancelledStatusesOf(cancelledStatuses)) ?? [],
     isProduction,
     missingUpstreamSettings: UPSTREAM_SETTINGS.filter((name) => name === 'CRM_PRIVATE_KEY' ? privateKey === undefined : rest[name] === undefined)
   }
@@ -331,6 +346,9 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
   if (problems.length > 0) throw ConfigError.of(problems)
   if (isProduction && rest.OPS_TOKEN === undefined) {
     warnings.push('OPS_TOKEN is not set: /metrics, /health/alerts and /status are public; set it to keep operator data from anonymous callers')
+  }
+  if (isProduction && !rest.CRM_EVENTS_ENABLED) {
+    warnings.push(`CRM_EVENTS_ENABLED is not true: no platform event is received, so the orders the CRM approves reach provisioning only through the reconciliation, which asks the CRM every ORDERS_RECONCILE_INTERVAL_S (${rest.ORDERS_RECONCILE_INTERVAL_S} s)`)
   }
   if (jwtSecret === undefined) {
     warnings.push('JWT_SECRET is not set: using a random secret for this run; access tokens will not survive a restart or work across instances')

@@ -2,14 +2,17 @@ import { Type } from '@sinclair/typebox'
 import { pageQueryProperties } from './paging.js'
 import { StringEnum } from './string-enum.js'
 
-/** An order's life: the specification names `Pending Review`, where orders wait for their platform event. */
-export const ORDER_STATUSES = ['Pending Review', 'Provisioning', 'Active', 'Failed'] as const
+/**
+ * An order's life: the specification names `Pending Review`, where orders wait for the CRM's approval
+ * and its platform event; `Cancelled` when the CRM cancels or rejects it instead.
+ */
+export const ORDER_STATUSES = ['Pending Review', 'Provisioning', 'Active', 'Failed', 'Cancelled'] as const
 
 export const BILLING_CYCLES = ['monthly', 'quarterly', 'semiannually', 'annually', 'biennially', 'triennially'] as const
 
 export const OrderStatus = StringEnum(ORDER_STATUSES, {
   $id: 'OrderStatus',
-  description: '`Pending Review` → `Provisioning` → `Active`, or `Failed` after its retries'
+  description: '`Pending Review` → `Provisioning` → `Active`, or `Failed` after its retries; `Cancelled` from `Pending Review` when the CRM cancels or rejects the order (its billing order is cancelled too)'
 })
 
 const orderExample = {

@@ -78,12 +78,26 @@ export const EventsReport = Type.Object({
   ], { description: 'the instance holding the subscription lease, as it last reported; null when none does' })
 }, { $id: 'EventsReport', description: 'the platform-event subscription: this instance\'s state, and the lease holder\'s' })
 
+const WaitingOrders = (description: string, agedFrom: string) => Type.Object({
+  count: Count('orders'),
+  oldestAgeMs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: `how long the oldest has waited, from ${agedFrom}; null when none waits` })
+}, { additionalProperties: false, description })
+
+export const OrdersReport = Type.Union([
+  Type.Object({
+    awaitingApproval: WaitingOrders('their CRM order\'s Status still Pending Review (or not asked yet): waiting on someone in the CRM, never judged', 'when placed'),
+    approvedNotReceived: WaitingOrders('approved in the CRM while no platform event brought them, their provisioning not started yet: what orders_pending_age judges', 'when the reconciliation found them approved')
+  }, { additionalProperties: false }),
+  Type.Null({ description: 'the database could not be asked' })
+], { $id: 'OrdersReport', description: 'the portal orders in Pending Review, by the CRM\'s word as the reconciliation (every ORDERS_RECONCILE_INTERVAL_S) last read it; shared by every instance' })
+
 export const QueuesReport = Type.Object({
   timestamp: Type.String({ format: 'date-time' }),
   billing: Type.Ref(QueueReport),
   crm: Type.Ref(CrmQueueReport),
   jobs: Type.Ref(JobQueueReport),
-  events: Type.Ref(EventsReport)
+  events: Type.Ref(EventsReport),
+  orders: Type.Ref(OrdersReport)
 }, { $id: 'QueuesReport', title: 'Queue health report', additionalProperties: false })
 
 const QueueDetailProperties = {
@@ -118,4 +132,4 @@ export const CrmQueueDetail = Type.Object({
   }, { additionalProperties: false })
 }, { $id: 'CrmQueueDetail', title: 'CRM queue details', additionalProperties: false })
 
-export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, JobQueueReport, EventsReport, QueuesReport, QueueDetail, CrmQueueDetail]
+export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, JobQueueReport, EventsReport, OrdersReport, QueuesReport, QueueDetail, CrmQueueDetail]

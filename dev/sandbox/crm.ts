@@ -74,6 +74,13 @@ function restError (errorCode: string, message: string, fields: Record<string, u
   return [{ message, errorCode, ...fields }]
 }
 
+/** A control body of Order fields, every one writable. */
+function writableFields (fields: Record<string, unknown>): OrderFields {
+  const unknown = Object.keys(fields).filter(field => !(WRITABLE_ORDER_FIELDS as readonly string[]).includes(field))
+  if (unknown.length > 0) throw new SandboxControlError(`not writable Order fields: ${unknown.join(', ')}`)
+  return fields as OrderFields
+}
+
 function parseJson (body: Buffer): { value: unknown } | { error: string } {
   try {
     return { value: JSON.parse(body.toString('utf8')) }
@@ -176,6 +183,17 @@ export class CrmSimulator extends Simulator {
     return id
   }
 
+  /**
+   * Changes an order as someone in the org would (approving, rejecting or cancelling it: `Status`),
+   * without counting an API call and without raising any event; false when there is no such order.
+   */
+  updateOrder (id: string, fields: OrderFields): boolean {
+    const order = this.#orders.get(caseSafeId(id))
+    if (order === undefined) return false
+    Object.assign(order, fields, { LastModifiedDate: salesforceDateTime() })
+    return true
+  }
+
   /** Keeps events from the connected subscribers (they stay connected); a new subscription replays them. */
   muteEventDelivery (muted: boolean): void {
     this.#streaming.muteDelivery(muted)
@@ -246,6 +264,7 @@ export class CrmSimulator extends Simulator {
         params: {
           version,
           ...(id === undefined ? {} : { id }),
+          ...(call.query.has('q') ? { q: call.query.get('q') } : {}),
           ...(call.body.length > 0 && 'value' in body ? { body: body.value } : {})
         },
         handle: () => this.#rest(call, version, resource),
@@ -290,12 +309,8 @@ export class CrmSimulator extends Simulator {
         return emptyReply()
       case 'GET /__sandbox/orders':
         return jsonReply(200, { orders: this.orders })
-      case 'POST /__sandbox/orders': {
-        const fields = controlBody(call)
-        const unknown = Object.keys(fields).filter(field => !(WRITABLE_ORDER_FIELDS as readonly string[]).includes(field))
-        if (unknown.length > 0) throw new SandboxControlError(`not writable Order fields: ${unknown.join(', ')}`)
-        return jsonReply(201, { id: this.putOrder(fields as OrderFields) })
-      }
+      case 'POST /__sandbox/orders':
+        return jsonReply(201, { id: this.putOrder(writableFields(controlBody(call))) })
       case 'POST /__sandbox/events': {
         const { orderId } = controlBody(call)
         if (typeof orderId !== 'string' || orderId === '') throw new SandboxControlError('orderId must be a non-empty string')
@@ -320,6 +335,11 @@ export class CrmSimulator extends Simulator {
         return emptyReply()
       case 'GET /__sandbox/streaming':
         return jsonReply(200, { stats: this.streamingStats, clients: this.#streaming.clientCount })
+    }
+    const orderId = /^\/__sandbox\/orders\/([A-Za-z0-9]+)$/.exec(call.path)?.[1]
+    if (orderId !== undefined && call.method === 'PATCH') {
+      if (!this.updateOrder(orderId, writableFields(controlBody(call)))) return jsonReply(404, { error: `no order ${orderId}` })
+      return jsonReply(200, { order: this.order(orderId) })
     }
     return undefined
   }

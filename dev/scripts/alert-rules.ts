@@ -112,9 +112,16 @@ function limitOf (row: Row, level: Exclude<Level, 'ok'>): number {
   return level === 'warning' ? row.warning : row.critical
 }
 
+/** A row's limit in PromQL: the number, or the gauge of the limit the service judges with when settings move it. */
+function limitExpr (row: Row, level: Exclude<Level, 'ok'>): string {
+  const exported = row.configurable?.[level]
+  if (exported === undefined) return String(limitOf(row, level))
+  return row.shared === true ? `max without (instance) (${exported.metric})` : exported.metric
+}
+
 export function ruleExpr (row: Row, level: Exclude<Level, 'ok'>): string {
   const value = judgedExpr(row)
-  return `${row.minSamples === undefined ? value : `(${value})`} ${row.comparison === 'above' ? '>' : '<'} ${limitOf(row, level)}`
+  return `${row.minSamples === undefined ? value : `(${value})`} ${row.comparison === 'above' ? '>' : '<'} ${limitExpr(row, level)}`
 }
 
 export function alertName (row: Row): string {
@@ -153,14 +160,21 @@ function duration (minutes: number): string {
   return hours === 1 ? '1 hour' : `${hours} hours`
 }
 
+/** A limit as the annotations say it: the amount, or the setting that moves it with its default. */
+function limitText (row: Row, level: Exclude<Level, 'ok'>): string {
+  const exported = row.configurable?.[level]
+  const limit = amount(limitOf(row, level), row.unit)
+  return exported === undefined ? limit : `${exported.setting} (${limit} by default)`
+}
+
 function ruleAnnotations (row: Row, level: Exclude<Level, 'ok'>, runbookBase = ''): Record<string, string> {
   const direction = row.comparison === 'above' ? 'above' : 'below'
-  const thresholds = `Thresholds (specification §8): warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)}.`
+  const thresholds = `Thresholds (specification §8): warning ${direction} ${limitText(row, 'warning')}, critical ${direction} ${limitText(row, 'critical')}.`
   const priority = rulePriority(row, level)
   const { respondWithinMinutes, postIncidentReview } = INCIDENT_PRIORITIES[priority]
   const response = ` Incident priority ${priority}: respond within ${duration(respondWithinMinutes)}${postIncidentReview ? `, post-incident review within ${POST_INCIDENT_REVIEW_BUSINESS_DAYS} business days` : ''}.`
   return {
-    summary: `${row.description}: ${direction} ${amount(limitOf(row, level), row.unit)} (${level}, ${priority})`,
+    summary: `${row.description}: ${direction} ${limitText(row, level)} (${level}, ${priority})`,
     description: `${thresholds}${'note' in row && row.note !== undefined ? ` Note: ${row.note}.` : ''}${response} Current values of every measure: GET /health/alerts.`,
     runbook_url: runbookUrl(row.measure, runbookBase)
   }
@@ -424,11 +438,19 @@ export function vanishedSeriesCase (): PromtoolCase {
   }
 }
 
+/** The gauges of the limits a row's rules compare with when settings move them (none otherwise). */
+function limitSeries (row: Row, limits: { warning: number, critical: number } = row): InputSeries[] {
+  return (['warning', 'critical'] as const).flatMap((level) => {
+    const exported = row.configurable?.[level]
+    return exported === undefined ? [] : [{ series: seriesName(exported.metric, {}), values: constant(limits[level]) }]
+  })
+}
+
 /** For every row: ok side of the warning threshold, past it, and past the critical one. */
 export function thresholdTests (): RuleTest[] {
   return ROWS.flatMap((row): RuleTest[] => {
     const test = (label: string, limit: number, past: boolean, level: Level): RuleTest =>
-      ({ name: `${row.measure}: ${label}`, series: seriesAt(row, limit, past), alertname: alertName(row), level, row })
+      ({ name: `${row.measure}: ${label}`, series: [...seriesAt(row, limit, past), ...limitSeries(row)], alertname: alertName(row), level, row })
     const direction = row.comparison === 'above' ? 'above' : 'below'
     return [
       test(`not past the warning threshold (${direction} ${row.warning}): nothing fires`, row.warning, false, 'ok'),
@@ -439,6 +461,23 @@ export function thresholdTests (): RuleTest[] {
         ? []
         : [{ name: `${row.measure}: past the critical threshold on too few samples (fewer than ${row.minSamples}): nothing fires`, series: fewSamplesSeries(row), alertname: alertName(row), level: 'ok' as const, row }])
     ]
+  })
+}
+
+/**
+ * The rows whose limits settings move, at a tenth of their defaults: a value between the moved
+ * warning and critical limits (far below the defaults) fires the warning alone.
+ */
+export function movedLimitTests (): RuleTest[] {
+  return ROWS.filter((row) => row.configurable !== undefined).map((row) => {
+    const moved = { warning: row.warning / 10, critical: row.critical / 10 }
+    return {
+      name: `${row.measure}: the settings move the limits to ${moved.warning} and ${moved.critical}: past the moved warning limit, the warning fires`,
+      series: [...seriesAt(row, moved.warning, true), ...limitSeries(row, moved)],
+      alertname: alertName(row),
+      level: 'warning',
+      row
+    }
   })
 }
 
@@ -467,7 +506,7 @@ export function serviceRuleCases (): PromtoolCase[] {
 
 /** monitoring/prometheus/alerts.test.yml */
 export function renderAlertRuleTests (): string {
-  return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), vanishedSeriesCase(), ...serviceRuleCases()], 'alerts.yml')}`
+  return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), ...movedLimitTests(), vanishedSeriesCase(), ...serviceRuleCases()], 'alerts.yml')}`
 }
 
 // --- Grafana

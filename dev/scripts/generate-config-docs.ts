@@ -72,8 +72,8 @@ export const SECTIONS: readonly Section[] = [
     settings: ['CRM_EVENTS_ENABLED', 'CRM_EVENTS_REPLAY', 'CRM_EVENTS_LEASE_TTL_MS', 'CRM_EVENTS_CONNECT_MARGIN_MS']
   },
   {
-    title: 'Order placement',
-    settings: ['ORDERS_RECONCILE_INTERVAL_S', 'ORDERS_IDEMPOTENCY_KEY_TTL_S']
+    title: 'Orders: placement and reconciliation',
+    settings: ['ORDERS_RECONCILE_INTERVAL_S', 'CRM_ORDER_CANCELLED_STATUSES', 'ORDERS_IDEMPOTENCY_KEY_TTL_S']
   },
   {
     title: 'Provisioning jobs',

@@ -1,5 +1,10 @@
 const CASE_SAFE_SUFFIX = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ012345'
 
+/** A Salesforce record id, in its 15- or 18-character form. */
+export function isSalesforceId (value: string): boolean {
+  return /^[a-zA-Z0-9]{15}(?:[a-zA-Z0-9]{3})?$/.test(value)
+}
+
 /**
  * The 18-character, case-insensitive form of a 15-character Salesforce id: each of its three
  * 5-character chunks adds a character whose bits say which of the chunk's letters are capitals.

@@ -24,7 +24,10 @@ t.test('a warning and a critical rule per row of the thresholds table, and the s
   t.equal(rules.match(/^ {6}- alert: /gm)?.length, RULE_COUNT, `${RULE_COUNT} rules`)
   for (const row of ROWS) {
     const direction = row.comparison === 'above' ? '>' : '<'
-    for (const [severity, limit] of [['warning', row.warning], ['critical', row.critical]] as const) {
+    for (const severity of ['warning', 'critical'] as const) {
+      // Where settings move a row's limits, the rule compares with the gauge of the limit the service judges with.
+      const exported = row.configurable?.[severity]
+      const limit = exported === undefined ? String(row[severity]) : `max without (instance) (${exported.metric})`
       const judged = judgedExpr(row)
       const expr = JSON.stringify(`${row.minSamples === undefined ? judged : `(${judged})`} ${direction} ${limit}`)
       const rule = new RegExp(`- alert: ${alertName(row)}\\n {8}expr: ${expr.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\n(?:.*\\n){2} {8}labels:\\n {10}severity: "${severity}"\\n {10}measure: "${row.measure}"`)

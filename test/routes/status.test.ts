@@ -36,6 +36,7 @@ t.test('the status page is static HTML, CSS and JS that the service\'s CSP allow
   const summary = (await app.inject('/status/summary')).json()
   t.match(summary, { level: 'ok', core: { status: 'ok', checks: { database: 'ok', cache: 'ok' } }, billing: { health: 'healthy' }, crm: { health: 'healthy', dailyUsage: {} } })
   t.same(summary.jobs, { waiting: 0, active: 0, delayed: 0, failed: 0, completed: 0, recentFailed: 0 }, 'the job queue, with the failures its health is judged on')
+  t.same(summary.orders, { awaitingApproval: { count: 0, oldestAgeMs: null }, approvedNotReceived: { count: 0, oldestAgeMs: null } }, 'the orders in Pending Review, awaiting approval apart')
   t.equal(summary.alerts.length, THRESHOLDS.length, 'every alert')
 })
 
@@ -73,6 +74,7 @@ t.test('in headless Chromium: the ok state, then a stopped Redis as a failing ca
   t.match(await page.textContent('#billing'), /healthy/, 'the billing queue')
   t.match(await page.textContent('#crm [data-field=usage]'), /of 15000/, 'CRM usage against its limit')
   t.ok(await page.textContent('#jobs'), 'the job queue')
+  t.match(await page.textContent('#orders'), /awaiting approval0.*approved, not received0/, 'the orders in Pending Review')
   t.match(await page.textContent('#subscriber'), /no data|state/, 'the subscriber, or no data')
   await page.screenshot({ path: join(screenshots, 'status-ok.png'), fullPage: true })
 

@@ -37,7 +37,11 @@ const invalid: Array<[string, string]> = [
   // An Order's id, where an Account's is wanted.
   ['CRM_ORDER_ACCOUNT_ID', '8015g00000435Ai'],
   // A lease this long would let a takeover come later than the contract's 30 s.
-  ['CRM_EVENTS_LEASE_TTL_MS', '30000']
+  ['CRM_EVENTS_LEASE_TTL_MS', '30000'],
+  ['CRM_ORDER_CANCELLED_STATUSES', ' , '],
+  // Statuses an order goes on from.
+  ['CRM_ORDER_CANCELLED_STATUSES', 'Cancelled,Pending Review'],
+  ['CRM_ORDER_CANCELLED_STATUSES', 'Activated']
 ]
 
 t.test('every invalid setting is reported by name', async (t) => {
@@ -78,6 +82,18 @@ t.test('defaults and conversions', async (t) => {
   t.ok(config.missingUpstreamSettings.includes('BILLING_API_URL'))
   t.equal(config.SHUTDOWN_DELAY_MS, 0, 'no balancer to wait for outside production')
   t.equal(loadConfig(COMPLETE_PRODUCTION).config.SHUTDOWN_DELAY_MS, 5000, 'in production, time for the balancer to stop sending')
+})
+
+t.test('CRM_ORDER_CANCELLED_STATUSES: Cancelled and Rejected unless set, a comma-separated list', async (t) => {
+  t.same(loadConfig(base).config.crmOrderCancelledStatuses, ['Cancelled', 'Rejected'])
+  t.same(loadConfig({ ...base, CRM_ORDER_CANCELLED_STATUSES: ' Declined,Withdrawn ,Declined' }).config.crmOrderCancelledStatuses, ['Declined', 'Withdrawn'])
+})
+
+t.test('production without the platform-event subscription starts, and says that approved orders reach provisioning only through the reconciliation', async (t) => {
+  const { warnings } = loadConfig(COMPLETE_PRODUCTION)
+  t.equal(warnings.filter((warning) => /^CRM_EVENTS_ENABLED is not true: .*only through the reconciliation, which asks the CRM every ORDERS_RECONCILE_INTERVAL_S \(300 s\)$/.test(warning)).length, 1, 'one warning')
+  t.notMatch(loadConfig({ ...COMPLETE_PRODUCTION, CRM_EVENTS_ENABLED: 'true' }).warnings.join('\n'), /CRM_EVENTS_ENABLED/, 'not with it on')
+  t.notMatch(loadConfig(base).warnings.join('\n'), /CRM_EVENTS_ENABLED/, 'nor outside production')
 })
 
 t.test('outside production an upstream is configured whole or left to the sandbox, never in part', async (t) => {

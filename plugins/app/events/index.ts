@@ -44,6 +44,8 @@ async function eventSubscriber (fastify: FastifyInstance) {
   fastify.decorate('parkedEvents', parked)
   fastify.decorate('eventHandOff', handOffs)
 
+  // Resubscriptions this instance made as the holder, asked for by the reconciliation (orders/crm-status.ts).
+  let resubscribes = 0
   const subscription = new EventSubscription({
     enabled: config.CRM_EVENTS_ENABLED,
     replay: config.CRM_EVENTS_REPLAY,
@@ -57,6 +59,7 @@ async function eventSubscriber (fastify: FastifyInstance) {
     handOff: (event) => handOffs.handOff(event),
     // A hand-off's upstream work is one CRM read, which the CRM queue bounds anyway.
     handOffConcurrency: config.CRM_QUEUE_CONCURRENCY,
+    onResubscribe: () => { resubscribes++ },
     log
   })
   fastify.decorate('eventSubscription', subscription)
@@ -121,31 +124,12 @@ async function eventSubscriber (fastify: FastifyInstance) {
       },
       {
         name: 'portal_bff_event_subscriber_resubscribes_total',
-        help: 'Subscriptions made again from the stored replay position because orders waited in Pending Review past ORDERS_PENDING_WARNING_S while the subscription looked connected',
+        help: 'Subscriptions made again from the stored replay position (every retained event when none is stored) because the reconciliation found orders the CRM approved that the connected subscription did not deliver; at most one a ORDERS_PENDING_WARNING_S',
         type: 'counter',
         samples: () => [{ value: resubscribes }]
       }
     ]
   })
-
-  // The specification's incident, healed without a restart: a subscription that looks connected
-  // while the oldest order waits past the warning age subscribes again from its stored position
-  // (replayed events are harmless: the job id is the CRM order id), at most once a warning period.
-  const warningMs = config.ORDERS_PENDING_WARNING_S * 1000
-  let resubscribes = 0
-  let resubscribedAt = -Infinity
-  async function healStuckOrders (): Promise<void> {
-    if (subscription.stats().state !== 'connected' || performance.now() - resubscribedAt < warningMs) return
-    const { count, oldestAgeSeconds } = await orders.pendingReview()
-    if (oldestAgeSeconds === null || oldestAgeSeconds * 1000 < warningMs) return
-    resubscribedAt = performance.now()
-    if (!await subscription.resubscribe()) return
-    resubscribes++
-    log.warn({ pendingOrders: count, oldestAgeSeconds: Math.round(oldestAgeSeconds), resubscribes }, 'platform events: connected, but an order has waited in Pending Review past ORDERS_PENDING_WARNING_S; subscribing again from the stored replay position')
-  }
-  const healing = config.CRM_EVENTS_ENABLED
-    ? setInterval(() => { healStuckOrders().catch((error: unknown) => log.warn({ err: error }, 'stuck-order check failed')) }, Math.min(30_000, warningMs / 2)).unref()
-    : undefined
 
   // Queued jobs live in Redis alone. An epoch key beside them, written once their orders' jobs are
   // queued: missing, Redis is new or lost its data (restarted empty, failed over, emptied), and the
@@ -183,7 +167,6 @@ async function eventSubscriber (fastify: FastifyInstance) {
     subscription.start()
   })
   fastify.addHook('onClose', async () => {
-    clearInterval(healing)
     clearInterval(watchingJobs)
     await Promise.all([requeueing, subscription.stop()])
   })

@@ -56,6 +56,8 @@ export interface EventSubscriptionOptions {
   handOff: (event: PlatformEventMessage) => Promise<void>
   /** Events of a batch handed off at once (each reads its order from the CRM). */
   handOffConcurrency: number
+  /** This instance, the holder, subscribed again as another instance (or itself) asked. */
+  onResubscribe?: () => void
   log: FastifyBaseLogger
   backoff?: { initialMs?: number, maxMs?: number }
 }
@@ -66,10 +68,16 @@ local current = tonumber(redis.call('GET', KEYS[1]))
 if current == nil or tonumber(ARGV[1]) > current then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
 return 0`
 
-// Renews the lease only while this instance holds it.
+// Renews the lease only while this instance holds it: 1, or 2 when a resubscription was asked for
+// (KEYS[2]), which the holder serves once (the key stays, marked served, until its period ends).
 const RENEW_LEASE = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('GET', KEYS[2]) == 'requested' then
+  redis.call('SET', KEYS[2], 'served', 'KEEPTTL')
+  return 2
+end
+return 1`
 
 const RELEASE_LEASE = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -109,6 +117,8 @@ export class EventSubscription {
   #replayFallbacks = 0
   readonly #leaseKey: string
   readonly #stateKey: string
+  /** A resubscription asked for by any instance: `requested`, then `served` by the holder, until the period ends. */
+  readonly #resubscribeKey: string
   #state: SubscriptionState
   #subscriber: PlatformEventSubscriber | undefined
   #timer: NodeJS.Timeout | undefined
@@ -119,6 +129,7 @@ export class EventSubscription {
     this.floorKey = `${options.keyPrefix}crm:pe:floor:${ORDER_PROVISION_CHANNEL}`
     this.#leaseKey = `${options.keyPrefix}crm:pe:lease:${ORDER_PROVISION_CHANNEL}`
     this.#stateKey = `${options.keyPrefix}crm:pe:state:${ORDER_PROVISION_CHANNEL}`
+    this.#resubscribeKey = `${options.keyPrefix}crm:pe:resubscribe:${ORDER_PROVISION_CHANNEL}`
     this.#state = options.enabled ? 'standby' : 'disabled'
   }
 
@@ -156,6 +167,17 @@ export class EventSubscription {
     return true
   }
 
+  /**
+   * Asks the holder, whichever instance it is, to subscribe again (`resubscribe`) at its next lease
+   * renewal, at most once a `periodMs` across every instance. False when no instance holds a
+   * connected subscription (one connecting subscribes from the stored position anyway), or when a
+   * resubscription was asked for within the period.
+   */
+  async requestResubscribe (periodMs: number): Promise<boolean> {
+    if ((await this.holder())?.state !== 'connected') return false
+    return await this.options.redis.set(this.#resubscribeKey, 'requested', 'PX', periodMs, 'NX') === 'OK'
+  }
+
   stats (): SubscriptionStats {
     const { state: _streamState, ...stream } = this.#subscriber?.stats() ?? { ...NO_STREAM, state: undefined }
     return { ...stream, state: this.#state, replayFallbacks: this.#replayFallbacks }
@@ -171,8 +193,13 @@ export class EventSubscription {
     const { redis, leaseTtlMs, log } = this.options
     try {
       if (this.#subscriber !== undefined) {
-        const renewed = await redis.eval(RENEW_LEASE, 1, this.#leaseKey, this.instance, String(leaseTtlMs))
-        if (renewed === 1) {
+        const renewed = await redis.eval(RENEW_LEASE, 2, this.#leaseKey, this.#resubscribeKey, this.instance, String(leaseTtlMs))
+        if (renewed === 2) {
+          log.warn({ channel: ORDER_PROVISION_CHANNEL }, 'platform events: the CRM approved orders that this connected subscription did not deliver; subscribing again from the stored replay position (every retained event when none is stored)')
+          await this.resubscribe()
+          this.options.onResubscribe?.()
+        }
+        if (renewed !== 0) {
           await this.#report()
           return
         }

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger, FastifyInstance, RouteOptions } from 'fastify'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
 import { ChangeLog, judge, windowed, type Judgement, type Reading, type Readings } from './alerts.js'
 import { ServiceMetrics, type Sample } from './metrics.js'
-import { MEASURES, type Limits, type MeasureName } from './thresholds.js'
+import { MEASURES, ROWS, type Limits, type MeasureName } from './thresholds.js'
 
 /**
  * The parts of a monitoring snapshot, each reported by the plugin that owns the concern: a plugin
@@ -195,12 +195,8 @@ async function monitoring (fastify: FastifyInstance) {
   const metrics = new ServiceMetrics()
   // A part bounded by the health-check timeout itself (the core checks) answers within it.
   const { HEALTH_CHECK_TIMEOUT_MS, ORDERS_PENDING_WARNING_S, ORDERS_PENDING_CRITICAL_S } = fastify.config
-  const instance = new Monitoring({
-    metrics,
-    log: fastify.log,
-    readTimeoutMs: HEALTH_CHECK_TIMEOUT_MS + 250,
-    limits: { orders_pending_age: { warning: ORDERS_PENDING_WARNING_S, critical: ORDERS_PENDING_CRITICAL_S } }
-  })
+  const limits: Limits = { orders_pending_age: { warning: ORDERS_PENDING_WARNING_S, critical: ORDERS_PENDING_CRITICAL_S } }
+  const instance = new Monitoring({ metrics, log: fastify.log, readTimeoutMs: HEALTH_CHECK_TIMEOUT_MS + 250, limits })
   fastify.decorate('metrics', metrics)
   fastify.decorate('monitoring', instance)
   fastify.decorate('requestObserver', (request, reply, durationMs) => {
@@ -217,6 +213,15 @@ async function monitoring (fastify: FastifyInstance) {
   })
   metrics.live('portal_bff_monitoring_reading_age_seconds', 'Seconds since each part of the monitoring was last read; a scrape serves a part that does not answer in time as last read', 'gauge', async () =>
     instance.ages().map(({ part, seconds }) => ({ labels: { part }, value: seconds })))
+  // The limits the settings give, for the rules to compare with.
+  for (const row of ROWS) {
+    for (const level of ['warning', 'critical'] as const) {
+      const exported = row.configurable?.[level]
+      if (exported === undefined) continue
+      const value = limits[row.measure as MeasureName]?.[level] ?? row[level]
+      metrics.live(exported.metric, `The ${level} limit of ${row.measure} (${exported.setting}), in ${row.unit}`, 'gauge', async () => [{ value }])
+    }
+  }
   instance.register('http', {
     description: 'the request log',
     read: () => metrics.httpRequests.summary(),

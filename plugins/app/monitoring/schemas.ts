@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { MEASURES } from './thresholds.js'
-import { AlertLevel, QueueHealth, QueueMetrics } from '../../../schemas/queues.js'
+import { AlertLevel, OrdersReport, QueueHealth, QueueMetrics } from '../../../schemas/queues.js'
 import { StringEnum } from '../../../schemas/string-enum.js'
 
 const Count = (description: string) => Type.Integer({ minimum: 0, description })
@@ -70,6 +70,7 @@ export const StatusSummary = Type.Object({
     completed: Count('completed'),
     recentFailed: Count('failed within the recent window, which health is judged on')
   }, { additionalProperties: false }), 'the provisioning job queue; null when there is no data'),
+  orders: Type.Ref(OrdersReport),
   subscriber: Nullable(Type.Object({
     state: Type.String(),
     lastEventAt: Nullable(Type.String({ format: 'date-time' })),
@@ -97,4 +98,4 @@ export const StatusSummary = Type.Object({
   alerts: Type.Array(Type.Ref(Alert))
 }, { $id: 'StatusSummary', title: 'Status page summary', additionalProperties: false })
 
-export const alertSchemas = [AlertLevel, QueueHealth, QueueMetrics, Alert, AlertsReport, StatusSummary]
+export const alertSchemas = [AlertLevel, QueueHealth, QueueMetrics, OrdersReport, Alert, AlertsReport, StatusSummary]

@@ -71,6 +71,12 @@ export interface Threshold {
    * instance that dies takes no alert with it.
    */
   shared?: true
+  /**
+   * Settings move the row's limits from the table's defaults (which are theirs): the service exports
+   * the limits it judges with as gauges, and the rules compare with those, so that they follow the
+   * deployment's settings with no hand edit.
+   */
+  configurable?: Readonly<Record<'warning' | 'critical', { setting: string, metric: string }>>
   prometheus: PrometheusSource
 }
 
@@ -146,16 +152,20 @@ export const THRESHOLDS = [
   },
   {
     measure: 'orders_pending_age',
-    description: 'portal orders in Pending Review: age of the oldest',
+    description: 'orders the CRM approved, still in Pending Review: age of the oldest',
     unit: 'seconds',
     comparison: 'above',
-    // ORDERS_PENDING_WARNING_S and ORDERS_PENDING_CRITICAL_S; these are their defaults, which the shipped rules use.
+    // The defaults of ORDERS_PENDING_WARNING_S and ORDERS_PENDING_CRITICAL_S.
     warning: 900,
     critical: 3600,
-    // The specification's incident: platform events stop arriving and orders are never provisioned.
+    // The specification's incident: the CRM approved orders, and they are never provisioned.
     priority: 'P2',
-    note: 'orders wait here for their platform event; an old one means events are not arriving',
+    note: 'judged on the orders the CRM approved (as the reconciliation last read its Status), from when it found them approved; orders awaiting approval are counted apart, never judged',
     shared: true,
+    configurable: {
+      warning: { setting: 'ORDERS_PENDING_WARNING_S', metric: 'portal_bff_orders_pending_age_warning_seconds' },
+      critical: { setting: 'ORDERS_PENDING_CRITICAL_S', metric: 'portal_bff_orders_pending_age_critical_seconds' }
+    },
     prometheus: { kind: 'gauge', metric: 'portal_bff_orders_pending_oldest_age_seconds' }
   },
   {

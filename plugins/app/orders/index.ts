@@ -8,7 +8,8 @@ import { OrderPlacement } from './placement.js'
 import { PlacementStore } from './placement-store.js'
 import { placementRecovery, expiredIdempotencyKeys } from './recovery.js'
 import { Reconciliation } from './reconciliation.js'
-import { OrderStore } from './store.js'
+import { OrderStore, type Counted, type PendingOrders } from './store.js'
+import type { PartMetric } from '../monitoring/index.js'
 import { closeRedis } from '../../external/redis.js'
 
 declare module 'fastify' {
@@ -24,10 +25,10 @@ declare module 'fastify' {
 
 declare module '../monitoring/index.js' {
   interface MonitoringParts {
-    /** Portal orders waiting in `Pending Review` for their platform event. */
-    ordersPending: { count: number, oldestAgeSeconds: number | null }
+    /** Portal orders waiting in `Pending Review` for the CRM: awaiting approval, or approved and not received. */
+    ordersPending: PendingOrders
     /** Order placements not yet finished or undone. */
-    placementsUnfinished: { count: number, oldestAgeSeconds: number | null }
+    placementsUnfinished: Counted
   }
 }
 
@@ -36,12 +37,11 @@ const BACKLOG_LENGTH = 100
 // A backlog only serves such a reconnection: a client with no change for a day has its key removed.
 const BACKLOG_RETENTION_SECONDS = 86_400
 
-/** A gauge of how many orders are in some state, and one of the oldest one's age (`_oldest_age_seconds`). */
-function countAndAge (name: string, help: string, ageHelp: string) {
-  type Counted = { count: number, oldestAgeSeconds: number | null }
+/** A gauge of how many orders are in some state, and one of the oldest one's age (`_oldest_age_seconds`), read from a part. */
+function countAndAge<T> (name: string, help: string, ageHelp: string, counted: (part: T) => Counted): Array<PartMetric<T>> {
   return [
-    { name, help, type: 'gauge' as const, samples: ({ count }: Counted) => [{ value: count }] },
-    { name: `${name}_oldest_age_seconds`, help: ageHelp, type: 'gauge' as const, samples: ({ oldestAgeSeconds }: Counted) => [{ value: Math.round(oldestAgeSeconds ?? 0) }] }
+    { name, help, type: 'gauge', samples: (part) => [{ value: counted(part).count }] },
+    { name: `${name}_oldest_age_seconds`, help: ageHelp, type: 'gauge', samples: (part) => [{ value: Math.round(counted(part).oldestAgeSeconds ?? 0) }] }
   ]
 }
 
@@ -99,16 +99,20 @@ async function orders (fastify: FastifyInstance) {
     description: 'the orders store',
     read: () => placements.unfinished(),
     metrics: countAndAge('portal_bff_order_placements_unfinished', 'Order placements neither finished nor undone yet (the recovery finishes or undoes them)',
-      'Age of the oldest order placement neither finished nor undone; 0 when none')
+      'Age of the oldest order placement neither finished nor undone; 0 when none', (unfinished) => unfinished)
   })
   fastify.monitoring.register('ordersPending', {
     description: 'the orders store',
-    read: () => store.pendingReview(),
+    read: () => store.pendingOrders(),
     measures: {
-      orders_pending_age: ({ count, oldestAgeSeconds }) => ({ value: oldestAgeSeconds ?? 0, ...(count === 0 && { note: 'no order waits in Pending Review' }) })
+      orders_pending_age: ({ approvedNotReceived: { count, oldestAgeSeconds } }) => ({ value: oldestAgeSeconds ?? 0, ...(count === 0 && { note: 'no order the CRM approved waits in Pending Review' }) })
     },
-    metrics: countAndAge('portal_bff_orders_pending', 'Portal orders in Pending Review, waiting for their platform event',
-      'Age of the oldest portal order in Pending Review; 0 when none waits')
+    metrics: [
+      ...countAndAge('portal_bff_orders_pending', 'Orders the CRM approved (as the reconciliation last read their Status) still in Pending Review: their platform event did not come, and their provisioning has not started',
+        'Seconds since the reconciliation found the oldest of those orders approved; 0 when none waits', (pending: PendingOrders) => pending.approvedNotReceived),
+      ...countAndAge('portal_bff_orders_awaiting_approval', 'Portal orders in Pending Review whose CRM order awaits approval (its Status still Pending Review, or not asked yet); never judged',
+        'Age of the oldest portal order awaiting approval in the CRM; 0 when none does', (pending: PendingOrders) => pending.awaitingApproval)
+    ]
   })
   fastify.addHook('onClose', async () => {
     await reconciliation.stop()

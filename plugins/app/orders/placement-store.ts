@@ -4,7 +4,8 @@ import { COLUMNS, toOrder, type Order, type OrderRow } from './store.js'
 /**
  * Where a portal order's placement stands: `billing` (the order row exists; AddOrder may have been
  * sent), `crm` (its billing order is recorded, its CRM order is not), `placed` (linked to its CRM
- * order), `compensating` (it will not go on: its billing order is to be cancelled), `compensated`.
+ * order), `compensating` (it will not go on, `Failed` or cancelled by the CRM: its billing order is
+ * to be cancelled), `compensated`.
  */
 export type PlacementStep = 'billing' | 'crm' | 'placed' | 'compensating' | 'compensated'
 
@@ -68,6 +69,22 @@ export class PlacementStore {
   /** The order will not go on: `Failed` with the reason, its billing order to be cancelled. */
   async abandon (id: string, failureReason: string): Promise<Placement | null> {
     return this.#step(id, ['billing', 'crm'], 'placement = \'compensating\', status = \'Failed\', failure_reason = $3', [failureReason])
+  }
+
+  /**
+   * The CRM cancelled or rejected a placed order still in `Pending Review` that no event handed to
+   * provisioning: `Cancelled` with the reason, its billing order to be cancelled, claimed by the
+   * caller for `claimMs` (one without a billing order is done with). Null when it has moved on.
+   */
+  async cancel (id: string, failureReason: string, claimMs: number): Promise<Placement | null> {
+    const { rows } = await this.pool.query<PlacementRow>(
+      `UPDATE orders SET status = 'Cancelled', failure_reason = $3, updated_at = now(),
+         placement = CASE WHEN billing_order_id IS NULL THEN 'compensated' ELSE 'compensating' END,
+         placement_claimed_until = CASE WHEN billing_order_id IS NULL THEN NULL ELSE ${CLAIM} END
+       WHERE id = $1 AND status = 'Pending Review' AND provisioning_requested_at IS NULL AND (placement IS NULL OR placement = 'placed')
+       RETURNING ${PLACEMENT_COLUMNS}`,
+      [id, claimMs, failureReason])
+    return rows[0] === undefined ? null : toPlacement(rows[0])
   }
 
   /** Its billing order is cancelled (or none was placed): nothing is left to do. */

@@ -136,6 +136,20 @@ export class OrderPlacement {
     }
   }
 
+  /**
+   * Cancels an order the CRM cancelled or rejected while it waited in `Pending Review`, and its
+   * billing order with its invoice: `Cancelled` first, so that it never goes on, then billing. Should
+   * billing not answer, the order stays `compensating` and the recovery cancels its billing order
+   * once the claim runs out. Null when the order had moved on (an event handed it off meanwhile).
+   */
+  async cancel (orderId: string, reason: string): Promise<Order | null> {
+    const cancelling = await this.options.placements.cancel(orderId, reason, this.options.claimMs)
+    if (cancelling === null) return null
+    if (cancelling.step === 'compensated') await this.options.events.publish(cancelling.order)
+    else await this.#compensate(cancelling)
+    return cancelling.order
+  }
+
   async #billingFailed (placement: Placement, error: unknown): Promise<never> {
     const { placements } = this.options
     const cause = causeOf(error)

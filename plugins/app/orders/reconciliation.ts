@@ -33,6 +33,11 @@ export class Reconciliation {
 
   constructor (private readonly options: ReconciliationOptions) {}
 
+  /** One more task, from the next round on (a plugin registered after this one brings it). */
+  add (task: ReconciliationTask): void {
+    this.options.tasks.push(task)
+  }
+
   start (): void {
     if (this.#timer !== undefined) return
     this.#timer = setInterval(() => { this.#round() }, this.options.intervalMs).unref()

@@ -72,6 +72,30 @@ t.test('Order: create, read, update', async t => {
   t.equal(by15.body.Id, created.body.id, 'the 15-character id works too')
 })
 
+t.test('the Status of several orders in one SOQL query, as Salesforce answers it; the org changes a Status without an event', async t => {
+  const [waiting, approved, rejected] = ['Pending Review', 'Pending Review', 'Pending Review'].map(Status => crm.putOrder({ Status }))
+  const events = crm.retainedEvents.length
+  const patched = await fetch(`${crm.url}/__sandbox/orders/${approved!}`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ Status: 'Approved' }) })
+  t.equal(patched.status, 200)
+  t.ok(crm.updateOrder(rejected!.slice(0, 15), { Status: 'Rejected' }), 'in code, by either form of the id')
+  t.equal(crm.retainedEvents.length, events, 'no platform event raised')
+  t.equal((await fetch(`${crm.url}/__sandbox/orders/801000000000000AAA`, { method: 'PATCH', body: '{"Status":"Approved"}' })).status, 404, 'an order the org does not have')
+  t.equal((await fetch(`${crm.url}/__sandbox/orders/${approved!}`, { method: 'PATCH', body: '{"Id":"x"}' })).status, 400, 'a field that is not writable')
+
+  const ids = [waiting!, approved!, rejected!.slice(0, 15), '801000000000000AAA']
+  const { status, body } = await rest('GET', `query?q=${encodeURIComponent(`SELECT Id, Status FROM Order WHERE Id IN (${ids.map(id => `'${id}'`).join(', ')})`)}`)
+  t.equal(status, 200)
+  t.same(body, {
+    totalSize: 3,
+    done: true,
+    records: [
+      { attributes: { type: 'Order', url: `/services/data/v60.0/sobjects/Order/${waiting!}` }, Id: waiting, Status: 'Pending Review' },
+      { attributes: { type: 'Order', url: `/services/data/v60.0/sobjects/Order/${approved!}` }, Id: approved, Status: 'Approved' },
+      { attributes: { type: 'Order', url: `/services/data/v60.0/sobjects/Order/${rejected!}` }, Id: rejected, Status: 'Rejected' }
+    ]
+  }, 'the orders it has, each with its attributes and its 18-character id')
+})
+
 t.test('writing a field the org does not have: INVALID_FIELD', async t => {
   const id = crm.putOrder({ Status: 'Pending Review' })
   const rejected = await rest('PATCH', `sobjects/Order/${id}`, { Status: 'Activated', Activation_Date__c: '2025-01-01' })

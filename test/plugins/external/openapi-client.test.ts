@@ -31,7 +31,7 @@ async function clientDir (t: Test): Promise<string> {
 const CLIENT = `import createClient from 'openapi-fetch'
 import type { paths } from './portal-api.js'
 
-type OrderStatus = 'Pending Review' | 'Provisioning' | 'Active' | 'Failed'
+type OrderStatus = 'Pending Review' | 'Provisioning' | 'Active' | 'Failed' | 'Cancelled'
 
 export async function portalJourney (baseUrl: string, fetch: (request: Request) => Promise<Response>, email: string, password: string) {
   const portal = createClient<paths>({ baseUrl, fetch })

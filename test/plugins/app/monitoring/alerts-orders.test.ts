@@ -4,7 +4,7 @@ import { buildTestApp } from '../../../helpers/app.js'
 import { expectLevel } from '../../../helpers/alerts.js'
 import { bearer, login } from '../../../helpers/tokens.js'
 
-// The specification's incident: platform events stop, and orders stay in Pending Review.
+// The specification's incident, judged by the CRM's word: orders it approved stay in Pending Review.
 
 async function placeOrder (app: FastifyInstance): Promise<string> {
   const response = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(await login(app)), payload: { productId: 1, billingCycle: 'monthly' } })
@@ -15,25 +15,44 @@ async function placeOrder (app: FastifyInstance): Promise<string> {
 const ageOrder = (app: FastifyInstance, id: string, seconds: number) =>
   app.pg.query('UPDATE orders SET created_at = now() - make_interval(secs => $2) WHERE id = $1', [id, seconds])
 
-t.test('events disabled and an order past the critical age: the pending-orders row is critical, and /metrics and the rules agree', async (t) => {
+// As the reconciliation leaves an order it found approved, while no job has taken it yet (the job
+// queue down, say): approved `seconds` ago, as far as the service knows.
+const approvedAgo = (app: FastifyInstance, id: string, seconds: number) =>
+  app.pg.query(`UPDATE orders SET crm_status = 'Approved', crm_status_checked_at = now(), provisioning_requested_at = now(),
+    crm_approved_at = now() - make_interval(secs => $2) WHERE id = $1`, [id, seconds])
+
+const metricsOf = async (app: FastifyInstance) => (await app.inject('/metrics')).body
+
+t.test('only the orders the CRM approved are judged, from when they were found approved; orders awaiting approval never; /metrics and the rules agree', async (t) => {
   const app = await buildTestApp(t, { CRM_EVENTS_ENABLED: 'false' })
   const none = await expectLevel(t, app, 'orders_pending_age', 'ok', 'no order waits')
-  t.match(none, { value: 0, note: 'no order waits in Pending Review' })
-  const id = await placeOrder(app)
-  await expectLevel(t, app, 'orders_pending_age', 'ok', 'an order placed a moment ago')
-  await ageOrder(app, id, 1000)
-  await expectLevel(t, app, 'orders_pending_age', 'warning', 'the oldest has waited 1000 s (> 900)')
-  await ageOrder(app, id, 4000)
-  const critical = await expectLevel(t, app, 'orders_pending_age', 'critical', 'the oldest has waited 4000 s (> 3600)')
+  t.match(none, { value: 0, note: 'no order the CRM approved waits in Pending Review' })
+  await ageOrder(app, await placeOrder(app), 5000)
+  const approved = await placeOrder(app)
+  await ageOrder(app, approved, 5000)
+  await approvedAgo(app, approved, 100)
+  await expectLevel(t, app, 'orders_pending_age', 'ok', 'an order awaiting approval for 5000 s, and one placed 5000 s ago approved 100 s ago')
+  await approvedAgo(app, approved, 1000)
+  await expectLevel(t, app, 'orders_pending_age', 'warning', 'approved 1000 s ago (> 900)')
+  await approvedAgo(app, approved, 4000)
+  const critical = await expectLevel(t, app, 'orders_pending_age', 'critical', 'approved 4000 s ago (> 3600)')
   t.match(critical, { priority: 'P2', unit: 'seconds' })
-  const metrics = (await app.inject('/metrics')).body
-  t.match(metrics, /^portal_bff_orders_pending 1$/m, 'the count')
-  t.match(metrics, /^portal_bff_orders_pending_oldest_age_seconds 400\d$/m, 'the age of the oldest')
+  const metrics = await metricsOf(app)
+  t.match(metrics, /^portal_bff_orders_pending 1$/m, 'the approved order counted')
+  t.match(metrics, /^portal_bff_orders_pending_oldest_age_seconds 4\d{3}$/m, 'its age since approval (4000 s), not since placed (5000 s)')
+  t.match(metrics, /^portal_bff_orders_awaiting_approval 1$/m, 'the other counted apart')
+  t.ok(Number(/^portal_bff_orders_awaiting_approval_oldest_age_seconds (\d+)$/m.exec(metrics)?.[1]) >= 5000, 'aged from when placed')
+  t.match(metrics, /^portal_bff_orders_pending_age_warning_seconds 900$/m, 'the limits the rules compare with')
+  t.match(metrics, /^portal_bff_orders_pending_age_critical_seconds 3600$/m)
 })
 
-t.test('ORDERS_PENDING_WARNING_S and ORDERS_PENDING_CRITICAL_S move the row\'s limits', async (t) => {
+t.test('ORDERS_PENDING_WARNING_S and ORDERS_PENDING_CRITICAL_S move the row\'s limits, the gauges and so the shipped rules', async (t) => {
   const app = await buildTestApp(t, { ORDERS_PENDING_WARNING_S: '60', ORDERS_PENDING_CRITICAL_S: '120' })
-  await ageOrder(app, await placeOrder(app), 90)
-  const row = (await app.inject('/health/alerts')).json().alerts.find((alert: { measure: string }) => alert.measure === 'orders_pending_age')
-  t.match(row, { level: 'warning', threshold: { warning: 60, critical: 120 } })
+  const metrics = await metricsOf(app)
+  t.match(metrics, /^portal_bff_orders_pending_age_warning_seconds 60$/m)
+  t.match(metrics, /^portal_bff_orders_pending_age_critical_seconds 120$/m)
+  const id = await placeOrder(app)
+  await approvedAgo(app, id, 90)
+  const row = await expectLevel(t, app, 'orders_pending_age', 'warning', 'approved 90 s ago (> 60, far below the default 900)')
+  t.match(row, { threshold: { warning: 60, critical: 120 } })
 })
