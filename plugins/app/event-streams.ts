@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { ServerResponse } from 'node:http'
 import type { Redis } from 'ioredis'
 import { streamIdAfter, type OrderEventListener, type OrderEvents, type OrderStatusEvent } from './orders/status-events.js'
+import { revocationChannel } from './redis-keys.js'
 
 /** Who holds a stream: the portal user and the access token or cookie session it was opened with. */
 export interface StreamOwner {
@@ -237,11 +238,6 @@ declare module './monitoring/index.js' {
   interface MonitoringParts {
     streams: StreamCounts
   }
-}
-
-/** The channel every instance hears revocations on (the blacklist plugin publishes them). */
-export function revocationChannel (keyPrefix: string): string {
-  return `${keyPrefix}auth:revoked`
 }
 
 async function eventStreams (fastify: FastifyInstance) {

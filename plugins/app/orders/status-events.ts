@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { abortable } from '../../../lib/abortable.js'
 import type { Order, OrderStatus } from './store.js'
+import { orderStatusBacklogKey, orderStatusChannel } from '../redis-keys.js'
 
 /** What an SSE client sees when one of its orders changes status. */
 export interface OrderStatusEvent {
@@ -73,7 +74,7 @@ export class OrderEvents {
     this.#subscriber = subscriber
     this.#prefix = keyPrefix
     this.#options = options
-    this.#channel = `${keyPrefix}orders:status`
+    this.#channel = orderStatusChannel(keyPrefix)
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === this.#channel) this.#deliver(message)
     })
@@ -166,6 +167,6 @@ export class OrderEvents {
   }
 
   #backlogKey (clientId: number): string {
-    return `${this.#prefix}orders:events:${clientId}`
+    return orderStatusBacklogKey(this.#prefix, clientId)
   }
 }
