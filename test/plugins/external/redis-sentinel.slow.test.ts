@@ -64,15 +64,15 @@ async function works (app: FastifyInstance): Promise<boolean> {
   return (await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode === 200
 }
 
-/** Both subscribers listen on the promoted replica, the rate limiter counts there, and the job queue takes and runs a provisioning job there. */
+/** The pub/sub connection listens on the promoted replica, the rate limiter counts there, and the job queue takes and runs a provisioning job there. */
 async function worksOnPromoted (t: Test, app: FastifyInstance, set: PrivateSentinelSet): Promise<void> {
   const prefix = app.config.REDIS_KEY_PREFIX
   const promoted = set.replica.client(t)
-  await waitFor('both subscribers on the promoted replica', async () => {
+  await waitFor('both channels subscribed on the promoted replica', async () => {
     const [, revocations, , orderStatus] = await promoted.pubsub('NUMSUB', revocationChannel(prefix), `${prefix}orders:status`) as [string, number, string, number]
     return revocations >= 1 && orderStatus >= 1
   }, 5000)
-  t.pass('the revocation and order status subscribers listen on the promoted replica')
+  t.pass('the revocation and order status channels are subscribed on the promoted replica')
 
   const token = await login(app)
   const remaining = async () => Number((await app.inject({ url: '/api/invoices', headers: bearer(token) })).headers['x-ratelimit-remaining'])
