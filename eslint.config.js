@@ -1,7 +1,7 @@
 import neostandard from 'neostandard'
 import importX, { createNodeResolver } from 'eslint-plugin-import-x'
 
-const ENTRY_FILES = ['app.ts', 'server.ts']
+const ENTRY_FILES = ['app.ts', 'server.ts', 'settings.ts']
 const PRODUCT = [...ENTRY_FILES, 'plugins', 'routes', 'integrations', 'schemas', 'lib']
 
 /** What the files under `target` must not import: `from`, each a file or a folder of the root. */

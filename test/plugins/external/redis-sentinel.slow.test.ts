@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { ConfigError, loadConfig } from '../../../schemas/config.js'
+import { ConfigError, loadConfig } from '../../../settings.js'
 import { redisConnectionOptions } from '../../../plugins/external/redis.js'
 import { revocationChannel } from '../../../plugins/app/redis-keys.js'
 import { buildTestApp, testEnv } from '../../helpers/app.js'
