@@ -22,6 +22,7 @@ import correlation from './plugins/app/correlation.js'
 import health from './plugins/app/health.js'
 import db from './plugins/app/db.js'
 import cache from './plugins/app/cache.js'
+import pubsub from './plugins/app/pubsub.js'
 import requestQueues from './plugins/app/request-queues.js'
 import servicesCache from './plugins/app/services-cache.js'
 import upstreams from './plugins/app/upstreams.js'
@@ -132,6 +133,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages }: 
     await app.register(health)
     await app.register(db)
     await app.register(cache)
+    await app.register(pubsub)
     await app.register(requestQueues)
     await app.register(servicesCache)
     await app.register(upstreams)

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import { build, type BuildOptions } from './app.js'
-import { ConfigError, loadConfig, type LoadedConfig } from './schemas/config.js'
+import { ConfigError, loadConfig, type LoadedConfig } from './settings.js'
 import { startTracing, type Tracing } from './lib/tracing-start.js'
 
 /** Reads the settings; a bad one ends the process with one line naming it. */

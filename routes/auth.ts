@@ -7,6 +7,7 @@ import { FailureLimiter, type Limit } from '../lib/failure-limiter.js'
 import { SESSION_COOKIE, type Session } from '../plugins/app/sessions.js'
 import { AccessToken, LoginRequest, SessionInfo } from '../schemas/auth.js'
 import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse, TOKEN_CHECK_UNAVAILABLE, unsafeAuthenticatedErrorResponses } from '../schemas/error.js'
+import { signInFailuresPrefix } from '../plugins/app/redis-keys.js'
 
 const signInErrorResponses = {
   ...commonErrorResponses,
@@ -29,7 +30,7 @@ function sessionInfo ({ clientId, expiresAt, idleExpiresAt }: Session) {
 const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [LoginRequest, AccessToken, SessionInfo]) fastify.addSchema(schema)
   const { ACCESS_TOKEN_TTL_SECONDS, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
-  const accountFailures = new FailureLimiter(fastify.redis, { keyPrefix: `${REDIS_KEY_PREFIX}sign-in-failures:`, max: LOGIN_ACCOUNT_FAILURES_MAX, windowMs: LOGIN_ACCOUNT_WINDOW_MS })
+  const accountFailures = new FailureLimiter(fastify.redis, { keyPrefix: signInFailuresPrefix(REDIS_KEY_PREFIX), max: LOGIN_ACCOUNT_FAILURES_MAX, windowMs: LOGIN_ACCOUNT_WINDOW_MS })
   // The account's key: its email as billing compares it, hashed so that Redis holds no address.
   const accountOf = (email: string) => createHash('sha256').update(email.trim().toLowerCase()).digest('hex')
   // Redis away: sign-in goes on unlimited, as rate limiting does (the specification), and says so.

@@ -3,17 +3,25 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from 'node:os'
 import { basename, join, posix, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { ESLint } from 'eslint'
 import t from 'tap'
-import { importGraph, importsOf, listTypeScriptFiles, type ResolvedImport } from '../dev/tools/import-graph.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 // The page whose `## Layout` section draws the tree.
 const LAYOUT_DOCUMENT = join(root, 'docs', 'development.md')
 
 // The product: what the production build compiles and the image runs.
-const ENTRY_FILES = ['app.ts', 'server.ts']
+const ENTRY_FILES = ['app.ts', 'server.ts', 'settings.ts']
 const PRODUCT_FOLDERS = ['plugins', 'routes', 'integrations', 'schemas', 'lib']
 const HARNESS_FOLDERS = ['dev', 'test']
+
+const MAX_LINES = 300
+// Allowed more, each with its reason: splitting them now would collide with changes under way.
+const LONG_FILES: Record<string, string> = {
+  'integrations/crm/bayeux.ts': 'one CometD state machine; its seam (the handshaken connection as an object of its own) is a refactor of its own',
+  'plugins/app/events/subscription.ts': 'being changed on another branch (the heal); to split once that lands',
+  'plugins/app/monitoring/thresholds.ts': 'being changed on another branch (the thresholds); to split once that lands'
+}
 
 const toPosix = (path: string) => path.split(sep).join('/')
 const firstSegment = (path: string) => path.split('/')[0]!
@@ -28,7 +36,7 @@ function buildListingProblems (files: string[]): string[] {
     if (HARNESS_FOLDERS.includes(firstSegment(file))) {
       problems.push(`${file}: the harness (${firstSegment(file)}/) is compiled into the production build`)
     } else if (!ENTRY_FILES.includes(file) && !PRODUCT_FOLDERS.includes(firstSegment(file))) {
-      problems.push(`${file}: not app.ts, server.ts or under ${PRODUCT_FOLDERS.map((folder) => `${folder}/`).join(', ')}`)
+      problems.push(`${file}: not ${ENTRY_FILES.join(', ')} or under ${PRODUCT_FOLDERS.map((folder) => `${folder}/`).join(', ')}`)
     }
   }
   return problems
@@ -163,7 +171,7 @@ t.test('the production build holds the product only', async (t) => {
     t.strictSame(dockerignoreProblems('node_modules\n', ['dev']), ['dev is not listed'])
   })
 
-  t.test('tsconfig.build.json compiles app.ts, server.ts, plugins, routes, integrations, schemas and lib only', async (t) => {
+  t.test('tsconfig.build.json compiles the entry files, plugins, routes, integrations, schemas and lib only', async (t) => {
     const files = productionBuildFiles()
     t.ok(files.includes('app.ts') && files.includes('server.ts'), `the listing holds the entry points (${files.length} files)`)
     t.strictSame(buildListingProblems(files), [], 'every compiled project file is product, none is under dev/ or test/')
@@ -178,105 +186,63 @@ t.test('the production build holds the product only', async (t) => {
     t.strictSame(dockerignoreProblems(readFileSync(join(root, '.dockerignore'), 'utf8'), HARNESS_FOLDERS), [])
   })
 
-  t.test('no product file is over 400 lines', async (t) => {
+  t.test(`no product file is over ${MAX_LINES} lines`, async (t) => {
     const files = productionBuildFiles()
-    const long = files.map((file) => ({ file, lines: readFileSync(join(root, file), 'utf8').split('\n').length - 1 })).filter(({ lines }) => lines > 400)
+    const long = files.map((file) => ({ file, lines: readFileSync(join(root, file), 'utf8').split('\n').length - 1 }))
+      .filter(({ file, lines }) => lines > MAX_LINES && !(file in LONG_FILES))
     t.ok(files.length > 50, `${files.length} files read`)
-    t.strictSame(long, [], 'a file that grows past 400 lines holds more than one thing: split it where it has a seam')
+    t.strictSame(long, [], `a file that grows past ${MAX_LINES} lines holds more than one thing: split it where it has a seam`)
+    for (const file of Object.keys(LONG_FILES)) t.ok(files.includes(file), `${file}, allowed more lines, is still a product file`)
   })
 })
 
 // ---------------------------------------------------------------------------------------------------------------
-// 2. Imports go one way: routes → plugins → integrations → lib.
+// 2. Imports go one way: routes → plugins → integrations → lib. The rule is ESLint's (eslint.config.js, run by
+// `npm run lint` over the tree); this proves that it refuses what it must, and lets through what it may.
 
-type Layer = 'entry' | 'lib' | 'schemas' | 'integrations' | 'plugins' | 'routes' | 'dev' | 'test' | 'other' | 'outside'
-type ProductLayer = 'entry' | 'lib' | 'schemas' | 'integrations' | 'plugins' | 'routes'
+const REFUSED = [
+  { file: 'lib/planted.ts', imports: '../plugins/app/orders/store.js', rule: 'import-x/no-restricted-paths' },
+  { file: 'lib/planted.ts', imports: '../schemas/error.js', rule: 'import-x/no-restricted-paths', typeOnly: true },
+  { file: 'schemas/planted.ts', imports: '../integrations/upstream.js', rule: 'import-x/no-restricted-paths' },
+  { file: 'integrations/planted.ts', imports: '../plugins/app/health.js', rule: 'import-x/no-restricted-paths' },
+  { file: 'integrations/planted.ts', imports: '../schemas/error.js', rule: 'import-x/no-restricted-paths' },
+  { file: 'plugins/app/planted.ts', imports: '../../routes/health.js', rule: 'import-x/no-restricted-paths' },
+  { file: 'routes/planted.ts', imports: '../app.js', rule: 'import-x/no-restricted-paths' },
+  { file: 'plugins/app/planted.ts', imports: '../../dev/sandbox/index.js', rule: 'import-x/no-restricted-paths' },
+  { file: 'server.ts', imports: './test/helpers/app.js', rule: 'import-x/no-restricted-paths' },
+  { file: 'lib/planted.ts', imports: './nowhere.js', rule: 'import-x/no-unresolved' }
+]
+const ALLOWED = [
+  { file: 'lib/planted.ts', imports: './deadline.js' },
+  { file: 'schemas/planted.ts', imports: '../lib/deadline.js' },
+  { file: 'integrations/planted.ts', imports: '../lib/deadline.js' },
+  { file: 'plugins/app/planted.ts', imports: '../../integrations/upstream.js' },
+  { file: 'plugins/app/planted.ts', imports: '../../schemas/error.js' },
+  { file: 'routes/planted.ts', imports: '../plugins/app/health.js' },
+  { file: 'server.ts', imports: './app.js' },
+  { file: 'dev/planted.ts', imports: '../plugins/app/health.js' },
+  { file: 'test/planted.ts', imports: '../dev/sandbox/index.js' }
+]
+const LAYER_RULES = ['import-x/no-restricted-paths', 'import-x/no-unresolved', 'no-restricted-syntax']
 
-function layerOf (path: string): Layer {
-  if (path === '..' || path.startsWith('../') || posix.isAbsolute(path)) return 'outside'
-  if (ENTRY_FILES.includes(path)) return 'entry'
-  const folder = firstSegment(path)
-  if (path.includes('/') && [...PRODUCT_FOLDERS, ...HARNESS_FOLDERS].includes(folder)) return folder as Layer
-  return 'other'
+/** The layer rules' complaints about `source` as the file `file` of the tree. */
+async function layerComplaints (eslint: ESLint, file: string, source: string): Promise<string[]> {
+  const [result] = await eslint.lintText(source, { filePath: join(root, file) })
+  return (result?.messages ?? []).filter((message) => LAYER_RULES.includes(message.ruleId ?? '')).map((message) => `${message.line}: ${message.ruleId}`)
 }
 
-const MAY_IMPORT: Record<Exclude<ProductLayer, 'entry'>, Layer[]> = {
-  lib: ['lib'],
-  schemas: ['schemas', 'lib'],
-  integrations: ['integrations', 'lib'],
-  plugins: ['plugins', 'integrations', 'schemas', 'lib'],
-  routes: ['routes', 'plugins', 'integrations', 'schemas', 'lib']
-}
-
-const list = (layers: Layer[]) => layers.map((layer) => `${layer}/**`).join(', ')
-
-interface Violation { file: string, line: number, specifier: string, target: string, rule: string }
-
-/** The references of product files that break the layers. Files of dev/, test/ and elsewhere may import anything. */
-function layerViolations (graph: Map<string, ResolvedImport[]>): Violation[] {
-  const violations: Violation[] = []
-  for (const [file, references] of graph) {
-    const layer = layerOf(file)
-    if (layer === 'dev' || layer === 'test' || layer === 'other' || layer === 'outside') continue
-    for (const reference of references) {
-      const at = { file, line: reference.line, specifier: reference.specifier ?? `import(${reference.expression ?? ''})` }
-      if (reference.specifier === undefined) {
-        violations.push({ ...at, target: '?', rule: 'an import() of a computed specifier cannot be checked against the layers' })
-        continue
-      }
-      if (reference.target === undefined) continue // a package or a builtin
-      const target = layerOf(reference.target)
-      let rule: string | undefined
-      if (target === 'dev' || target === 'test') rule = 'no product file imports dev/** or test/**'
-      else if (target === 'outside') rule = 'no product file imports from outside the repository'
-      else if (layer !== 'entry' && !MAY_IMPORT[layer].includes(target)) rule = `${layer}/** may import only ${list(MAY_IMPORT[layer])}`
-      if (rule !== undefined) violations.push({ ...at, target: reference.target, rule })
-    }
+t.test('the lint rule refuses an import against the layers', async (t) => {
+  const eslint = new ESLint({ cwd: root })
+  for (const { file, imports, rule, typeOnly } of REFUSED) {
+    const source = `import ${typeOnly === true ? 'type ' : ''}* as planted from '${imports}'\nexport { planted }\n`
+    t.strictSame(await layerComplaints(eslint, file, source), [`1: ${rule}`], `${file} → ${imports}`)
   }
-  return violations
-}
-
-const describe = (violation: Violation) =>
-  `${violation.file}:${violation.line} → ${violation.specifier} (${violation.target}): ${violation.rule}`
-
-function inMemoryGraph (files: Record<string, string>): Map<string, ResolvedImport[]> {
-  return new Map(Object.entries(files).map(([file, source]) => [file, importsOf(file, source)]))
-}
-
-t.test('imports go one way', async (t) => {
-  t.test('the checker finds a violation', async (t) => {
-    t.strictSame(layerViolations(inMemoryGraph({ 'lib/x.ts': "import { y } from '../plugins/y.js'\nexport const x = y\n" })).map(describe), [
-      'lib/x.ts:1 → ../plugins/y.js (plugins/y.ts): lib/** may import only lib/**'
-    ])
-
-    const example = inMemoryGraph({
-      'lib/a.ts': "import { b } from './b.js'\nimport type { C } from '../schemas/c.js'\n",
-      'schemas/c.ts': "import { Type } from '@sinclair/typebox'\nimport { a } from '../lib/a.js'\n",
-      'integrations/crm/client.ts': "export * from '../upstream.js'\nimport { join } from 'node:path'\n",
-      'plugins/app/health.ts': "import '../../integrations/crm/client.js'\nconst sandbox = await import('../../dev/sandbox/index.js')\n",
-      'routes/status.ts': "type App = typeof import('../app.js')\nimport { s } from '../plugins/app/health.js'\n",
-      'app.ts': "import routes from './routes/status.js'\nimport { helper } from './test/helpers/app.js'\nconst plugin = await import(name)\n",
-      'dev/server.ts': "import { build } from '../app.js'\n",
-      'test/x.test.ts': "import { startSandbox } from '../dev/sandbox/index.js'\n"
-    })
-    t.strictSame(layerViolations(example).map(describe), [
-      'lib/a.ts:2 → ../schemas/c.js (schemas/c.ts): lib/** may import only lib/**',
-      'plugins/app/health.ts:2 → ../../dev/sandbox/index.js (dev/sandbox/index.ts): no product file imports dev/** or test/**',
-      'routes/status.ts:1 → ../app.js (app.ts): routes/** may import only routes/**, plugins/**, integrations/**, schemas/**, lib/**',
-      'app.ts:2 → ./test/helpers/app.js (test/helpers/app.ts): no product file imports dev/** or test/**',
-      'app.ts:3 → import(name) (?): an import() of a computed specifier cannot be checked against the layers'
-    ], 'type-only, dynamic and import-type references count')
-  })
-
-  t.test('no product file imports against the layers', async (t) => {
-    const files = listTypeScriptFiles(root, [...ENTRY_FILES, ...PRODUCT_FOLDERS])
-    t.ok(files.includes('app.ts') && files.some((file) => file.startsWith('routes/')) && files.some((file) => file.startsWith('lib/')),
-      `the walk found the product (${files.length} files)`)
-    const graph = importGraph(root, files)
-    const relativeImports = [...graph.values()].flat().filter((reference) => reference.target !== undefined).length
-    t.ok(relativeImports > files.length, `the product's relative imports were read (${relativeImports})`)
-    t.strictSame(layerViolations(graph).map(describe), [], 'routes → plugins → integrations → lib, and nothing of dev/ or test/')
-  })
+  for (const { file, imports } of ALLOWED) {
+    t.strictSame(await layerComplaints(eslint, file, `export * from '${imports}'\n`), [], `${file} → ${imports} is allowed`)
+  }
+  const escapes = "type App = typeof import('../app.js')\nexport const load = async (name: string): Promise<App> => await import(name)\n"
+  t.strictSame(await layerComplaints(eslint, 'lib/planted.ts', escapes), ['1: no-restricted-syntax', '2: no-restricted-syntax'],
+    'an import() type and an import() of a computed specifier, which no layer check can read, are refused')
 })
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -284,7 +250,7 @@ t.test('imports go one way', async (t) => {
 
 // The top-level names of the design card, which name project paths even without a slash or an extension.
 const TOP_LEVEL_NAMES = new Set([
-  'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.dev.json', 'app.ts', 'server.ts',
+  'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.dev.json', 'app.ts', 'server.ts', 'settings.ts',
   'plugins', 'routes', 'integrations', 'schemas', 'lib', 'test', 'dev', 'Dockerfile', '.dockerignore', 'migrations',
   'public', 'monitoring', 'docs', 'README.md', 'BENCHMARKS.md', 'dist', 'dist-dev', 'eslint.config.js', '.taprc', '.c8rc.json'
 ])
@@ -432,7 +398,7 @@ t.test('the layout section of docs/development.md matches the tree', async (t) =
       '├── sandbox/        upstream simulators; see sandbox/README.md',
       '│   └── README.md',
       '├── tools/',
-      '│   └── import-graph.ts',
+      '│   └── test-reporter.ts',
       '└── nowhere/',
       'routes/             route plugins; routes/api/ is the',
       '                    portal API',
@@ -444,7 +410,7 @@ t.test('the layout section of docs/development.md matches the tree', async (t) =
     const line = (text: string) => readFileSync(copy, 'utf8').split('\n').indexOf(text) + 1
     t.strictSame(mentions.map((mention) => mention.path), [
       'app.ts', 'server.ts', 'dist/server.js', 'schemas/config.ts', 'sandbox/', 'lib/nope.ts',
-      'dev/', 'dev/sandbox/', 'dev/sandbox/README.md', 'dev/tools/', 'dev/tools/import-graph.ts', 'dev/nowhere/', 'routes/'
+      'dev/', 'dev/sandbox/', 'dev/sandbox/README.md', 'dev/tools/', 'dev/tools/test-reporter.ts', 'dev/nowhere/', 'routes/'
     ])
     t.strictSame(problems, [
       `development.md line ${line('Gone: `sandbox/`, `lib/nope.ts`.')}: \`sandbox/\` does not exist (as a folder)`,

@@ -13,6 +13,7 @@ import {
 import { login } from './invoices.js'
 import { formatProfiles, profileDirectory, profileUnderLoad, type Profiled } from './profile.js'
 import { startOtlpSink, type OtlpSink } from './otlp-sink.js'
+import { servicesCachePrefix } from '../../plugins/app/redis-keys.js'
 
 // Fresh processes every round, as in the health suite: one process's luck lasts its whole life.
 const ROUNDS_OF_READS = Number(process.env.BENCH_CACHED_READ_ROUNDS ?? Math.max(ROUNDS, 6))
@@ -87,7 +88,7 @@ export async function writtenEntry (redis: Redis, key: string): Promise<string> 
 
 /** The services cache's key of the page (ServicesCache, routes/api/invoices.ts). */
 export function cachedPageKey (keyPrefix: string, clientId: number): string {
-  return `${keyPrefix}services-cache:invoices:${clientId}:any:${PAGE}:${LIMIT}`
+  return `${servicesCachePrefix(keyPrefix)}invoices:${clientId}:any:${PAGE}:${LIMIT}`
 }
 
 /**

@@ -12,6 +12,7 @@ import {
 import { compareSnapshots, formatDifference } from './heap-summary.js'
 import { InspectorSession, inspectorUrl } from './inspector.js'
 import type { Command, FannedOut, LatencySummary, Opened, Report, StreamSpec } from './sse-clients.js'
+import { orderStatusChannel } from '../../plugins/app/redis-keys.js'
 
 const STREAMS = Number(process.env.BENCH_STREAMS ?? 10_000)
 const USERS = Number(process.env.BENCH_STREAM_USERS ?? 2000)
@@ -154,7 +155,7 @@ export async function benchStreams (): Promise<void> {
   await ensureDatabase()
   const keyPrefix = runKeyPrefix('streams')
   // The service's channel of order status changes (OrderEvents), which the bare server hears too.
-  const channel = `${keyPrefix}orders:status`
+  const channel = orderStatusChannel(keyPrefix)
   const env = serviceEnv({
     DATABASE_URL,
     REDIS_KEY_PREFIX: keyPrefix,

@@ -2,7 +2,8 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { KindGuard, type TObject, type TSchema } from '@sinclair/typebox'
-import { ConfigError, SettingsSchema, UPSTREAM_SETTINGS, loadConfig } from '../../schemas/config.js'
+import { SettingsSchema, UPSTREAM_SETTINGS } from '../../schemas/config.js'
+import { ConfigError, loadConfig } from '../../settings.js'
 import { projectRoot } from '../../lib/project-root.js'
 
 /**

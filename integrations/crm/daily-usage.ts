@@ -21,7 +21,8 @@ export interface DailyUsage {
 export interface DailyUsageStoreOptions {
   /** Should fail fast while Redis is unreachable (a command timeout, or no offline queue). */
   redis: Redis
-  keyPrefix?: string
+  /** The hash, e.g. `crm:daily-usage` under the service's key prefix. */
+  key: string
   /** CRM_DAILY_API_LIMIT: reported until the CRM has reported its own limit. */
   fallbackLimit?: number
   log?: UpstreamLogger
@@ -36,8 +37,7 @@ function count (value: string | undefined): number | undefined {
 }
 
 /**
- * The CRM's daily API usage, shared by every instance through one Redis hash,
- * `{keyPrefix}crm:daily-usage` with the fields `used`, `limit` and `reportedAt` (epoch ms).
+ * The CRM's daily API usage, shared by every instance through one Redis hash (`key`) with the fields `used`, `limit` and `reportedAt` (epoch ms).
  *
  * The last figure reported wins, even when it is lower: Salesforce counts over a rolling 24 hours, so
  * the count falls as old calls age out, and a figure that lost a race is at most one call behind until
@@ -52,7 +52,7 @@ export class DailyUsageStore {
   #redisFailing = false
 
   constructor (options: DailyUsageStoreOptions) {
-    this.key = `${options.keyPrefix ?? ''}crm:daily-usage`
+    this.key = options.key
     this.#redis = options.redis
     this.#fallbackLimit = options.fallbackLimit
     this.#log = options.log

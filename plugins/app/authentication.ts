@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { CsrfRejectedError, RateLimitedError, UnauthorizedError } from '../../lib/errors.js'
 import { FailureLimiter } from '../../lib/failure-limiter.js'
 import { SESSION_COOKIE, type Session } from './sessions.js'
+import { tokenFailuresPrefix } from './redis-keys.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -49,7 +50,7 @@ function crossSiteRefusal (request: FastifyRequest, portalOrigin: string | undef
 
 async function authentication (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, CORS_ORIGIN } = fastify.config
-  const failures = new FailureLimiter(fastify.redis, { keyPrefix: `${REDIS_KEY_PREFIX}token-failures:`, max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
+  const failures = new FailureLimiter(fastify.redis, { keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX), max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
   const portalOrigin = CORS_ORIGIN === undefined ? undefined : new URL(CORS_ORIGIN).origin
   fastify.decorateRequest('session', undefined)
 

@@ -6,7 +6,7 @@ import { AuthUnavailableError } from '../../lib/errors.js'
 import { abortable } from '../../lib/abortable.js'
 import { Periodic } from '../../lib/periodic.js'
 import { OutageLog } from '../../lib/outage-log.js'
-import { revocationChannel } from './event-streams.js'
+import { revocationChannel, revocationEpochKey, revokedKey } from './redis-keys.js'
 
 export interface BlacklistStatus {
   mode: 'fail-closed' | 'fail-open'
@@ -69,7 +69,7 @@ export class TokenBlacklist {
   readonly #outage: OutageLog
 
   constructor (private readonly options: TokenBlacklistOptions) {
-    this.#epochKey = `${options.prefix}auth:blacklist-epoch`
+    this.#epochKey = revocationEpochKey(options.prefix)
     this.#outage = new OutageLog(options.log, 'token blacklist: Redis', {
       consequence: options.failClosed ? 'fail closed: token checks, sign-ins and logouts answer 503' : 'fail open: token checks pass unverified, counted; logouts answer 503'
     })
@@ -216,7 +216,7 @@ export class TokenBlacklist {
   }
 
   #key (jti: string): string {
-    return `${this.options.prefix}auth:blacklist:${jti}`
+    return revokedKey(this.options.prefix, jti)
   }
 }
 

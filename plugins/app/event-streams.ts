@@ -1,8 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { ServerResponse } from 'node:http'
-import type { Redis } from 'ioredis'
 import { streamIdAfter, type OrderEventListener, type OrderEvents, type OrderStatusEvent } from './orders/status-events.js'
+import { revocationChannel } from './redis-keys.js'
 
 /** Who holds a stream: the portal user and the access token or cookie session it was opened with. */
 export interface StreamOwner {
@@ -239,32 +239,15 @@ declare module './monitoring/index.js' {
   }
 }
 
-/** The channel every instance hears revocations on (the blacklist plugin publishes them). */
-export function revocationChannel (keyPrefix: string): string {
-  return `${keyPrefix}auth:revoked`
-}
-
 async function eventStreams (fastify: FastifyInstance) {
   const { SSE_MAX_STREAMS_PER_USER, SSE_MAX_STREAMS, REDIS_KEY_PREFIX } = fastify.config
   const streams = new EventStreams({ perUser: SSE_MAX_STREAMS_PER_USER, total: SSE_MAX_STREAMS, sessionIdleUntil: (id) => fastify.sessions.idleExpiresAt(id) })
   fastify.decorate('eventStreams', streams)
 
-  // Subscriber mode takes a connection of its own. ioredis's own resubscription leaves its promise
-  // unhandled when the connection drops again at once, so it is off and done here.
-  const channel = revocationChannel(REDIS_KEY_PREFIX)
-  const subscriber: Redis = fastify.redis.duplicate({ enableOfflineQueue: true, autoResubscribe: false })
-  subscriber.on('error', () => {})
-  subscriber.on('ready', () => {
-    subscriber.subscribe(channel).catch((error: unknown) => fastify.log.warn({ err: error }, 'revocations: subscription failed; retried on the next reconnection'))
-  })
-  subscriber.on('message', (from: string, jti: string) => {
-    if (from === channel) streams.endToken(jti)
-  })
+  await fastify.pubsub.subscribe(revocationChannel(REDIS_KEY_PREFIX), (jti) => streams.endToken(jti))
 
   // Before the listener closes: open streams would otherwise hold the shutdown until its timeout.
   fastify.addHook('preClose', async () => streams.close())
-  // A subscriber has nothing to finish: dropped at once, it adds no wait on a hung Redis.
-  fastify.addHook('onClose', async () => { subscriber.disconnect() })
 
   fastify.monitoring.register('streams', {
     description: 'the event streams',
@@ -281,4 +264,4 @@ async function eventStreams (fastify: FastifyInstance) {
   })
 }
 
-export default fp(eventStreams, { name: 'event-streams', fastify: '5.x', dependencies: ['redis', 'monitoring', 'sessions'], decorators: { fastify: ['config'] } })
+export default fp(eventStreams, { name: 'event-streams', fastify: '5.x', dependencies: ['pubsub', 'monitoring', 'sessions'], decorators: { fastify: ['config'] } })

@@ -5,6 +5,7 @@ import { abortable } from '../../lib/abortable.js'
 import { percentOf, round } from '../../lib/numbers.js'
 import { SlidingWindow } from '../../lib/sliding-window.js'
 import { windowed } from './monitoring/alerts.js'
+import { servicesCachePrefix } from './redis-keys.js'
 
 /** What is cached, and for how long (seconds): long enough to spare the upstream, short enough to stay fresh. */
 export const CACHE_TTL_SECONDS = {
@@ -145,7 +146,7 @@ declare module './monitoring/index.js' {
 async function servicesCache (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT_MS } = fastify.config
   const onCommand = (durationMs: number) => fastify.metrics.observeCacheCommand(durationMs)
-  const cache = new ServicesCache(fastify.redis, `${REDIS_KEY_PREFIX}services-cache:`, fastify.log, { onCommand })
+  const cache = new ServicesCache(fastify.redis, servicesCachePrefix(REDIS_KEY_PREFIX), fastify.log, { onCommand })
   fastify.decorate('servicesCache', cache)
 
   fastify.monitoring.register('cache', {

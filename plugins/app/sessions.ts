@@ -6,6 +6,7 @@ import type { Pool } from 'pg'
 import { AuthUnavailableError } from '../../lib/errors.js'
 import { Periodic } from '../../lib/periodic.js'
 import type { TokenBlacklist } from './blacklist.js'
+import { sessionKey } from './redis-keys.js'
 
 /** The portal's session cookie: `__Host-` makes the browser insist on Secure, Path=/ and no Domain. */
 export const SESSION_COOKIE = '__Host-portal-session'
@@ -143,7 +144,7 @@ export class SessionStore {
   }
 
   #key (id: string): string {
-    return `${this.options.prefix}session:${id}`
+    return sessionKey(this.options.prefix, id)
   }
 }
 

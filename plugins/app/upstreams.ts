@@ -9,6 +9,7 @@ import { percentOf } from '../../lib/numbers.js'
 import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
 import { combinedFailureRate, highest, windowed, type Reading } from './monitoring/alerts.js'
 import { threshold } from './monitoring/thresholds.js'
+import { crmDailyUsageKey } from './redis-keys.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -68,7 +69,7 @@ async function upstreams (fastify: FastifyInstance) {
     onCall: (call: UpstreamCall) => { upstreamCalls[call.upstream].record(call.durationMs, call.outcome !== 'ok'); fastify.metrics.observeUpstreamCall(call) },
     log: fastify.log
   }
-  const crmUsage = new DailyUsageStore({ redis: fastify.redis, keyPrefix: config.REDIS_KEY_PREFIX, fallbackLimit: config.CRM_DAILY_API_LIMIT, log: fastify.log })
+  const crmUsage = new DailyUsageStore({ redis: fastify.redis, key: crmDailyUsageKey(config.REDIS_KEY_PREFIX), fallbackLimit: config.CRM_DAILY_API_LIMIT, log: fastify.log })
   const billing = new BillingClient({
     ...common,
     url: required(config.BILLING_API_URL, 'BILLING_API_URL'),

@@ -3,6 +3,7 @@ import fastifyRateLimit, { type FastifyRateLimitOptions, type FastifyRateLimitSt
 import { createRequire } from 'node:module'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { RateLimitedError } from '../../lib/errors.js'
+import { rateLimitPrefix } from '../app/redis-keys.js'
 
 declare module '../app/monitoring/index.js' {
   interface MonitoringParts {
@@ -70,7 +71,7 @@ async function rateLimit (fastify: FastifyInstance) {
   })
   const Store = class extends ObservedStore {
     constructor (options: FastifyRateLimitOptions & { continueExceeding?: boolean, exponentialBackoff?: boolean }) {
-      super(new RedisStore(options.continueExceeding ?? false, options.exponentialBackoff ?? false, fastify.redis, `${REDIS_KEY_PREFIX}rate-limit:`), observe)
+      super(new RedisStore(options.continueExceeding ?? false, options.exponentialBackoff ?? false, fastify.redis, rateLimitPrefix(REDIS_KEY_PREFIX)), observe)
     }
   }
 

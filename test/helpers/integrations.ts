@@ -3,6 +3,7 @@ import { CrmClient } from '../../integrations/crm/client.js'
 import { DailyUsageStore } from '../../integrations/crm/daily-usage.js'
 import { UpstreamFailure } from '../../lib/errors.js'
 import type { UpstreamCall, UpstreamLogger } from '../../integrations/upstream.js'
+import { crmDailyUsageKey } from '../../plugins/app/redis-keys.js'
 
 export interface LogLine {
   level: 'debug' | 'info' | 'warn' | 'error'
@@ -88,6 +89,6 @@ export function sandboxCrmClient (settings: Record<string, string | undefined>, 
     username: settings.CRM_USERNAME ?? '',
     privateKey: settings.CRM_PRIVATE_KEY ?? '',
     apiVersion: '60.0',
-    usage: new DailyUsageStore({ redis })
+    usage: new DailyUsageStore({ redis, key: crmDailyUsageKey('') })
   })
 }

@@ -39,7 +39,7 @@ t.test('an app built again in the same process reuses the functions compiled for
     app.post('/things', {
       schema: { body: Type.Object({ quantity: Type.Integer({ maximum }) }), response: { 200: Type.Object({ quantity: Type.Integer() }) } }
     }, async (request, reply) => {
-      compiled.push({ validator: request.getValidationFunction('body'), serializer: reply.getSerializationFunction(200) })
+      compiled.push({ validator: request.getValidationFunction('body'), serializer: reply.getSerializationFunction('200') })
       return request.body
     })
     const compiled: Array<{ validator: unknown, serializer: unknown }> = []

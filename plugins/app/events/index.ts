@@ -6,6 +6,7 @@ import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/errors.js'
 import { ReplayPositions } from './replay-positions.js'
 import { OrderHandOff } from './hand-off.js'
 import { ParkedEvents } from './parked-events.js'
+import * as redisKeys from '../redis-keys.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -135,7 +136,7 @@ async function eventSubscriber (fastify: FastifyInstance) {
   // queued: missing, Redis is new or lost its data (restarted empty, failed over, emptied), and the
   // first instance to notice queues again the jobs of every order still waiting for its own. The
   // job id is the CRM order id: a job Redis still holds is not made twice.
-  const jobsEpochKey = `${config.REDIS_KEY_PREFIX}provisioning:epoch`
+  const jobsEpochKey = redisKeys.jobsEpochKey(config.REDIS_KEY_PREFIX)
   async function requeueLostJobs (atStart: boolean): Promise<void> {
     const claim = randomUUID()
     // Redis away: nothing to claim, and its absence is reported elsewhere.

@@ -7,6 +7,7 @@ import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-prot
 import type { CrmClient } from '../../../integrations/crm/client.js'
 import type { QueueHealth } from '../monitoring/thresholds.js'
 import type { ReplayPositions } from './replay-positions.js'
+import { subscriptionKeys } from '../redis-keys.js'
 
 export const ORDER_PROVISION_CHANNEL = '/event/OrderProvisionRequested__e'
 
@@ -125,11 +126,12 @@ export class EventSubscription {
   #ticking: Promise<void> | undefined
 
   constructor (private readonly options: EventSubscriptionOptions) {
-    this.replayKey = `${options.keyPrefix}crm:pe:replay:${ORDER_PROVISION_CHANNEL}`
-    this.floorKey = `${options.keyPrefix}crm:pe:floor:${ORDER_PROVISION_CHANNEL}`
-    this.#leaseKey = `${options.keyPrefix}crm:pe:lease:${ORDER_PROVISION_CHANNEL}`
-    this.#stateKey = `${options.keyPrefix}crm:pe:state:${ORDER_PROVISION_CHANNEL}`
-    this.#resubscribeKey = `${options.keyPrefix}crm:pe:resubscribe:${ORDER_PROVISION_CHANNEL}`
+    const keys = subscriptionKeys(options.keyPrefix, ORDER_PROVISION_CHANNEL)
+    this.replayKey = keys.replay
+    this.floorKey = keys.floor
+    this.#leaseKey = keys.lease
+    this.#stateKey = keys.state
+    this.#resubscribeKey = keys.resubscribe
     this.#state = options.enabled ? 'standby' : 'disabled'
   }
 

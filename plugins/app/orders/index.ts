@@ -10,7 +10,6 @@ import { placementRecovery, expiredIdempotencyKeys } from './recovery.js'
 import { Reconciliation } from './reconciliation.js'
 import { OrderStore, type Counted, type PendingOrders } from './store.js'
 import type { PartMetric } from '../monitoring/index.js'
-import { closeRedis } from '../../external/redis.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -47,11 +46,9 @@ function countAndAge<T> (name: string, help: string, ageHelp: string, counted: (
 
 async function orders (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT_MS } = fastify.config
-  const subscriber = fastify.redis.duplicate({ enableOfflineQueue: true, autoResubscribe: false })
-  subscriber.on('error', () => {})
   const orderEvents = new OrderEvents({
     redis: fastify.redis,
-    subscriber,
+    pubsub: fastify.pubsub,
     keyPrefix: REDIS_KEY_PREFIX,
     backlogLength: BACKLOG_LENGTH,
     backlogRetentionSeconds: BACKLOG_RETENTION_SECONDS,
@@ -117,8 +114,7 @@ async function orders (fastify: FastifyInstance) {
   fastify.addHook('onClose', async () => {
     await reconciliation.stop()
     orderEvents.stop()
-    await closeRedis(subscriber)
   })
 }
 
-export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['db', 'redis', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['db', 'redis', 'pubsub', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })

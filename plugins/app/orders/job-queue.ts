@@ -10,6 +10,7 @@ import { JOB_STATES, failOrder, provisionOrder, type JobCounts, type Provisionin
 import { healthOf, levelOf, worstLevel, type QueueHealth } from '../monitoring/thresholds.js'
 import { closeRedis, redisConnectionOptions } from '../../external/redis.js'
 import { OutageLog } from '../../../lib/outage-log.js'
+import { jobQueuePrefix } from '../redis-keys.js'
 
 export const PROVISIONING_QUEUE = 'provisioning'
 
@@ -104,7 +105,7 @@ declare module '../monitoring/index.js' {
 
 async function jobQueue (fastify: FastifyInstance) {
   const { config } = fastify
-  const prefix = `${config.REDIS_KEY_PREFIX}bull`
+  const prefix = jobQueuePrefix(config.REDIS_KEY_PREFIX)
   // BullMQ wants its own connections: a worker's blocking commands must never time out. The producer
   // has neither ioredis's command timeout nor a disabled offline queue: BullMQ's client proxy leaves
   // the rejections those produce unhandled, which would end the process. Enqueueing is bounded here.

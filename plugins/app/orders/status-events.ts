@@ -1,8 +1,9 @@
-import { once } from 'node:events'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { abortable } from '../../../lib/abortable.js'
 import type { Order, OrderStatus } from './store.js'
+import { orderStatusBacklogKey, orderStatusChannel } from '../redis-keys.js'
+import type { PubSub } from '../pubsub.js'
 
 /** What an SSE client sees when one of its orders changes status. */
 export interface OrderStatusEvent {
@@ -22,16 +23,12 @@ export interface OrderEventListener {
   drop (): void
 }
 
-/**
- * How often, while streams are open, the subscriber connection is asked whether Redis answers. A
- * hung Redis keeps its socket open, so no connection event says that it has failed.
- */
+/** How often, while streams are open, the pub/sub connection is asked whether Redis answers. */
 export const LIVENESS_INTERVAL_MS = 5000
 
 export interface OrderEventsOptions {
   redis: Redis
-  /** A connection of its own: one in subscriber mode can do nothing else. */
-  subscriber: Redis
+  pubsub: PubSub
   keyPrefix: string
   /** Changes kept per client for `Last-Event-ID` to resume from. */
   backlogLength: number
@@ -63,32 +60,23 @@ export class OrderEvents {
   #unanswered: Promise<unknown> | undefined
 
   readonly #redis: Redis
-  readonly #subscriber: Redis
+  readonly #pubsub: PubSub
   readonly #prefix: string
   readonly #options: OrderEventsOptions
 
   constructor (options: OrderEventsOptions) {
-    const { redis, subscriber, keyPrefix } = options
+    const { redis, pubsub, keyPrefix } = options
     this.#redis = redis
-    this.#subscriber = subscriber
+    this.#pubsub = pubsub
     this.#prefix = keyPrefix
     this.#options = options
-    this.#channel = `${keyPrefix}orders:status`
-    subscriber.on('message', (channel: string, message: string) => {
-      if (channel === this.#channel) this.#deliver(message)
-    })
-    // ioredis's own resubscription leaves its promise unhandled when the connection drops again at
-    // once, which would end the process; the subscriber connection is made without it, and this does it.
-    subscriber.on('ready', () => {
-      subscriber.subscribe(this.#channel).catch((error: unknown) => this.#options.log.warn({ err: error }, 'order events: resubscription failed; retried on the next reconnection'))
-    })
+    this.#channel = orderStatusChannel(keyPrefix)
     // Specification §6: when the cache fails, the streams drop, and clients reconnect.
-    subscriber.on('close', () => this.#dropAll('Redis connection lost'))
+    pubsub.onLost(() => this.#dropAll('Redis connection lost'))
   }
 
   async start (): Promise<void> {
-    if (this.#subscriber.status !== 'ready') await once(this.#subscriber, 'ready')
-    await this.#subscriber.subscribe(this.#channel)
+    await this.#pubsub.subscribe(this.#channel, (message) => this.#deliver(message))
     this.#liveness = setInterval(() => { this.#checkLiveness().catch(() => {}) }, LIVENESS_INTERVAL_MS).unref()
   }
 
@@ -151,7 +139,7 @@ export class OrderEvents {
   async #checkLiveness (): Promise<void> {
     if (this.#all.size === 0) return
     if (this.#unanswered === undefined) {
-      const ping = this.#subscriber.ping().finally(() => { this.#unanswered = undefined })
+      const ping = this.#pubsub.ping().finally(() => { this.#unanswered = undefined })
       ping.catch(() => {})
       this.#unanswered = ping
     }
@@ -166,6 +154,6 @@ export class OrderEvents {
   }
 
   #backlogKey (clientId: number): string {
-    return `${this.#prefix}orders:events:${clientId}`
+    return orderStatusBacklogKey(this.#prefix, clientId)
   }
 }

@@ -4,7 +4,8 @@ import { join } from 'node:path'
 import { Type } from '@sinclair/typebox'
 import { CONFIGURATION_DOC_FILE, ENV_EXAMPLE_FILE, OPENTELEMETRY_SETTINGS, SECTIONS, outOfDate, renderConfigurationDoc, renderEnvExample } from '../../../dev/scripts/generate-config-docs.js'
 import { projectRoot } from '../../../lib/project-root.js'
-import { ConfigError, SettingsSchema, loadConfig } from '../../../schemas/config.js'
+import { SettingsSchema } from '../../../schemas/config.js'
+import { ConfigError, loadConfig } from '../../../settings.js'
 import { COMPLETE_PRODUCTION } from '../../helpers/made.js'
 
 const checkedIn = readFileSync(join(projectRoot, CONFIGURATION_DOC_FILE), 'utf8')

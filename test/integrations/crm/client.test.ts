@@ -9,6 +9,7 @@ import { testKeyPrefix } from '../../helpers/made.js'
 import { startSandbox } from '../../../dev/sandbox/index.js'
 import { json, stubServer } from '../../helpers/http-stub.js'
 import { leaks, readable, upstreamClients } from '../../helpers/integrations.js'
+import { crmDailyUsageKey } from '../../../plugins/app/redis-keys.js'
 
 const sandbox = await startSandbox()
 const { crm } = sandbox
@@ -35,7 +36,7 @@ t.teardown(async () => {
 })
 
 function store (keyPrefix = prefix, fallbackLimit?: number): DailyUsageStore {
-  const created = new DailyUsageStore({ redis, keyPrefix, ...(fallbackLimit === undefined ? {} : { fallbackLimit }), log: recorded.log })
+  const created = new DailyUsageStore({ redis, key: crmDailyUsageKey(keyPrefix), ...(fallbackLimit === undefined ? {} : { fallbackLimit }), log: recorded.log })
   keys.add(created.key)
   return created
 }
@@ -243,7 +244,7 @@ t.test('daily usage: the figures of the last CRM answer, shared by every instanc
   const [storeA, storeB] = [store(keyPrefix, 1000), store(keyPrefix, 1000)]
   const otherRedis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
   t.teardown(() => otherRedis.quit())
-  const storeC = new DailyUsageStore({ redis: otherRedis, keyPrefix, fallbackLimit: 1000 })
+  const storeC = new DailyUsageStore({ redis: otherRedis, key: crmDailyUsageKey(keyPrefix), fallbackLimit: 1000 })
   t.same(await storeA.read(), { used: null, limit: 1000, limitSource: 'configured', reportedAt: null }, 'the configured limit until the CRM reports one')
 
   const instanceA = client({ usage: storeA })

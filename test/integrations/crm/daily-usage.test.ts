@@ -4,6 +4,7 @@ import { DailyUsageStore } from '../../../integrations/crm/daily-usage.js'
 import { testKeyPrefix } from '../../helpers/made.js'
 import { PrivateRedis } from '../../helpers/private-redis.js'
 import { recorder } from '../../helpers/integrations.js'
+import { crmDailyUsageKey } from '../../../plugins/app/redis-keys.js'
 
 const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
 const prefix = testKeyPrefix()
@@ -14,7 +15,7 @@ t.teardown(async () => {
 })
 
 function store (options: { fallbackLimit?: number, client?: Redis } = {}): DailyUsageStore {
-  const created = new DailyUsageStore({ redis: options.client ?? redis, keyPrefix: `${prefix}${keys.length}:`, ...options })
+  const created = new DailyUsageStore({ redis: options.client ?? redis, key: crmDailyUsageKey(`${prefix}${keys.length}:`), ...options })
   keys.push(created.key)
   return created
 }
@@ -45,7 +46,7 @@ t.test('Redis unreachable: record does not throw, read gives the last figures se
   const local = recorder()
   const unreachable = new Redis({ port: 1, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null })
   unreachable.on('error', () => {})
-  const usage = new DailyUsageStore({ redis: unreachable, keyPrefix: prefix, fallbackLimit: 15_000, log: local.log })
+  const usage = new DailyUsageStore({ redis: unreachable, key: crmDailyUsageKey(prefix), fallbackLimit: 15_000, log: local.log })
   t.same(await usage.read(), { used: null, limit: 15_000, limitSource: 'configured', reportedAt: null })
   usage.record({ used: 7, limit: 20_000 })
   usage.record({ used: 8, limit: 20_000 })
@@ -61,8 +62,8 @@ t.test('Redis lost after it answered: the figures last read from it', async t =>
   client.on('error', () => {})
   t.teardown(() => client.disconnect())
   await client.connect()
-  const writer = new DailyUsageStore({ redis: client, keyPrefix: prefix })
-  const reader = new DailyUsageStore({ redis: client, keyPrefix: prefix })
+  const writer = new DailyUsageStore({ redis: client, key: crmDailyUsageKey(prefix) })
+  const reader = new DailyUsageStore({ redis: client, key: crmDailyUsageKey(prefix) })
   writer.record({ used: 42, limit: 15_000 })
   t.match(await reader.read(), { used: 42, limit: 15_000 }, 'the figure of another instance')
   await privateRedis.kill()

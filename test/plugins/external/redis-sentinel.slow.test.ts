@@ -1,8 +1,8 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { ConfigError, loadConfig } from '../../../schemas/config.js'
+import { ConfigError, loadConfig } from '../../../settings.js'
 import { redisConnectionOptions } from '../../../plugins/external/redis.js'
-import { revocationChannel } from '../../../plugins/app/event-streams.js'
+import { revocationChannel } from '../../../plugins/app/redis-keys.js'
 import { buildTestApp, testEnv } from '../../helpers/app.js'
 import { PrivateSentinelSet, SENTINEL_DOWN_AFTER_MS, SENTINEL_FAILOVER_TIMEOUT_MS } from '../../helpers/private-sentinel.js'
 import { waitFor } from '../../helpers/processes.js'
@@ -64,15 +64,15 @@ async function works (app: FastifyInstance): Promise<boolean> {
   return (await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode === 200
 }
 
-/** Both subscribers listen on the promoted replica, the rate limiter counts there, and the job queue takes and runs a provisioning job there. */
+/** The pub/sub connection listens on the promoted replica, the rate limiter counts there, and the job queue takes and runs a provisioning job there. */
 async function worksOnPromoted (t: Test, app: FastifyInstance, set: PrivateSentinelSet): Promise<void> {
   const prefix = app.config.REDIS_KEY_PREFIX
   const promoted = set.replica.client(t)
-  await waitFor('both subscribers on the promoted replica', async () => {
+  await waitFor('both channels subscribed on the promoted replica', async () => {
     const [, revocations, , orderStatus] = await promoted.pubsub('NUMSUB', revocationChannel(prefix), `${prefix}orders:status`) as [string, number, string, number]
     return revocations >= 1 && orderStatus >= 1
   }, 5000)
-  t.pass('the revocation and order status subscribers listen on the promoted replica')
+  t.pass('the revocation and order status channels are subscribed on the promoted replica')
 
   const token = await login(app)
   const remaining = async () => Number((await app.inject({ url: '/api/invoices', headers: bearer(token) })).headers['x-ratelimit-remaining'])

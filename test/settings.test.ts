@@ -1,7 +1,7 @@
 import t from 'tap'
-import { ConfigError, loadConfig } from '../../schemas/config.js'
-import { runServer } from '../helpers/service-process.js'
-import { COMPLETE_PRODUCTION } from '../helpers/made.js'
+import { ConfigError, loadConfig } from '../settings.js'
+import { runServer } from './helpers/service-process.js'
+import { COMPLETE_PRODUCTION } from './helpers/made.js'
 
 const base = { NODE_ENV: 'test' }
 

@@ -1,0 +1,56 @@
+/**
+ * Every Redis key, key prefix and pub/sub channel of the service, each under REDIS_KEY_PREFIX
+ * (`prefix`): one place to see what the service keeps in Redis, and where two features could
+ * collide. docs/architecture.md ("Where state lives") says what each holds.
+ */
+
+/** Billing reads, cache-aside: `<kind>:<key>` follows (`client:<id>`, `invoices:<client>:…`, `invoice:<id>`). */
+export const servicesCachePrefix = (prefix: string) => `${prefix}services-cache:`
+
+/** A revoked token or session id, until it would have expired. */
+export const revokedKey = (prefix: string, jti: string) => `${prefix}auth:blacklist:${jti}`
+
+/** The highest revocation number Redis holds: missing or behind, Redis lost revocations. */
+export const revocationEpochKey = (prefix: string) => `${prefix}auth:blacklist-epoch`
+
+/** Channel: each revocation's id, so that every instance ends the event streams opened with it. */
+export const revocationChannel = (prefix: string) => `${prefix}auth:revoked`
+
+/** A live cookie session, by the hash of its cookie. */
+export const sessionKey = (prefix: string, id: string) => `${prefix}session:${id}`
+
+/** @fastify/rate-limit's counts: `client:<id>` or `ip:<address>` follows. */
+export const rateLimitPrefix = (prefix: string) => `${prefix}rate-limit:`
+
+/** Failed token checks per address. */
+export const tokenFailuresPrefix = (prefix: string) => `${prefix}token-failures:`
+
+/** Failed sign-ins per account (the hash of its email). */
+export const signInFailuresPrefix = (prefix: string) => `${prefix}sign-in-failures:`
+
+/** The CRM's daily API usage and limit, one figure for every instance. */
+export const crmDailyUsageKey = (prefix: string) => `${prefix}crm:daily-usage`
+
+/**
+ * The platform-event subscription to `channel`: its lease, the holder's report, the replay position
+ * and its floor, and another instance's request that the holder subscribe again.
+ */
+export const subscriptionKeys = (prefix: string, channel: string) => ({
+  lease: `${prefix}crm:pe:lease:${channel}`,
+  resubscribe: `${prefix}crm:pe:resubscribe:${channel}`,
+  state: `${prefix}crm:pe:state:${channel}`,
+  replay: `${prefix}crm:pe:replay:${channel}`,
+  floor: `${prefix}crm:pe:floor:${channel}`
+})
+
+/** BullMQ's prefix: the job queue's keys are `bull:provisioning:…`. */
+export const jobQueuePrefix = (prefix: string) => `${prefix}bull`
+
+/** Written once the jobs of orders awaiting provisioning are queued: missing, Redis lost them. */
+export const jobsEpochKey = (prefix: string) => `${prefix}provisioning:epoch`
+
+/** A client's last order status changes (a Redis stream), which `Last-Event-ID` resumes from. */
+export const orderStatusBacklogKey = (prefix: string, clientId: number) => `${prefix}orders:events:${clientId}`
+
+/** Channel: every order status change, for every instance's event streams. */
+export const orderStatusChannel = (prefix: string) => `${prefix}orders:status`

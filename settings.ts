@@ -1,0 +1,229 @@
+// Reading the settings: the environment converted and checked against the settings schema
+// (schemas/config.ts), once, before the app is built. server.ts and the development entry use it.
+import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import type { TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import {
+  DEVELOPMENT_DEFAULTS, PRODUCTION_REQUIRED, SettingsSchema, UPSTREAM_SETTINGS, UPSTREAM_SETTING_GROUPS,
+  type Config, type RedisSentinel, type Settings
+} from './schemas/config.js'
+
+export interface SettingProblem {
+  setting: string
+  problem: string
+}
+
+/** Every problem of the settings, one line each, so that one start reports them all. */
+export class ConfigError extends Error {
+  readonly problems: SettingProblem[]
+
+  constructor (setting: string, problem: string, more: SettingProblem[] = []) {
+    const problems = [{ setting, problem }, ...more]
+    super(problems.map((each) => `Invalid setting ${each.setting}: ${each.problem}`).join('\n'))
+    this.name = 'ConfigError'
+    this.problems = problems
+  }
+
+  /** The first setting named. */
+  get setting (): string {
+    return this.problems[0]!.setting
+  }
+
+  static of (problems: SettingProblem[]): ConfigError {
+    const [first, ...more] = problems
+    return new ConfigError(first!.setting, first!.problem, more)
+  }
+}
+
+export interface LoadedConfig {
+  config: Config
+  warnings: string[]
+}
+
+/**
+ * A value fit for an error message, a long one cut. A URL is often refused for a character its
+ * password should have escaped, so everything from `//` to the last `@` is hidden, and so are
+ * query parameters that may carry a password.
+ */
+function describeValue (value: unknown): string {
+  const text = String(value)
+    .replace(/\/\/.*@/, '//***@')
+    .replace(/([?&](?:password|passwd|pass|pwd|secret|token|key)=)[^&]*/gi, '$1***')
+  return text.length > 40 ? `'${text.slice(0, 40)}…'` : `'${text}'`
+}
+
+/** The values a setting takes, said as its schema allows them: `one of info, debug`, `a whole number from 1 to 600000`. */
+export function formOf (schema: TSchema): string | undefined {
+  if (Array.isArray(schema.anyOf)) return `one of ${(schema.anyOf as TSchema[]).map((option) => String(option.const)).join(', ')}`
+  const { minimum, maximum } = schema as { minimum?: number, maximum?: number }
+  switch (schema.type) {
+    case 'boolean': return 'true or false'
+    case 'integer':
+      if (minimum !== undefined && maximum !== undefined) return `a whole number from ${minimum} to ${maximum}`
+      return minimum === undefined ? 'a whole number' : `a whole number of at least ${minimum}`
+    case 'string':
+      if (schema.format === 'url') return 'a URL'
+      if (typeof schema.pattern === 'string') return `text matching ${schema.pattern}`
+      if (typeof schema.minLength === 'number' && schema.minLength > 1) return `at least ${schema.minLength} characters`
+      return undefined
+    default: return undefined
+  }
+}
+
+/** One problem per setting the schema refuses, each with the values it allows. */
+function schemaProblems (schema: typeof SettingsSchema, settings: Record<string, unknown>): SettingProblem[] {
+  const problems = new Map<string, string>()
+  for (const error of Value.Errors(schema, settings)) {
+    const setting = error.path.split('/')[1] ?? 'configuration'
+    if (problems.has(setting)) continue
+    const secret = /SECRET|KEY|PASSWORD/.test(setting)
+    const got = secret || error.value === undefined ? '' : ` (got ${describeValue(error.value)})`
+    const property = schema.properties[setting as keyof typeof schema.properties] as TSchema | undefined
+    const form = property === undefined ? undefined : formOf(property)
+    problems.set(setting, error.value === undefined
+      ? `required: ${form ?? 'a value'}, ${String(property?.description)}`
+      : form === undefined ? `${error.message.toLowerCase()}${got}` : `must be ${form}${got}`)
+  }
+  return [...problems].map(([setting, problem]) => ({ setting, problem }))
+}
+
+/** What a setting production requires is, for the message that names it missing. */
+function requiredInProduction (name: string): string {
+  const property = SettingsSchema.properties[name as keyof typeof SettingsSchema.properties] as TSchema
+  const form = formOf(property)
+  return `required in production (${form === undefined ? '' : `${form}: `}${String(property.description)})`
+}
+
+/** TRUST_PROXY, unset or `false`: the socket's address; `true`: every proxy; a hop count; or the proxies' addresses. */
+function trustProxyOf (value: string | undefined): Config['trustProxy'] {
+  if (value === undefined || value === 'false') return false
+  if (value === 'true') return true
+  if (/^[0-9]+$/.test(value)) {
+    // The n proxies nearest the service; the address before them is the client.
+    const hops = Number(value)
+    return (_address, hop) => hop < hops
+  }
+  const addresses = value.split(',').map((address) => address.trim()).filter((address) => address !== '')
+  if (addresses.length === 0) throw new ConfigError('TRUST_PROXY', `not true, false, a hop count or a list of addresses (got '${value}')`)
+  return addresses.join(',')
+}
+
+/** REDIS_SENTINELS and REDIS_SENTINEL_NAME, given together or not at all; REDIS_SENTINEL_PASSWORD only with them. */
+function redisSentinelOf (list: string | undefined, name: string | undefined, password: string | undefined): RedisSentinel | undefined {
+  if (list === undefined && name === undefined) {
+    if (password !== undefined) throw new ConfigError('REDIS_SENTINEL_PASSWORD', 'set without REDIS_SENTINELS: it is the Sentinels\' password; the password of Redis itself goes in REDIS_URL')
+    return undefined
+  }
+  if (list === undefined) throw new ConfigError('REDIS_SENTINELS', 'required: REDIS_SENTINEL_NAME is set, and only Sentinels can say where that primary is')
+  if (name === undefined) throw new ConfigError('REDIS_SENTINEL_NAME', 'required: REDIS_SENTINELS is set, and the Sentinels are asked for the primary by its name')
+  const entries = list.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
+  if (entries.length === 0) throw new ConfigError('REDIS_SENTINELS', `no host:port in it (got '${list}')`)
+  const sentinels = entries.map((entry) => {
+    // An IPv6 address is written in brackets, as in a URL: [::1]:26379.
+    const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]]+)):([0-9]{1,5})$/.exec(entry)
+    const port = Number(match?.[3])
+    if (match === null || port < 1 || port > 65535) throw new ConfigError('REDIS_SENTINELS', `'${entry}' is not host:port`)
+    return { host: (match[1] ?? match[2])!, port }
+  })
+  return { sentinels, name, password }
+}
+
+// The statuses an order goes on from: one cannot also mean that it will not.
+const ORDER_GOES_ON_STATUSES = ['Pending Review', 'Activated']
+
+function cancelledStatusesOf (list: string): string[] {
+  const statuses = [...new Set(list.split(',').map((status) => status.trim()).filter((status) => status !== ''))]
+  if (statuses.length === 0) throw new ConfigError('CRM_ORDER_CANCELLED_STATUSES', `no status in it (got '${list}')`)
+  const goesOn = statuses.find((status) => ORDER_GOES_ON_STATUSES.includes(status))
+  if (goesOn !== undefined) throw new ConfigError('CRM_ORDER_CANCELLED_STATUSES', `'${goesOn}' is a status an order goes on from, not a cancelled one`)
+  return statuses
+}
+
+/** The CRM's key, given or read from its file; a problem with either is a ConfigError. */
+function privateKeyOf (key: string | undefined, keyPath: string | undefined): string | undefined {
+  let privateKey = key
+  if (privateKey === undefined && keyPath !== undefined) {
+    try {
+      privateKey = readFileSync(keyPath, 'utf8')
+    } catch {
+      throw new ConfigError('CRM_PRIVATE_KEY_PATH', `cannot read the file '${keyPath}'`)
+    }
+  }
+  if (privateKey !== undefined && !privateKey.includes('PRIVATE KEY-----')) {
+    throw new ConfigError(key === undefined ? 'CRM_PRIVATE_KEY_PATH' : 'CRM_PRIVATE_KEY', 'not a PEM private key')
+  }
+  return privateKey
+}
+
+/**
+ * Reads, converts and validates the settings. Throws one ConfigError naming every bad or missing
+ * setting, each with the values it takes.
+ */
+export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+  const isProduction = env.NODE_ENV === 'production'
+  const given = (name: string) => env[name] !== undefined && env[name] !== ''
+  const problems: SettingProblem[] = []
+  /** Runs a check that throws a ConfigError, keeping its problems for the one message. */
+  const checked = <T>(check: () => T): T | undefined => {
+    try {
+      return check()
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error
+      problems.push(...error.problems)
+      return undefined
+    }
+  }
+  if (isProduction) {
+    for (const name of PRODUCTION_REQUIRED) {
+      if (name === 'CRM_PRIVATE_KEY' ? !given(name) && !given('CRM_PRIVATE_KEY_PATH') : !given(name)) {
+        problems.push({ setting: name === 'CRM_PRIVATE_KEY' ? 'CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH' : name, problem: requiredInProduction(name) })
+      }
+    }
+  }
+  const raw: Record<string, unknown> = {}
+  for (const name of Object.keys(SettingsSchema.properties)) {
+    if (given(name)) raw[name] = env[name]
+    else if (!isProduction && DEVELOPMENT_DEFAULTS[name] !== undefined) raw[name] = DEVELOPMENT_DEFAULTS[name]
+  }
+  const settings = Value.Convert(SettingsSchema, Value.Default(SettingsSchema, raw))
+  const named = new Set(problems.map(({ setting }) => setting))
+  problems.push(...schemaProblems(SettingsSchema, settings as Record<string, unknown>).filter(({ setting }) => !named.has(setting)))
+  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses, ...rest } = settings as Settings
+
+  const privateKey = checked(() => privateKeyOf(rest.CRM_PRIVATE_KEY, keyPath))
+
+  const warnings: string[] = []
+  const config: Config = {
+    ...rest,
+    CRM_PRIVATE_KEY: privateKey,
+    JWT_SECRET: jwtSecret ?? randomBytes(32).toString('hex'),
+    trustProxy: checked(() => trustProxyOf(trustProxy)) ?? false,
+    redisSentinel: checked(() => redisSentinelOf(sentinels, sentinelName, sentinelPassword)),
+    crmOrderCancelledStatuses: checked(() => cancelledStatusesOf(cancelledStatuses)) ?? [],
+    isProduction,
+    missingUpstreamSettings: UPSTREAM_SETTINGS.filter((name) => name === 'CRM_PRIVATE_KEY' ? privateKey === undefined : rest[name] === undefined)
+  }
+  // Filling in only what is missing would send the sandbox's credentials to a real system.
+  for (const [upstream, names] of Object.entries(UPSTREAM_SETTING_GROUPS)) {
+    const missing = names.filter((name) => config.missingUpstreamSettings.includes(name))
+    // In production a missing one is named already.
+    if (!isProduction && missing.length > 0 && missing.length < names.length) {
+      problems.push({ setting: missing[0]!, problem: `required: the other ${upstream} settings are given, and an upstream is configured whole or not at all` })
+    }
+  }
+  if (rest.ORDERS_PENDING_CRITICAL_S <= rest.ORDERS_PENDING_WARNING_S) {
+    problems.push({ setting: 'ORDERS_PENDING_CRITICAL_S', problem: `must be above ORDERS_PENDING_WARNING_S (${rest.ORDERS_PENDING_WARNING_S})` })
+  }
+  if (problems.length > 0) throw ConfigError.of(problems)
+  if (isProduction && rest.OPS_TOKEN === undefined) {
+    warnings.push('OPS_TOKEN is not set: /metrics, /health/alerts and /status are public; set it to keep operator data from anonymous callers')
+  }
+  if (isProduction && !rest.CRM_EVENTS_ENABLED) {
+    warnings.push(`CRM_EVENTS_ENABLED is not true: no platform event is received, so the orders the CRM approves reach provisioning only through the reconciliation, which asks the CRM every ORDERS_RECONCILE_INTERVAL_S (${rest.ORDERS_RECONCILE_INTERVAL_S} s)`)
+  }
+  if (jwtSecret === undefined) {
+    warnings.push('JWT_SECRET is not set: using a random secret for this run; access tokens will not survive a restart or work across instances')
+  }
+  return { config, warnings }
+}
