@@ -4,7 +4,7 @@ import type { UpstreamQueue } from '../plugins/app/request-queues.js'
 import { usageReport } from '../plugins/app/upstreams.js'
 import { levelOf } from '../plugins/app/monitoring/thresholds.js'
 import { subscriptionHealth } from '../plugins/app/events/subscription.js'
-import { pendingOrdersReport } from '../plugins/app/orders/store.js'
+import { pendingOrdersReport } from '../plugins/app/orders/pending-orders.js'
 import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 import parkedEventRoutes from './parked-events.js'
@@ -45,7 +45,7 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async () => {
     const [{ used, limit }, jobs, holder, parked, orders] = await Promise.all([
       dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null), fastify.parkedEvents.count().catch(() => null),
-      fastify.orders.pendingOrders().then(pendingOrdersReport, () => null)
+      fastify.pendingOrders.count().then(pendingOrdersReport, () => null)
     ])
     return {
       timestamp: new Date().toISOString(),

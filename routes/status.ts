@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { projectRoot } from '../lib/project-root.js'
 import { coreHealthOf } from '../plugins/app/health.js'
-import { pendingOrdersReport } from '../plugins/app/orders/store.js'
+import { pendingOrdersReport } from '../plugins/app/orders/pending-orders.js'
 import { StatusSummary, alertSchemas } from '../plugins/app/monitoring/schemas.js'
 import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
 

@@ -4,7 +4,8 @@ import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import { classifyFailure } from '../../../lib/errors.js'
 import { orderWorkId } from './job-queue.js'
 import type { ReconciliationTask } from './reconciliation.js'
-import type { CrmStatusRecorded, CrmStatusSeen, OrderStore } from './store.js'
+import type { OrderStore } from './store.js'
+import type { CrmStatusRecorded, CrmStatusSeen, PendingOrderStore } from './pending-orders.js'
 
 /** Orders asked about in one round: one SOQL query, its URL well within the REST API's limit. */
 export const CRM_STATUS_BATCH = 200
@@ -24,7 +25,8 @@ export function verdictOf (status: string | undefined, cancelledStatuses: Readon
 }
 
 export interface CrmStatusOptions {
-  orders: Pick<OrderStore, 'dueForCrmStatus' | 'recordCrmStatuses' | 'markProvisioningRequested'>
+  orders: Pick<OrderStore, 'markProvisioningRequested'>
+  pending: Pick<PendingOrderStore, 'dueForCrmStatus' | 'recordCrmStatuses'>
   /** The Status of each of these CRM orders the CRM has, by 18-character id: one API call. */
   crmStatuses: (crmOrderIds: string[]) => Promise<Map<string, string>>
   /** Queues the order's provisioning job, whose id is the CRM order id's: never a second one. */
@@ -63,15 +65,15 @@ export class CrmStatusReconciliation implements ReconciliationTask {
   }
 
   async run (signal: AbortSignal): Promise<void> {
-    const { orders, crmStatuses, log } = this.options
-    const due = await orders.dueForCrmStatus(CRM_STATUS_BATCH)
+    const { pending, crmStatuses, log } = this.options
+    const due = await pending.dueForCrmStatus(CRM_STATUS_BATCH)
     if (due.length === 0) return
     const statuses = await crmStatuses(due.map((order) => order.crmOrderId))
     const seen: CrmStatusSeen[] = due.map(({ id, crmOrderId }) => {
       const status = statuses.get(caseSafeId(crmOrderId))
       return { id, crmStatus: status ?? null, approved: verdictOf(status, this.#cancelled) === 'approved' }
     })
-    const recorded = await orders.recordCrmStatuses(seen)
+    const recorded = await pending.recordCrmStatuses(seen)
     const byVerdict = (verdict: CrmVerdict) => recorded.filter((order) => verdictOf(order.crmStatus ?? undefined, this.#cancelled) === verdict)
     const approved = byVerdict('approved')
     const cancelled = byVerdict('cancelled')
@@ -139,9 +141,10 @@ declare module 'fastify' {
  * connected subscription did not deliver, at most once a warning period across every instance.
  */
 async function orderCrmStatus (fastify: FastifyInstance) {
-  const { config, orders, crm, crmQueue, jobQueue, orderPlacement, eventSubscription, log } = fastify
+  const { config, orders, pendingOrders, crm, crmQueue, jobQueue, orderPlacement, eventSubscription, log } = fastify
   const task = new CrmStatusReconciliation({
     orders,
+    pending: pendingOrders,
     crmStatuses: (crmOrderIds) => crmQueue.run((deadline) => crm.getOrderStatuses(crmOrderIds, deadline)),
     provision: (crmOrderId) => jobQueue.enqueue(crmOrderId),
     cancel: (orderId, reason) => orderPlacement.cancel(orderId, reason),

@@ -8,7 +8,8 @@ import { OrderPlacement } from './placement.js'
 import { PlacementStore } from './placement-store.js'
 import { placementRecovery, expiredIdempotencyKeys } from './recovery.js'
 import { Reconciliation } from './reconciliation.js'
-import { OrderStore, type Counted, type PendingOrders } from './store.js'
+import { OrderStore } from './store.js'
+import { PendingOrderStore, type Counted, type PendingOrders } from './pending-orders.js'
 import type { PartMetric } from '../monitoring/index.js'
 
 declare module 'fastify' {
@@ -19,6 +20,8 @@ declare module 'fastify' {
     orderIdempotencyKeys: IdempotencyKeys
     /** The periodic reconciliation of orders with the upstreams (one instance a round). */
     orderReconciliation: Reconciliation
+    /** The orders in `Pending Review`, as the CRM's word tells them apart. */
+    pendingOrders: PendingOrderStore
   }
 }
 
@@ -57,6 +60,7 @@ async function orders (fastify: FastifyInstance) {
   })
   await orderEvents.start()
   const store = new OrderStore(fastify.pg.pool)
+  const pendingOrders = new PendingOrderStore(fastify.pg.pool)
   const { billing, billingQueue, crm, crmQueue, config } = fastify
   const placements = new PlacementStore(fastify.pg.pool)
   // Long enough for every step of a request's placement to have run out its own bound.
@@ -87,6 +91,7 @@ async function orders (fastify: FastifyInstance) {
     log: fastify.log
   })
   fastify.decorate('orders', store)
+  fastify.decorate('pendingOrders', pendingOrders)
   fastify.decorate('orderEvents', orderEvents)
   fastify.decorate('orderPlacement', orderPlacement)
   fastify.decorate('orderIdempotencyKeys', idempotencyKeys)
@@ -100,7 +105,7 @@ async function orders (fastify: FastifyInstance) {
   })
   fastify.monitoring.register('ordersPending', {
     description: 'the orders store',
-    read: () => store.pendingOrders(),
+    read: () => pendingOrders.count(),
     measures: {
       orders_pending_age: ({ approvedNotReceived: { count, oldestAgeSeconds } }) => ({ value: oldestAgeSeconds ?? 0, ...(count === 0 && { note: 'no order the CRM approved waits in Pending Review' }) })
     },
