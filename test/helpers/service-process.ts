@@ -1,25 +1,52 @@
 import { execFileSync } from 'node:child_process'
+import { readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { projectRoot } from '../../lib/project-root.js'
 import * as processes from '../../dev/tools/service-process.js'
 
 export type { ServiceProcess } from '../../dev/tools/service-process.js'
 
-// The child runs the development entry (dev/server.ts: the service, with the sandbox for unset
-// upstreams) with the TypeScript loaders this test runs under, as `npm start` runs its build.
+// The child runs the development entry (the service, with the sandbox for unset upstreams) as
+// `npm start` does: its build under plain node when the build is current (`npm test` builds it
+// first), else dev/server.ts with the TypeScript loaders this test runs under. The loaders cost a
+// child 3-5 s of CPU, which on a busy machine made a start miss its time.
 const source = { entry: join(projectRoot, 'dev', 'server.ts'), execArgv: process.execArgv }
 const loaderEnv = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] =>
   /^(TS_NODE_|_TAPJS_PROCESSINFO_)/.test(entry[0]) && entry[1] !== undefined))
+const builtEntry = join(processes.DEV_BUILD, 'dev', 'server.js')
+const SOURCE_FOLDERS = ['plugins', 'routes', 'integrations', 'schemas', 'lib', 'dev']
+
+/** The newest modification time of the TypeScript sources the development build is made of. */
+function newestSource (path: string): number {
+  const stats = statSync(path)
+  if (!stats.isDirectory()) return path.endsWith('.ts') ? stats.mtimeMs : 0
+  return Math.max(0, ...readdirSync(path).map((name) => newestSource(join(path, name))))
+}
+
+let childEntry: { entry: string, execArgv: string[], env: Record<string, string> } | undefined
+
+function serviceEntry () {
+  if (childEntry !== undefined) return childEntry
+  let built = 0
+  try {
+    built = statSync(builtEntry).mtimeMs
+  } catch {}
+  const newest = Math.max(...['app.ts', 'server.ts', 'settings.ts', ...SOURCE_FOLDERS].map((name) => newestSource(join(projectRoot, name))))
+  childEntry = built >= newest ? { entry: builtEntry, execArgv: [], env: {} } : { ...source, env: loaderEnv }
+  return childEntry
+}
 
 // A test's service waits for no balancer when it stops, unless the test sets the delay it measures.
 const NO_SHUTDOWN_DELAY = { SHUTDOWN_DELAY_MS: '0' }
 
 export function runServer (env: Record<string, string>) {
-  return processes.runServer({ ...source, env: { ...loaderEnv, ...NO_SHUTDOWN_DELAY, ...env } })
+  const { entry, execArgv, env: entryEnv } = serviceEntry()
+  return processes.runServer({ entry, execArgv, env: { ...entryEnv, ...NO_SHUTDOWN_DELAY, ...env } })
 }
 
 export function startService (env: Record<string, string>, timeoutMs?: number) {
-  return processes.startService({ ...source, env: { ...loaderEnv, ...NO_SHUTDOWN_DELAY, ...env } }, timeoutMs)
+  const { entry, execArgv, env: entryEnv } = serviceEntry()
+  return processes.startService({ entry, execArgv, env: { ...entryEnv, ...NO_SHUTDOWN_DELAY, ...env } }, timeoutMs)
 }
 
 /**
