@@ -27,14 +27,14 @@ export const FOR: Record<Priority, string> = { P1: '1m', P2: '2m', P3: '5m', P4:
  */
 export const KEEP_FIRING_FOR = '2m'
 export const GROUP_NAME = 'portal-bff'
-export const RULES_FILE = 'monitoring/prometheus/alerts.yml'
-export const RULE_TESTS_FILE = 'monitoring/prometheus/alerts.test.yml'
-export const DASHBOARD_FILE = 'monitoring/grafana/portal-bff.json'
+export const RULES_FILE = 'deploy/monitoring/prometheus/alerts.yml'
+export const RULE_TESTS_FILE = 'deploy/monitoring/prometheus/alerts.test.yml'
+export const DASHBOARD_FILE = 'deploy/monitoring/grafana/portal-bff.json'
 /**
  * Where the runbooks live, relative to the root of this repository: every rule's `runbook_url` is
  * this directory and `<measure>.md`. It is relative on purpose (no host is assumed): an operator
  * resolves it against the site that publishes these docs, in the Alertmanager notification
- * template (see monitoring/alertmanager/alertmanager.yml), or renders the rules with a base of
+ * template (see deploy/monitoring/alertmanager/alertmanager.yml), or renders the rules with a base of
  * their own (`renderAlertRules(base)`). The status page names the same path (public/status.js).
  */
 export const RUNBOOK_DIRECTORY = 'docs/runbooks'
@@ -219,7 +219,7 @@ export function allRules (runbookBase = ''): AlertRule[] {
 }
 
 /**
- * monitoring/prometheus/alerts.yml: a warning and a critical rule per row, then the service's own.
+ * deploy/monitoring/prometheus/alerts.yml: a warning and a critical rule per row, then the service's own.
  * `runbookBase` prefixes every `runbook_url` (the checked-in file has none: the URLs stay relative).
  */
 export function renderAlertRules (runbookBase = ''): string {
@@ -465,7 +465,7 @@ export function serviceRuleCases (): PromtoolCase[] {
   }))
 }
 
-/** monitoring/prometheus/alerts.test.yml */
+/** deploy/monitoring/prometheus/alerts.test.yml */
 export function renderAlertRuleTests (): string {
   return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), vanishedSeriesCase(), ...serviceRuleCases()], 'alerts.yml')}`
 }
@@ -506,14 +506,14 @@ function timeseries (id: number, title: string, description: string, expr: strin
   }
 }
 
-/** monitoring/grafana/portal-bff.json: one panel per row, with its thresholds, and the process. */
+/** deploy/monitoring/grafana/portal-bff.json: one panel per row, with its thresholds, and the process. */
 export function renderDashboard (): string {
   let id = 0
   const panels: unknown[] = [{
     id: ++id,
     type: 'stat',
     title: 'Firing alerts',
-    description: 'Alerts of monitoring/prometheus/alerts.yml firing now, by severity',
+    description: 'Alerts of deploy/monitoring/prometheus/alerts.yml firing now, by severity',
     datasource: DATASOURCE,
     gridPos: { x: 0, y: 0, w: 24, h: 4 },
     fieldConfig: { defaults: { unit: 'short', thresholds: { mode: 'absolute', steps: [{ color: 'green', value: null }, { color: 'red', value: 1 }] } }, overrides: [] },

@@ -6,7 +6,7 @@ import type { Priority } from '../../plugins/app/monitoring/thresholds.js'
  * events stop and orders wait in Pending Review), the events parked for an operator, and the time
  * from an event to its order Active.
  * Each has a runbook, docs/runbooks/<measure>.md, and promtool cases rendered into
- * monitoring/prometheus/alerts.test.yml.
+ * deploy/monitoring/prometheus/alerts.test.yml.
  */
 
 export type Severity = 'warning' | 'critical'

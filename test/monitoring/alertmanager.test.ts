@@ -9,7 +9,7 @@ import { INCIDENT_PRIORITIES, threshold, type MeasureName, type Priority } from 
 import { AlertmanagerServer, type AlertmanagerAlert } from '../helpers/monitoring-servers.js'
 import { findProgram, skipWithout } from '../helpers/packages.js'
 
-const CONFIG = 'monitoring/alertmanager/alertmanager.yml'
+const CONFIG = 'deploy/monitoring/alertmanager/alertmanager.yml'
 
 const amtool = findProgram('amtool')
 

@@ -126,7 +126,7 @@ t.test('promtool: the rules are valid and each fires at its threshold', { skip }
 t.test('promtool: the shipped scrape configuration is valid and authorizes with the operations token file', { skip }, async (t) => {
   const directory = mkdtempSync(join(tmpdir(), 'portal-bff-prometheus-'))
   t.teardown(() => rmSync(directory, { recursive: true, force: true }))
-  for (const file of ['prometheus.yml', 'alerts.yml']) copyFileSync(join(projectRoot, 'monitoring/prometheus', file), join(directory, file))
+  for (const file of ['prometheus.yml', 'alerts.yml']) copyFileSync(join(projectRoot, 'deploy/monitoring/prometheus', file), join(directory, file))
   const config = readFileSync(join(directory, 'prometheus.yml'), 'utf8')
   t.match(config, /authorization:\n\s+type: Bearer\n\s+credentials_file: portal-bff-ops-token/, 'the token is read from a file, never written in the configuration')
   t.not(promtool(['check', 'config', join(directory, 'prometheus.yml')]).code, 0, 'without the token file, the configuration is refused')

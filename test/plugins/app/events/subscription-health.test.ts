@@ -4,7 +4,7 @@ import { buildTestApp, startTestSandbox } from '../../../helpers/app.js'
 import { waitFor } from '../../../helpers/processes.js'
 
 // What /health/queues and /metrics say of the platform-event subscription itself, which the
-// subscription alerts (monitoring/prometheus/alerts.yml) are judged on.
+// subscription alerts (deploy/monitoring/prometheus/alerts.yml) are judged on.
 
 interface EventsReport { health: string, state: string, replaySupported: boolean | null, replayFallbacks: number, holder: { state: string } | null }
 
