@@ -1,13 +1,16 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { CheckResult } from '../lib/health-checks.js'
-import { IntegrationCheck, IntegrationHealthReport } from '../schemas/integrations.js'
+import { EventsCheck, IntegrationCheck, IntegrationHealthReport } from '../schemas/integrations.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 
 const NOT_REGISTERED: CheckResult = { status: 'fail', latencyMs: 0, error: 'upstream_error' }
+// Not a failure (the deployment chose it), yet never `ok`: a disabled subscription receives no event.
+const EVENTS_DISABLED = { status: 'disabled', latencyMs: 0 } as const
 
 const integrationHealthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.addSchema(IntegrationCheck)
+  fastify.addSchema(EventsCheck)
   fastify.addSchema(IntegrationHealthReport)
 
   fastify.get('/auth/health-check', {
@@ -17,7 +20,7 @@ const integrationHealthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['health'],
       security: [],
       summary: 'Integration health: database, billing system, CRM and telecom provider',
-      description: 'Each check is bounded by the health-check timeout; a failing check names a short failure class. A finished run is reused for `INTEGRATION_CHECK_CACHE_MS` (30 s by default): one run costs the CRM one REST call (`limits`), so polling this costs the org at most 2,880 API calls a day per instance, whoever polls.',
+      description: 'Each check is bounded by the health-check timeout; a failing check names a short failure class; the platform-event subscription is `disabled` (which fails nothing) while CRM_EVENTS_ENABLED is not `true`. A finished run is reused for `INTEGRATION_CHECK_CACHE_MS` (30 s by default): one run costs the CRM one REST call (`limits`), so polling this costs the org at most 2,880 API calls a day per instance, whoever polls.',
       response: {
         200: Type.Ref(IntegrationHealthReport, { description: 'every integration answers' }),
         503: Type.Ref(IntegrationHealthReport, { description: 'one or more integrations fail' }),
@@ -31,9 +34,9 @@ const integrationHealthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       billing: results.billing ?? NOT_REGISTERED,
       crm: results.crm ?? NOT_REGISTERED,
       telecom: results.telecom ?? NOT_REGISTERED,
-      ...(results.events !== undefined && { events: results.events })
+      events: results.events ?? (fastify.eventSubscription.enabled ? NOT_REGISTERED : EVENTS_DISABLED)
     }
-    const ok = Object.values(checks).every((check) => check.status === 'ok')
+    const ok = Object.values(checks).every((check) => check.status !== 'fail')
     return reply.code(ok ? 200 : 503).send({
       status: ok ? 'ok' : 'degraded',
       timestamp: new Date().toISOString(),

@@ -11,7 +11,7 @@ const metricsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['metrics'],
       security: [{ opsToken: [] }],
       summary: 'Prometheus metrics: the measures of the monitoring thresholds, and the process',
-      description: 'Prometheus text format 0.0.4. Live values are read at scrape time; the monitoring rules are in monitoring/prometheus/alerts.yml.',
+      description: 'Prometheus text format 0.0.4. Live values are read at scrape time; the monitoring rules are in deploy/monitoring/prometheus/alerts.yml.',
       produces: ['text/plain'],
       response: { 200: Type.String({ description: 'Prometheus text exposition format' }), ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
     }

@@ -29,6 +29,12 @@ export const IntegrationCheck = Type.Object({
   error: Type.Optional(StringEnum(FAILURE_CLASSES, { description: 'short failure class, never raw text' }))
 }, { $id: 'IntegrationCheck', additionalProperties: false })
 
+export const EventsCheck = Type.Object({
+  status: StringEnum(['ok', 'fail', 'disabled'], { description: '`fail` while no instance holds a connected platform-event subscription; `disabled` while CRM_EVENTS_ENABLED is not `true`, which fails nothing but receives no event' }),
+  latencyMs: Type.Integer({ minimum: 0 }),
+  error: Type.Optional(StringEnum(FAILURE_CLASSES, { description: 'short failure class, never raw text' }))
+}, { $id: 'EventsCheck', additionalProperties: false })
+
 export const IntegrationHealthReport = Type.Object({
   status: StringEnum(['ok', 'degraded']),
   timestamp: Type.String({ format: 'date-time' }),
@@ -37,6 +43,6 @@ export const IntegrationHealthReport = Type.Object({
     billing: Type.Ref(IntegrationCheck),
     crm: Type.Ref(IntegrationCheck),
     telecom: Type.Ref(IntegrationCheck),
-    events: Type.Optional(Type.Ref(IntegrationCheck, { description: 'with CRM_EVENTS_ENABLED: fails while no instance holds a connected platform-event subscription' }))
+    events: Type.Ref(EventsCheck, { description: 'the platform-event subscription' })
   }, { additionalProperties: false })
 }, { $id: 'IntegrationHealthReport', title: 'Integration health report', additionalProperties: false })

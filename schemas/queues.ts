@@ -52,8 +52,13 @@ export const JobQueueReport = Type.Union([
 
 const SubscriptionState = StringEnum(['disabled', 'standby', 'connecting', 'connected', 'failed'])
 
+export const SubscriptionHealth = StringEnum(['healthy', 'degraded', 'unhealthy', 'disabled'], {
+  $id: 'SubscriptionHealth',
+  description: 'judged on the lease holder\'s report: `unhealthy` while no instance holds a connected subscription; `degraded` while the CRM did not grant the replay extension; `disabled` while CRM_EVENTS_ENABLED is not `true` (no event is received, so no order is provisioned)'
+})
+
 export const EventsReport = Type.Object({
-  health: Type.Ref(QueueHealth, { description: 'judged on the lease holder\'s report: unhealthy while no instance holds a connected subscription; degraded while the CRM did not grant the replay extension; healthy when the subscription is disabled' }),
+  health: Type.Ref(SubscriptionHealth),
   state: SubscriptionState,
   lastEventAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   replayId: Type.Union([Type.Integer(), Type.Null()], { description: 'last event handed to the job queue' }),
@@ -132,4 +137,4 @@ export const CrmQueueDetail = Type.Object({
   }, { additionalProperties: false })
 }, { $id: 'CrmQueueDetail', title: 'CRM queue details', additionalProperties: false })
 
-export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, JobQueueReport, EventsReport, OrdersReport, QueuesReport, QueueDetail, CrmQueueDetail]
+export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, JobQueueReport, SubscriptionHealth, EventsReport, OrdersReport, QueuesReport, QueueDetail, CrmQueueDetail]

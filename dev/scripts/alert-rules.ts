@@ -1,7 +1,10 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { projectRoot } from '../../lib/project-root.js'
 import { HISTOGRAMS } from '../../plugins/app/monitoring/metrics.js'
 import {
-  INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, ROWS, THRESHOLDS, threshold,
-  type Level, type Matchers, type PrometheusSource, type Priority, type Threshold, type Unit
+  INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, ROWS, THRESHOLDS, pages, threshold,
+  type Level, type Matchers, type MeasureName, type PrometheusSource, type Priority, type Threshold, type Unit
 } from '../../plugins/app/monitoring/thresholds.js'
 import { SERVICE_RULES, SERVICE_RULE_CASES, type ServiceRule } from './service-rules.js'
 
@@ -13,31 +16,43 @@ import { SERVICE_RULES, SERVICE_RULE_CASES, type ServiceRule } from './service-r
 
 export const RATE_WINDOW = '5m'
 /**
- * How long a condition must hold before its alert fires, by priority: the higher the priority, the
- * sooner it pages, each far inside its response time (specification §8). With the shipped scrape
- * and evaluation interval of 15 s, an alert fires at most `for` + 30 s after its condition starts
- * holding in the scraped values: P1 1.5 min, P2 2.5 min, P3 5.5 min, P4 10.5 min. docs/runbooks/README.md says so.
+ * A windowed measure also has to hold over this last stretch (past its warning limit) for its rule to
+ * fire: an outage its 5-minute window still holds, once over, neither pages nor keeps a page open.
  */
-export const FOR: Record<Priority, string> = { P1: '1m', P2: '2m', P3: '5m', P4: '10m' }
+export const RECENT_WINDOW = '1m'
 /**
- * A threshold alert keeps firing this long after its series vanish: when an instance dies its
- * series go stale at once, and the alert would send "resolved" although nothing is fixed.
- * PortalBffInstanceDown fires within it (1 min + a scrape and an evaluation) and silences the
- * instance's other alerts in Alertmanager.
+ * How long a condition must hold before its alert fires, by priority. Every page waits the same
+ * minute, so that the alerts of one incident fire together and reach on-call as one notification;
+ * a ticket waits longer, so that a short blip opens none. With the shipped scrape and evaluation
+ * interval of 15 s, an alert fires at most `for` + 30 s after its condition starts holding in the
+ * scraped values: a page within 1.5 min, a P3 ticket 5.5 min, a P4 ticket 10.5 min.
  */
-export const KEEP_FIRING_FOR = '2m'
+export const FOR: Record<Priority, string> = { P1: '1m', P2: '1m', P3: '5m', P4: '10m' }
+/**
+ * Every page of an instance keeps firing while any page condition of that instance holds (and while
+ * its scrapes fail), so that the alerts of one incident resolve at the same evaluation: one
+ * "resolved" notification, never a symptom left firing alone.
+ */
+export const PAGE_CONDITIONS = 'instance:portal_bff_page_conditions:count'
 export const GROUP_NAME = 'portal-bff'
-export const RULES_FILE = 'monitoring/prometheus/alerts.yml'
-export const RULE_TESTS_FILE = 'monitoring/prometheus/alerts.test.yml'
-export const DASHBOARD_FILE = 'monitoring/grafana/portal-bff.json'
-/**
- * Where the runbooks live, relative to the root of this repository: every rule's `runbook_url` is
- * this directory and `<measure>.md`. It is relative on purpose (no host is assumed): an operator
- * resolves it against the site that publishes these docs, in the Alertmanager notification
- * template (see monitoring/alertmanager/alertmanager.yml), or renders the rules with a base of
- * their own (`renderAlertRules(base)`). The status page names the same path (public/status.js).
- */
+export const RULES_FILE = 'deploy/monitoring/prometheus/alerts.yml'
+export const RULE_TESTS_FILE = 'deploy/monitoring/prometheus/alerts.test.yml'
+export const DASHBOARD_FILE = 'deploy/monitoring/grafana/portal-bff.json'
+/** The runbooks in this repository, one per measure: `<measure>.md`. */
 export const RUNBOOK_DIRECTORY = 'docs/runbooks'
+
+/**
+ * Where the runbooks are published, as an absolute URL ending in `/`: every rule's `runbook_url` is
+ * this and `<measure>.md`. One setting, `config.runbookBaseUrl` of package.json, so that generating
+ * and checking agree: by default the service's own copy (`/status/runbooks/`, behind OPS_TOKEN)
+ * at a placeholder address to replace with the one your operators open.
+ */
+export function runbookBaseUrl (): string {
+  const { config } = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { config?: { runbookBaseUrl?: string } }
+  const base = config?.runbookBaseUrl
+  if (base === undefined || !/^https?:\/\/[^/]+\/(?:.*\/)?$/.test(base)) throw new Error('package.json config.runbookBaseUrl must be an absolute http(s) URL ending in /')
+  return base
+}
 
 const HEADER = [
   '# Generated from plugins/app/monitoring/thresholds.ts and dev/scripts/service-rules.ts by dev/scripts/generate-alert-rules.ts: do not edit by hand.',
@@ -68,26 +83,26 @@ function sampleCount (source: PrometheusSource, extra: readonly string[], withou
 
 /**
  * The PromQL of a row's value, in the row's unit, where the service would judge it: a share or
- * percentile of fewer than the row's `minSamples` has no value, as in /health/alerts. `extra`
- * matchers go into every selector (the dashboard's instance filter).
+ * percentile of fewer than `minSamples` (the row's) has no value, as in /health/alerts. `extra`
+ * matchers go into every selector.
  */
-export function judgedExpr (row: Row, extra: readonly string[] = []): string {
+export function judgedExpr (row: Row, extra: readonly string[] = [], minSamples = row.minSamples): string {
   const source = row.prometheus
-  if (row.minSamples === undefined) return row.shared === true ? `max without (instance) (${valueExpr(source, extra)})` : valueExpr(source, extra)
+  if (minSamples === undefined) return row.shared === true ? `max without (instance) (${valueExpr(source, extra)})` : valueExpr(source, extra)
   if (source.kind === 'quantile' && source.maxOver !== undefined) {
     // Each value of `maxOver` (each upstream) is judged on its own samples before the highest is taken.
     const perValue = `histogram_quantile(0.95, ${sumWithout(source.without, `rate(${selector(`${source.histogram}_bucket`, source.match, extra)}[${RATE_WINDOW}])`)})`
-    return `1000 * max without (${source.maxOver}) (${perValue} and ${sampleCount(source, extra, source.without)} >= ${row.minSamples})`
+    return `1000 * max without (${source.maxOver}) (${perValue} and ${sampleCount(source, extra, source.without)} >= ${minSamples})`
   }
   const without = source.kind === 'ratio' || source.kind === 'quantile' ? source.without : undefined
-  return `(${valueExpr(source, extra)}) and ${sampleCount(source, extra, without)} >= ${row.minSamples}`
+  return `(${valueExpr(source, extra)}) and ${sampleCount(source, extra, without)} >= ${minSamples}`
 }
 
 /**
- * The PromQL of a row's value, in the row's unit. `extra` matchers go into every selector (the
- * dashboard's instance filter).
+ * The PromQL of a row's value, in the row's unit, over `window` for the rates and percentiles.
+ * `extra` matchers go into every selector (the dashboard's instance filter).
  */
-export function valueExpr (source: PrometheusSource, extra: readonly string[] = []): string {
+export function valueExpr (source: PrometheusSource, extra: readonly string[] = [], window = RATE_WINDOW): string {
   switch (source.kind) {
     case 'gauge':
       return sumWithout(source.without, selector(source.metric, source.match, extra))
@@ -97,11 +112,11 @@ export function valueExpr (source: PrometheusSource, extra: readonly string[] = 
       return `100 * ${selector(source.numerator, {}, extra)} / ${selector(source.denominator, {}, extra)}`
     case 'ratio': {
       const part = 'is' in source.part ? `${source.label}=${JSON.stringify(source.part.is)}` : `${source.label}!=${JSON.stringify(source.part.not)}`
-      const rate = (matchers: readonly string[]) => sumWithout(source.without, `rate(${selector(source.metric, {}, matchers)}[${RATE_WINDOW}])`)
+      const rate = (matchers: readonly string[]) => sumWithout(source.without, `rate(${selector(source.metric, {}, matchers)}[${window}])`)
       return `100 * ${rate([part, ...extra])} / ${rate(extra)}`
     }
     case 'quantile': {
-      const buckets = `rate(${selector(`${source.histogram}_bucket`, source.match, extra)}[${RATE_WINDOW}])`
+      const buckets = `rate(${selector(`${source.histogram}_bucket`, source.match, extra)}[${window}])`
       const quantile = `histogram_quantile(0.95, ${sumWithout(source.without, buckets)})`
       return `1000 * ${source.maxOver === undefined ? quantile : `max without (${source.maxOver}) (${quantile})`}`
     }
@@ -119,9 +134,60 @@ function limitExpr (row: Row, level: Exclude<Level, 'ok'>): string {
   return row.shared === true ? `max without (instance) (${exported.metric})` : exported.metric
 }
 
+const operator = (row: Row) => row.comparison === 'above' ? '>' : '<'
+
+/** The samples a rule judges a row on: its minimum, or a cost row's volume (decision 0058). */
+export function ruleMinSamples (row: Row): number | undefined {
+  return row.costVolume === undefined ? row.minSamples : Math.max(row.minSamples ?? 0, row.costVolume)
+}
+
+/**
+ * Whether a row's windowed value still holds over the last RECENT_WINDOW, past its warning limit (one
+ * condition for both levels, so that they end together); undefined for values that are not windowed.
+ */
+export function recentExpr (row: Row): string | undefined {
+  const source = row.prometheus
+  if (row.shared === true) return undefined
+  if (source.kind === 'ratio' || source.kind === 'quantile') return `${valueExpr(source, [], RECENT_WINDOW)} ${operator(row)} ${row.warning}`
+  if (source.kind === 'gauge' && source.recent !== undefined) {
+    const { counter, match, without } = source.recent
+    return `${sumWithout(without, `increase(${selector(counter, match)}[${RECENT_WINDOW}])`)} > 0`
+  }
+  return undefined
+}
+
+/** A row's own condition at a level: past the limit, on enough samples, and still now. */
+export function conditionExpr (row: Row, level: Exclude<Level, 'ok'>): string {
+  const minSamples = ruleMinSamples(row)
+  const judged = judgedExpr(row, [], minSamples)
+  const compared = `${minSamples === undefined ? judged : `(${judged})`} ${operator(row)} ${limitExpr(row, level)}`
+  const recent = recentExpr(row)
+  return recent === undefined ? compared : `(${compared}) and (${recent})`
+}
+
+/** This rule's alert, firing at the previous evaluation, with only the labels of its expression. */
+function firingSelf (row: Row, level: Exclude<Level, 'ok'>): string {
+  const ruleLabelNames = ['alertname', 'alertstate', ...Object.keys(ruleLabels(row, level))]
+  return `max without (${ruleLabelNames.join(', ')}) (ALERTS{alertname="${alertName(row)}",alertstate="firing",severity="${level}"})`
+}
+
+/**
+ * A rule's expression. An instance's alert outlives its own condition while the instance's scrapes
+ * fail (its series vanished with it: PortalBffInstanceDown says it), and a page also while any page
+ * condition of the instance holds: the alerts of one incident end together.
+ */
 export function ruleExpr (row: Row, level: Exclude<Level, 'ok'>): string {
-  const value = judgedExpr(row)
-  return `${row.minSamples === undefined ? value : `(${value})`} ${row.comparison === 'above' ? '>' : '<'} ${limitExpr(row, level)}`
+  const condition = conditionExpr(row, level)
+  if (row.shared === true) return condition
+  const keep = pages(rulePriority(row, level)) ? PAGE_CONDITIONS : 'up == 0'
+  return `(${condition}) or on (job, instance) (${firingSelf(row, level)} and on (job, instance) ${keep})`
+}
+
+/** The recording rule of every page condition of an instance (and its failing scrapes), which the pages of the instance outlive. */
+export function pageConditionsExpr (): string {
+  const conditions = ROWS.filter((row) => row.shared !== true).flatMap((row) =>
+    (['warning', 'critical'] as const).filter((level) => pages(rulePriority(row, level))).map((level) => `(${conditionExpr(row, level)})`))
+  return `count by (job, instance) (${[...conditions, `up{job="${TARGET_LABELS.job}"} == 0`].join(' or ')})`
 }
 
 export function alertName (row: Row): string {
@@ -135,23 +201,18 @@ function amount (value: number, unit: Unit): string {
   return `${value} ${unit}`
 }
 
-/**
- * The incident priority of a rule, the `priority` label Alertmanager routes on: a critical rule has
- * its row's (P1 or P2); a warning is lower: P3 for a P1 row and P4 for a P2 row, so that a
- * warning opens a ticket and only a critical pages.
- */
+/** The `priority` label Alertmanager routes on: P1 and P2 page, P3 and P4 open a ticket. */
 export function rulePriority (row: Row, level: Exclude<Level, 'ok'>): Priority {
-  if (level === 'critical') return row.priority
-  return row.priority === 'P1' ? 'P3' : 'P4'
+  return row.priority[level]
 }
 
-/** A measure's runbook, relative to `base` (by default the root of this repository). */
-export function runbookUrl (measure: string, base = ''): string {
-  return `${base}${RUNBOOK_DIRECTORY}/${measure}.md`
+/** A measure's runbook: the published base and `<measure>.md`. */
+export function runbookUrl (measure: string, base = runbookBaseUrl()): string {
+  return `${base}${measure}.md`
 }
 
 function ruleLabels (row: Row, level: Exclude<Level, 'ok'>): Record<string, string> {
-  return { severity: level, measure: row.measure, priority: rulePriority(row, level) }
+  return { severity: level, measure: row.measure, priority: rulePriority(row, level), ...(row.dependency !== undefined && { dependency: row.dependency }) }
 }
 
 function duration (minutes: number): string {
@@ -167,15 +228,19 @@ function limitText (row: Row, level: Exclude<Level, 'ok'>): string {
   return exported === undefined ? limit : `${exported.setting} (${limit} by default)`
 }
 
-function ruleAnnotations (row: Row, level: Exclude<Level, 'ok'>, runbookBase = ''): Record<string, string> {
+function response (priority: Priority): string {
+  const { respondWithinMinutes, postIncidentReview } = INCIDENT_PRIORITIES[priority]
+  const what = pages(priority) ? 'a page' : 'a ticket'
+  return ` Incident priority ${priority} (${what}): respond within ${duration(respondWithinMinutes)}${postIncidentReview ? `, post-incident review within ${POST_INCIDENT_REVIEW_BUSINESS_DAYS} business days` : ''}.`
+}
+
+function ruleAnnotations (row: Row, level: Exclude<Level, 'ok'>, runbookBase?: string): Record<string, string> {
   const direction = row.comparison === 'above' ? 'above' : 'below'
   const thresholds = `Thresholds (specification §8): warning ${direction} ${limitText(row, 'warning')}, critical ${direction} ${limitText(row, 'critical')}.`
   const priority = rulePriority(row, level)
-  const { respondWithinMinutes, postIncidentReview } = INCIDENT_PRIORITIES[priority]
-  const response = ` Incident priority ${priority}: respond within ${duration(respondWithinMinutes)}${postIncidentReview ? `, post-incident review within ${POST_INCIDENT_REVIEW_BUSINESS_DAYS} business days` : ''}.`
   return {
     summary: `${row.description}: ${direction} ${limitText(row, level)} (${level}, ${priority})`,
-    description: `${thresholds}${'note' in row && row.note !== undefined ? ` Note: ${row.note}.` : ''}${response} Current values of every measure: GET /health/alerts.`,
+    description: `${thresholds}${'note' in row && row.note !== undefined ? ` Note: ${row.note}.` : ''}${response(priority)} Current values of every measure: GET /health/alerts.`,
     runbook_url: runbookUrl(row.measure, runbookBase)
   }
 }
@@ -191,25 +256,23 @@ export interface AlertRule {
   alert: string
   expr: string
   priority: Priority
-  keepFiringFor?: string
   labels: Record<string, string>
   annotations: Record<string, string>
 }
 
 /** The warning and the critical rule of every row of the thresholds table. */
-export function thresholdRules (runbookBase = ''): AlertRule[] {
+export function thresholdRules (runbookBase?: string): AlertRule[] {
   return ROWS.flatMap((row) => (['warning', 'critical'] as const).map((level) => ({
     alert: alertName(row),
     expr: ruleExpr(row, level),
     priority: rulePriority(row, level),
-    keepFiringFor: KEEP_FIRING_FOR,
     labels: ruleLabels(row, level),
     annotations: ruleAnnotations(row, level, runbookBase)
   })))
 }
 
 /** The rules of the service itself (instances, the subscription, provisioning), beside the table's. */
-export function serviceRules (runbookBase = ''): AlertRule[] {
+export function serviceRules (runbookBase?: string): AlertRule[] {
   return SERVICE_RULES.map((rule) => ({
     alert: rule.alert,
     expr: rule.expr,
@@ -219,31 +282,30 @@ export function serviceRules (runbookBase = ''): AlertRule[] {
   }))
 }
 
-export function serviceRuleAnnotations (rule: ServiceRule, runbookBase = ''): Record<string, string> {
-  const { respondWithinMinutes, postIncidentReview } = INCIDENT_PRIORITIES[rule.priority]
+export function serviceRuleAnnotations (rule: ServiceRule, runbookBase?: string): Record<string, string> {
   return {
     summary: `${rule.summary} (${rule.severity}, ${rule.priority})`,
-    description: `${rule.description} Incident priority ${rule.priority}: respond within ${duration(respondWithinMinutes)}${postIncidentReview ? `, post-incident review within ${POST_INCIDENT_REVIEW_BUSINESS_DAYS} business days` : ''}.`,
+    description: `${rule.description}${response(rule.priority)}`,
     runbook_url: runbookUrl(rule.measure, runbookBase)
   }
 }
 
-export function allRules (runbookBase = ''): AlertRule[] {
+export function allRules (runbookBase?: string): AlertRule[] {
   return [...thresholdRules(runbookBase), ...serviceRules(runbookBase)]
 }
 
 /**
- * monitoring/prometheus/alerts.yml: a warning and a critical rule per row, then the service's own.
- * `runbookBase` prefixes every `runbook_url` (the checked-in file has none: the URLs stay relative).
+ * deploy/monitoring/prometheus/alerts.yml: the page conditions of each instance, then a warning and a
+ * critical rule per row, then the service's own. `runbookBase` (by default package.json's
+ * config.runbookBaseUrl) starts every `runbook_url`.
  */
-export function renderAlertRules (runbookBase = ''): string {
-  const lines = [...HEADER, 'groups:', `  - name: ${GROUP_NAME}`, '    rules:']
+export function renderAlertRules (runbookBase?: string): string {
+  const lines = [...HEADER, 'groups:', `  - name: ${GROUP_NAME}`, '    rules:', `      - record: ${PAGE_CONDITIONS}`, `        expr: ${q(pageConditionsExpr())}`]
   for (const rule of allRules(runbookBase)) {
     lines.push(
       `      - alert: ${rule.alert}`,
       `        expr: ${q(rule.expr)}`,
       `        for: ${FOR[rule.priority]}`,
-      ...(rule.keepFiringFor === undefined ? [] : [`        keep_firing_for: ${rule.keepFiringFor}`]),
       '        labels:',
       ...yamlMap('          ', rule.labels),
       '        annotations:',
@@ -260,8 +322,11 @@ export const TARGET_LABELS = { job: 'portal-bff', instance: 'portal-bff:3000' } 
 
 export interface InputSeries { series: string, values: string }
 
+/** Series are sampled every 30 s, so that a one-minute window (RECENT_WINDOW) holds two samples. */
+export const SAMPLE_INTERVAL = '30s'
+const STEPS_PER_MINUTE = 2
 /** Long enough for the slowest `for` (P4, 10 min) to fire after a rate has two samples. */
-export const SERIES_LENGTH = 20
+export const SERIES_MINUTES = 20
 const EVAL_TIME = '15m'
 
 function seriesName (metric: string, labels: Record<string, string>): string {
@@ -269,8 +334,10 @@ function seriesName (metric: string, labels: Record<string, string>): string {
   return `${metric}{${Object.entries(all).map(([label, value]) => `${label}=${JSON.stringify(value)}`).join(',')}}`
 }
 
-const constant = (value: number) => `${value}+0x${SERIES_LENGTH}`
-const increasing = (perMinute: number) => `0+${perMinute}x${SERIES_LENGTH}`
+/** A promtool series of a value that does not change, sampled every SAMPLE_INTERVAL. */
+export const constant = (value: number) => `${value}+0x${SERIES_MINUTES * STEPS_PER_MINUTE}`
+/** A promtool series of a counter growing by `perMinute` a minute, sampled every SAMPLE_INTERVAL. */
+export const increasing = (perMinute: number) => `0+${perMinute / STEPS_PER_MINUTE}x${SERIES_MINUTES * STEPS_PER_MINUTE}`
 
 function firstValues (match: Matchers = {}): Record<string, string> {
   return Object.fromEntries(Object.entries(match).map(([label, value]) => [label, typeof value === 'string' ? value : value[0] ?? '']))
@@ -297,7 +364,11 @@ export function seriesAt (row: Row, limit: number, past: boolean): InputSeries[]
   const above = row.comparison === 'above'
   switch (source.kind) {
     case 'gauge':
-      return [{ series: seriesName(source.metric, firstValues(source.match)), values: constant(past ? (above ? limit + 1 : limit - 1) : limit) }]
+      return [
+        { series: seriesName(source.metric, firstValues(source.match)), values: constant(past ? (above ? limit + 1 : limit - 1) : limit) },
+        // What it counts still happens now, on either side of the limit: the gauge decides.
+        ...(source.recent === undefined ? [] : [{ series: seriesName(source.recent.counter, firstValues(source.recent.match)), values: increasing(1) }])
+      ]
     case 'failing': {
       const failing = past ? limit + 1 : limit
       return ['database', 'cache'].map((check, index) => ({ series: seriesName(source.metric, { check }), values: constant(index < failing ? 0 : 1) }))
@@ -375,23 +446,24 @@ export interface RuleTest {
   row: Row
 }
 
-/** A test of any rule: the alerts expected at each evaluation time. */
+/** A test of any rule: the alerts of each alert name expected at each evaluation time. */
 export interface PromtoolCase {
   name: string
   series: InputSeries[]
-  alertname: string
-  checks: Array<{ evalTime: string, alerts: ExpectedAlert[] }>
+  /** The spacing of the series' samples: SAMPLE_INTERVAL unless given. */
+  interval?: string
+  checks: Array<{ evalTime: string, alertname: string, alerts: ExpectedAlert[] }>
 }
 
-function renderCase ({ name, series, alertname, checks }: PromtoolCase): string[] {
+function renderCase ({ name, series, interval = SAMPLE_INTERVAL, checks }: PromtoolCase): string[] {
   const lines = [
     `  - name: ${q(name)}`,
-    '    interval: 1m',
+    `    interval: ${interval}`,
     '    input_series:',
     ...series.flatMap(({ series, values }) => [`      - series: ${q(series)}`, `        values: ${q(values)}`]),
     '    alert_rule_test:'
   ]
-  for (const { evalTime, alerts } of checks) {
+  for (const { evalTime, alertname, alerts } of checks) {
     lines.push(`      - eval_time: ${evalTime}`, `        alertname: ${alertname}`)
     if (alerts.length === 0) {
       lines.push('        exp_alerts: []')
@@ -406,7 +478,7 @@ function renderCase ({ name, series, alertname, checks }: PromtoolCase): string[
 }
 
 function thresholdCase ({ name, series, alertname, level, row }: RuleTest, targetLabels?: Record<string, string>): PromtoolCase {
-  return { name, series, alertname, checks: [{ evalTime: EVAL_TIME, alerts: expectedAlerts(row, level, targetLabels) }] }
+  return { name, series, checks: [{ evalTime: EVAL_TIME, alertname, alerts: expectedAlerts(row, level, targetLabels) }] }
 }
 
 /** A promtool test file of the given tests against the rules file at `rulesPath`. */
@@ -419,23 +491,78 @@ export function renderRuleTests (tests: Array<RuleTest | PromtoolCase>, rulesPat
   ].join('\n')}\n`
 }
 
-/**
- * A threshold alert past its critical limit whose series go stale (its instance died): it keeps
- * firing for KEEP_FIRING_FOR, then resolves.
- */
-export function vanishedSeriesCase (): PromtoolCase {
-  const row = threshold('billing_failed_requests')
-  const past = seriesAt(row, row.critical, true).map(({ series, values }) => ({ series, values: `${values.split('+')[0] ?? '0'}+0x10 stale` }))
-  const keep = Number.parseInt(KEEP_FIRING_FOR, 10)
-  return {
-    name: `${row.measure}: the instance dies past the critical threshold: its alerts keep firing ${KEEP_FIRING_FOR}, then resolve`,
-    series: past,
-    alertname: alertName(row),
-    checks: [
-      { evalTime: `${11 + keep - 1}m`, alerts: expectedAlerts(row, 'critical') },
-      { evalTime: `${11 + keep + 1}m`, alerts: [] }
-    ]
-  }
+/** Values of a series by stretches of whole minutes, sampled every SAMPLE_INTERVAL: `[[value, minutes], ...]`, `stale` to end it. */
+function stretches (...parts: Array<[number, number] | 'stale'>): string {
+  return parts.map((part) => part === 'stale' ? 'stale' : `${part[0]}+0x${part[1] * STEPS_PER_MINUTE - 1}`).join(' ')
+}
+
+/** A counter growing by `perMinute` for `minutes`, then flat until the series ends. */
+function countsFor (perMinute: number, minutes: number): string {
+  const steps = minutes * STEPS_PER_MINUTE
+  return `0+${perMinute / STEPS_PER_MINUTE}x${steps} ${perMinute * minutes}+0x${SERIES_MINUTES * STEPS_PER_MINUTE - steps}`
+}
+
+const HTTP_5XX = 'portal_bff_http_request_duration_seconds_count'
+const BILLING_FAILED = 'portal_bff_queue_recent_failed_requests'
+const BILLING_FAILURES = 'portal_bff_queue_requests_failed_total'
+const httpCount = (statusClass: string, values: string): InputSeries => ({ series: seriesName(HTTP_5XX, { status_class: statusClass, method: 'GET', route: '/api/invoices' }), values })
+
+const criticalOnly = (row: Row) => expectedAlerts(row, 'critical').filter(({ exp_labels: labels }) => labels.severity === 'critical')
+
+/** How the rules behave over time: what an incident's end does, and what fires not at all. */
+export function incidentCases (): PromtoolCase[] {
+  const fiveHundreds = threshold('http_5xx_rate')
+  const billing = threshold('billing_failed_requests')
+  const hitRate = threshold('cache_hit_rate')
+  const source = hitRate.prometheus
+  if (source.kind !== 'ratio') throw new Error('cache_hit_rate is a ratio')
+  return [
+    {
+      name: 'http_5xx_rate: an outage over at 8 minutes: it fired during it, and pages no more although its 5-minute window still holds it',
+      series: [httpCount('5xx', countsFor(100, 8)), httpCount('2xx', increasing(100))],
+      checks: [
+        { evalTime: '7m', alertname: alertName(fiveHundreds), alerts: expectedAlerts(fiveHundreds, 'critical') },
+        { evalTime: '10m', alertname: alertName(fiveHundreds), alerts: [] }
+      ]
+    },
+    {
+      name: 'billing fails until 8 minutes, its 5xx until 10: the billing page outlives its own end with the 5xx page, and both resolve at once',
+      series: [
+        { series: seriesName(BILLING_FAILED, { queue: 'billing' }), values: constant(25) },
+        { series: seriesName(BILLING_FAILURES, { queue: 'billing' }), values: countsFor(5, 8) },
+        httpCount('5xx', countsFor(10, 10)),
+        httpCount('2xx', increasing(100))
+      ],
+      checks: [
+        // The warning, a ticket, waits 10 minutes: it never fires here.
+        { evalTime: '7m', alertname: alertName(billing), alerts: criticalOnly(billing) },
+        { evalTime: '9m', alertname: alertName(billing), alerts: criticalOnly(billing) },
+        { evalTime: '9m', alertname: alertName(fiveHundreds), alerts: expectedAlerts(fiveHundreds, 'critical') },
+        { evalTime: '11m', alertname: alertName(billing), alerts: [] },
+        { evalTime: '11m', alertname: alertName(fiveHundreds), alerts: [] }
+      ]
+    },
+    {
+      name: 'billing_failed_requests: the instance dies past the critical threshold: its page keeps firing while its scrapes fail, and ends when it answers again',
+      series: [
+        { series: seriesName(BILLING_FAILED, { queue: 'billing' }), values: stretches([25, 5], 'stale') },
+        { series: seriesName(BILLING_FAILURES, { queue: 'billing' }), values: `${countsFor(5, 5).split(' ')[0] ?? ''} stale` },
+        { series: seriesName('up', {}), values: stretches([1, 5], [0, 7], [1, 4]) }
+      ],
+      checks: [
+        { evalTime: '11m', alertname: alertName(billing), alerts: criticalOnly(billing) },
+        { evalTime: '13m', alertname: alertName(billing), alerts: [] }
+      ]
+    },
+    {
+      name: `cache_hit_rate: half the reads hit, of 40 a minute (a quiet portal): judged in /health/alerts, too little to cost anything: no ticket (at least ${hitRate.costVolume ?? 0} reads in 5 minutes)`,
+      series: [
+        { series: seriesName(source.metric, { [source.label]: source.example.part }), values: increasing(20) },
+        { series: seriesName(source.metric, { [source.label]: source.example.rest }), values: increasing(20) }
+      ],
+      checks: [{ evalTime: EVAL_TIME, alertname: alertName(hitRate), alerts: [] }]
+    }
+  ]
 }
 
 /** The gauges of the limits a row's rules compare with when settings move them (none otherwise). */
@@ -492,9 +619,11 @@ export function serviceRuleCases (): PromtoolCase[] {
         series: `${metric}{${Object.entries({ ...TARGET_LABELS, ...labels }).map(([label, value]) => `${label}=${JSON.stringify(value)}`).join(',')}}`,
         values
       })),
-      alertname,
+      // The cases write their series a sample a minute.
+      interval: '1m',
       checks: [{
         evalTime: EVAL_TIME,
+        alertname,
         alerts: rules.filter((rule) => ruleCase.fires.includes(rule.severity)).map((rule) => ({
           exp_labels: { severity: rule.severity, measure: rule.measure, priority: rule.priority, ...(ruleCase.alertLabels ?? TARGET_LABELS) },
           exp_annotations: serviceRuleAnnotations(rule)
@@ -504,9 +633,9 @@ export function serviceRuleCases (): PromtoolCase[] {
   }))
 }
 
-/** monitoring/prometheus/alerts.test.yml */
+/** deploy/monitoring/prometheus/alerts.test.yml */
 export function renderAlertRuleTests (): string {
-  return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), ...movedLimitTests(), vanishedSeriesCase(), ...serviceRuleCases()], 'alerts.yml')}`
+  return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), ...movedLimitTests(), ...incidentCases(), ...serviceRuleCases()], 'alerts.yml')}`
 }
 
 // --- Grafana
@@ -545,32 +674,59 @@ function timeseries (id: number, title: string, description: string, expr: strin
   }
 }
 
-/** monitoring/grafana/portal-bff.json: one panel per row, with its thresholds, and the process. */
+/**
+ * Rows whose samples are few at a realistic volume (a telecom call per order): their panel shows
+ * the percentile over an hour, or it would be empty most of the time.
+ */
+export const DASHBOARD_WINDOWS: Partial<Record<MeasureName, string>> = { telecom_response_time: '1h' }
+
+/** The PromQL of a row's panel: its value (without the rules' minimum of samples), on the chosen instances. */
+export function panelExpr (row: Row): string {
+  return valueExpr(row.prometheus, [INSTANCE], DASHBOARD_WINDOWS[row.measure as MeasureName] ?? RATE_WINDOW)
+}
+
+/** Every alert of these rules firing now, of any instance or of none (the job's own, NoInstanceUp). */
+export const FIRING_ALERTS_EXPR = 'ALERTS{alertstate="firing",alertname=~"PortalBff.*"}'
+
+/** The panels beside the rows': what the subscription, orders and provisioning do. */
+export const SERVICE_PANELS = [
+  { title: 'Platform-event subscription: holder state', description: 'The lease holder\'s state as each instance sees it (disabled, none, connecting, connected, failed, stale, unknown)', expr: `portal_bff_event_subscription_holder_state{${INSTANCE}} == 1`, unit: 'short', legend: '{{instance}}: {{state}}' },
+  { title: 'Platform-event subscription: age of the holder state', description: 'Seconds since the holder state was last confirmed: stale past two renewals, unknown past a takeover', expr: `portal_bff_event_subscription_holder_state_age_seconds{${INSTANCE}}`, unit: 's', legend: '{{instance}}' },
+  { title: 'Platform events received', description: 'Events handed to the job queue, per 5 minutes', expr: `increase(portal_bff_event_subscriber_events_received_total{${INSTANCE}}[${RATE_WINDOW}])`, unit: 'short', legend: '{{instance}}' },
+  { title: 'Orders awaiting approval in the CRM', description: 'Portal orders whose CRM order is still in Pending Review: waiting on a person, never alerted on', expr: `max without (instance) (portal_bff_orders_awaiting_approval{${INSTANCE}})`, unit: 'short', legend: 'awaiting approval' },
+  { title: 'Orders reconciled', description: 'Orders the reconciliation with the CRM provisioned or cancelled, per hour', expr: `sum without (instance) (increase(portal_bff_orders_reconciled_total{${INSTANCE}}[1h]))`, unit: 'short', legend: 'reconciled' },
+  { title: 'Provisioning lag, 95th percentile over an hour', description: 'From a platform event handed off to its order Active. The page: above 900 s over 15 minutes', expr: `histogram_quantile(0.95, sum without (instance) (rate(portal_bff_order_provisioning_lag_seconds_bucket{${INSTANCE}}[1h])))`, unit: 's', legend: 'p95' },
+  { title: 'Request queues: requests in flight', description: 'Billing and CRM request queues', expr: `portal_bff_queue_pending_requests{${INSTANCE}}`, unit: 'short', legend: '{{instance}} {{queue}}' },
+  { title: 'Process CPU', description: 'CPU seconds per second', expr: `rate(process_cpu_seconds_total{${INSTANCE}}[${RATE_WINDOW}])`, unit: 'percentunit', legend: '{{instance}}' },
+  { title: 'Process resident memory', description: 'Resident set size', expr: `process_resident_memory_bytes{${INSTANCE}}`, unit: 'bytes', legend: '{{instance}}' }
+] as const
+
+/** deploy/monitoring/grafana/portal-bff.json: every firing alert, one panel per row with its thresholds, the service's panels. */
 export function renderDashboard (): string {
   let id = 0
   const panels: unknown[] = [{
     id: ++id,
-    type: 'stat',
+    type: 'table',
     title: 'Firing alerts',
-    description: 'Alerts of monitoring/prometheus/alerts.yml firing now, by severity',
+    description: 'Every alert of deploy/monitoring/prometheus/alerts.yml firing now, whatever the instance filter: the job\'s own alerts have no instance',
     datasource: DATASOURCE,
-    gridPos: { x: 0, y: 0, w: 24, h: 4 },
-    fieldConfig: { defaults: { unit: 'short', thresholds: { mode: 'absolute', steps: [{ color: 'green', value: null }, { color: 'red', value: 1 }] } }, overrides: [] },
-    options: { reduceOptions: { calcs: ['lastNotNull'] }, colorMode: 'background', textMode: 'value_and_name' },
-    targets: [{ refId: 'A', datasource: DATASOURCE, expr: `count by (severity) (ALERTS{alertstate="firing",alertname=~"PortalBff.*",${INSTANCE}})`, legendFormat: '{{severity}}' }]
+    gridPos: { x: 0, y: 0, w: 24, h: 6 },
+    fieldConfig: { defaults: {}, overrides: [] },
+    options: { showHeader: true },
+    transformations: [{ id: 'organize', options: { excludeByName: { Time: true, Value: true, __name__: true, alertstate: true } } }],
+    targets: [{ refId: 'A', datasource: DATASOURCE, expr: FIRING_ALERTS_EXPR, instant: true, format: 'table' }]
   }]
   THRESHOLDS.forEach((row, index) => {
-    const gridPos = { x: (index % 3) * 8, y: 4 + Math.floor(index / 3) * 8, w: 8, h: 8 }
+    const gridPos = { x: (index % 3) * 8, y: 6 + Math.floor(index / 3) * 8, w: 8, h: 8 }
     const direction = row.comparison === 'above' ? '>' : '<'
-    const description = `${row.description}. Warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)} (specification §8).`
-    panels.push(timeseries(++id, row.description, description, judgedExpr(row, [INSTANCE]), GRAFANA_UNITS[row.unit], gridPos, thresholdSteps(row)))
+    const window = DASHBOARD_WINDOWS[row.measure as MeasureName]
+    const description = `${row.description}${window === undefined ? '' : ` (shown over ${window}: few samples)`}. Warning ${direction} ${amount(row.warning, row.unit)}, critical ${direction} ${amount(row.critical, row.unit)} (specification §8).`
+    panels.push(timeseries(++id, row.description, description, panelExpr(row), GRAFANA_UNITS[row.unit], gridPos, thresholdSteps(row)))
   })
-  const y = 4 + Math.ceil(THRESHOLDS.length / 3) * 8
-  panels.push(
-    timeseries(++id, 'Request queues: requests in flight', 'Billing and CRM request queues', `portal_bff_queue_pending_requests{${INSTANCE}}`, 'short', { x: 0, y, w: 8, h: 8 }, undefined, '{{instance}} {{queue}}'),
-    timeseries(++id, 'Process CPU', 'CPU seconds per second', `rate(process_cpu_seconds_total{${INSTANCE}}[${RATE_WINDOW}])`, 'percentunit', { x: 8, y, w: 8, h: 8 }),
-    timeseries(++id, 'Process resident memory', 'Resident set size', `process_resident_memory_bytes{${INSTANCE}}`, 'bytes', { x: 16, y, w: 8, h: 8 })
-  )
+  const y = 6 + Math.ceil(THRESHOLDS.length / 3) * 8
+  SERVICE_PANELS.forEach(({ title, description, expr, unit, legend }, index) => {
+    panels.push(timeseries(++id, title, description, expr, unit, { x: (index % 3) * 8, y: y + Math.floor(index / 3) * 8, w: 8, h: 8 }, undefined, legend))
+  })
   const dashboard = {
     __comment: 'Generated from plugins/app/monitoring/thresholds.ts by dev/scripts/generate-alert-rules.ts: do not edit by hand.',
     uid: 'portal-bff',

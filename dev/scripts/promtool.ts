@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
-import { RULES_FILE, SERIES_LENGTH, alertName, renderRuleTests, type InputSeries } from './alert-rules.js'
+import { RULES_FILE, alertName, constant, increasing, renderRuleTests, type InputSeries } from './alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { threshold, type Level, type MeasureName } from '../../plugins/app/monitoring/thresholds.js'
 
@@ -23,7 +23,8 @@ export interface PromtoolResult { code: number | null, output: string }
 export function promtool (args: string[], options: { cwd?: string, input?: string } = {}): PromtoolResult {
   const executable = findPromtool()
   if (executable === undefined) throw new Error('promtool is not installed (Debian package prometheus)')
-  const result = spawnSync(executable, args, { cwd: options.cwd ?? projectRoot, input: options.input, encoding: 'utf8', timeout: 60_000 })
+  // The whole rules test file takes 20 s of CPU: on a busy machine, over a minute.
+  const result = spawnSync(executable, args, { cwd: options.cwd ?? projectRoot, input: options.input, encoding: 'utf8', timeout: 170_000 })
   return { code: result.status, output: `${result.stdout}${result.stderr}` }
 }
 
@@ -85,9 +86,10 @@ export function typeOf (exposition: Exposition, name: string): string | undefine
  * A scrape of /metrics as promtool input series, as if the service had kept going at the same pace:
  * a gauge keeps its value; a counter grows by a fifth of its value every minute, so that 5 minutes
  * hold as many samples as the scrape counts (what a minimum of samples is judged on), and every
- * rate, ratio and histogram percentile over them equals the one of the scrape.
+ * rate, ratio and histogram percentile over them equals the one of the scrape. `volume` multiplies
+ * the counters: the same shares and percentiles, of that many times the samples.
  */
-export function scrapedSeries (exposition: Exposition, prefix = 'portal_bff_'): InputSeries[] {
+export function scrapedSeries (exposition: Exposition, prefix = 'portal_bff_', volume = 1): InputSeries[] {
   const series: InputSeries[] = []
   for (const { name, labels, value } of exposition.samples) {
     if (!name.startsWith(prefix) || name.endsWith('_sum') || !Number.isFinite(value) || /e/i.test(String(value))) continue
@@ -95,21 +97,21 @@ export function scrapedSeries (exposition: Exposition, prefix = 'portal_bff_'): 
     const all = { ...labels, job: 'portal-bff', instance: 'portal-bff:3000' }
     series.push({
       series: `${name}{${Object.entries(all).map(([label, labelValue]) => `${label}=${JSON.stringify(labelValue)}`).join(',')}}`,
-      values: cumulative ? `0+${value / 5}x${SERIES_LENGTH}` : `${value}+0x${SERIES_LENGTH}`
+      values: cumulative ? increasing(volume * value / 5) : constant(value)
     })
   }
   return series
 }
 
 /**
- * Whether the shipped rules, fed a scrape of /metrics, fire exactly the alerts of `level` for the
- * measure (none, the warning, or the warning and the critical).
+ * Whether the shipped rules, fed a scrape of /metrics (at `volume` times its counts), fire exactly the
+ * alerts of `level` for the measure (none, the warning, or the warning and the critical).
  */
-export function promtoolAgrees (metricsText: string, measure: MeasureName, level: Level): PromtoolResult & { agrees: boolean } {
+export function promtoolAgrees (metricsText: string, measure: MeasureName, level: Level, volume = 1): PromtoolResult & { agrees: boolean } {
   const row = threshold(measure)
   const directory = mkdtempSync(join(tmpdir(), 'portal-bff-promtool-'))
   try {
-    const tests = renderRuleTests([{ name: `${measure} at ${level}, from a scrape`, series: scrapedSeries(parseExposition(metricsText)), alertname: alertName(row), level, row }], join(projectRoot, RULES_FILE))
+    const tests = renderRuleTests([{ name: `${measure} at ${level}, from a scrape`, series: scrapedSeries(parseExposition(metricsText), 'portal_bff_', volume), alertname: alertName(row), level, row }], join(projectRoot, RULES_FILE))
     writeFileSync(join(directory, 'scrape.test.yml'), tests)
     const result = promtool(['test', 'rules', 'scrape.test.yml'], { cwd: directory })
     return { ...result, agrees: result.code === 0 }
@@ -127,14 +129,22 @@ export interface LevelCheck {
   promtool: (PromtoolResult & { agrees: boolean }) | undefined
 }
 
+/** What the rules are expected to fire, when it is not the level of /health/alerts. */
+export interface RuleExpectation {
+  /** The alerts the rules fire (a cost row below its volume fires none). */
+  level?: Level
+  /** The scrape's counts fed to promtool this many times over. */
+  volume?: number
+}
+
 /**
  * The level of a measure as /health/alerts judges it, and whether the Prometheus rules, fed the
- * service's /metrics at that moment, fire the alerts of `expected`.
+ * service's /metrics at that moment, fire the alerts of `expected` (or of `rules.level`).
  */
-export async function checkLevel (inject: (url: string) => Promise<{ body: string }>, measure: MeasureName, expected: Level): Promise<LevelCheck> {
+export async function checkLevel (inject: (url: string) => Promise<{ body: string }>, measure: MeasureName, expected: Level, rules: RuleExpectation = {}): Promise<LevelCheck> {
   const report = JSON.parse((await inject('/health/alerts')).body) as { alerts: AlertRow[] }
   const alert = report.alerts.find((row) => row.measure === measure)
   if (alert === undefined) throw new Error(`/health/alerts has no ${measure} row`)
   const metrics = (await inject('/metrics')).body
-  return { alert, promtool: findPromtool() === undefined ? undefined : promtoolAgrees(metrics, measure, expected) }
+  return { alert, promtool: findPromtool() === undefined ? undefined : promtoolAgrees(metrics, measure, rules.level ?? expected, rules.volume) }
 }

@@ -6,7 +6,7 @@ import type { Priority } from '../../plugins/app/monitoring/thresholds.js'
  * events stop and orders wait in Pending Review), the events parked for an operator, and the time
  * from an event to its order Active.
  * Each has a runbook, docs/runbooks/<measure>.md, and promtool cases rendered into
- * monitoring/prometheus/alerts.test.yml.
+ * deploy/monitoring/prometheus/alerts.test.yml.
  */
 
 export type Severity = 'warning' | 'critical'
@@ -42,6 +42,17 @@ const LAG_BUCKETS = ['0.5', '1', '2.5', '5', '10', '30', '60', '120', '300', '60
 
 const lagP95 = `histogram_quantile(0.95, rate(${LAG}_bucket{${JOB}}[${LAG_WINDOW}]))`
 
+/** The instances whose subscription is enabled: a disabled one has no holder to judge. */
+function enabledOnly (selector: string): string {
+  return `(${selector} unless on (job, instance) ${HOLDER}{${JOB},state="disabled"} == 1)`
+}
+
+/**
+ * Every instance runs with CRM_EVENTS_ENABLED off: nothing receives the platform events. A hook for
+ * the rules judged on orders (an approved order waiting matters more when nobody is subscribed).
+ */
+export const EVENTS_DISABLED = `min by (job) (${HOLDER}{${JOB},state="disabled"}) == 1`
+
 export const SERVICE_RULES: readonly ServiceRule[] = [
   {
     alert: 'PortalBffInstanceDown',
@@ -66,18 +77,18 @@ export const SERVICE_RULES: readonly ServiceRule[] = [
     measure: 'event_subscription_no_holder',
     severity: 'critical',
     priority: 'P2',
-    expr: `min by (job) (${HOLDER}{${JOB},state="none"}) == 1`,
+    expr: `min by (job) (${enabledOnly(`${HOLDER}{${JOB},state="none"}`)}) == 1`,
     summary: 'No instance holds the platform-event subscription',
-    description: 'Every instance sees the subscription lease free for longer than a takeover takes (CRM_EVENTS_LEASE_TTL_MS and a renewal period): nobody is subscribed, and new orders wait in Pending Review.'
+    description: 'Every instance with CRM_EVENTS_ENABLED sees the subscription lease free for longer than a takeover takes (CRM_EVENTS_LEASE_TTL_MS and a renewal period): nobody is subscribed, and new orders wait in Pending Review.'
   },
   {
     alert: 'PortalBffEventSubscriptionNotConnected',
     measure: 'event_subscription_not_connected',
     severity: 'critical',
     priority: 'P2',
-    expr: `max by (job) (${HOLDER}{${JOB},state="connected"}) == 0 unless on (job) min by (job) (${HOLDER}{${JOB},state="none"}) == 1`,
-    summary: 'The platform-event subscription is held but not connected',
-    description: 'An instance holds the subscription lease but its stream is connecting or failing (the CRM refuses the handshake, its token, or is unreachable): no event arrives, and new orders wait in Pending Review.'
+    expr: `(max by (job) (${enabledOnly(`${HOLDER}{${JOB},state="connected"}`)}) == 0 unless on (job) min by (job) (${enabledOnly(`${HOLDER}{${JOB},state="none"}`)}) == 1) or absent(${HOLDER}{${JOB}})`,
+    summary: 'The platform-event subscription is not known to be connected',
+    description: 'An instance holds the subscription lease but its stream is connecting or failing (the CRM refuses the handshake, its token, or is unreachable), or its state is stale or unknown (the holder stopped reporting, or Redis cannot be read), or no instance exports it: no event is known to arrive, and new orders wait in Pending Review.'
   },
   {
     alert: 'PortalBffEventReplayFellBack',
@@ -159,12 +170,23 @@ export const SERVICE_RULE_CASES: Readonly<Record<string, readonly ServiceRuleCas
   ],
   PortalBffEventSubscriptionNoHolder: [
     { name: 'every instance sees no holder: it fires', series: [holder('none', 1), holder('none', 1, secondInstance)], fires: ['critical'], alertLabels: { job: 'portal-bff' } },
-    { name: 'one instance already sees the new holder: nothing fires', series: [holder('none', 1), holder('none', 0, secondInstance)], fires: [] }
+    { name: 'one instance already sees the new holder: nothing fires', series: [holder('none', 1), holder('none', 0, secondInstance)], fires: [] },
+    {
+      name: 'the enabled instance sees no holder, the other has events disabled: it fires',
+      series: [holder('none', 1), holder('disabled', 0), holder('none', 0, secondInstance), holder('disabled', 1, secondInstance)],
+      fires: ['critical'],
+      alertLabels: { job: 'portal-bff' }
+    },
+    { name: 'events disabled everywhere: no holder to judge, nothing fires', series: [holder('none', 0), holder('disabled', 1), holder('none', 0, secondInstance), holder('disabled', 1, secondInstance)], fires: [] }
   ],
   PortalBffEventSubscriptionNotConnected: [
     { name: 'the holder is failing: it fires', series: [holder('none', 0), holder('connected', 0), holder('failed', 1)], fires: ['critical'], alertLabels: { job: 'portal-bff' } },
     { name: 'the holder is connected: nothing fires', series: [holder('none', 0), holder('connected', 1)], fires: [] },
-    { name: 'no holder at all: the no-holder alert says it, not this one', series: [holder('none', 1), holder('connected', 0)], fires: [] }
+    { name: 'no holder at all: the no-holder alert says it, not this one', series: [holder('none', 1), holder('connected', 0)], fires: [] },
+    { name: 'the holder stopped reporting (stale): it fires', series: [holder('none', 0), holder('connected', 0), holder('stale', 1)], fires: ['critical'], alertLabels: { job: 'portal-bff' } },
+    { name: 'no instance exports the holder state: it fires', series: [{ metric: 'up', values: constant(1) }], fires: ['critical'], alertLabels: { job: 'portal-bff' } },
+    { name: 'events disabled everywhere: nothing fires', series: [holder('none', 0), holder('connected', 0), holder('disabled', 1)], fires: [] },
+    { name: 'the enabled instance sees it connected, the other has events disabled: nothing fires', series: [holder('connected', 1), holder('disabled', 0), holder('connected', 0, secondInstance), holder('disabled', 1, secondInstance)], fires: [] }
   ],
   PortalBffEventReplayFellBack: [
     { name: 'the subscription fell back once: it fires', series: [{ metric: 'portal_bff_event_subscriber_replay_fallbacks_total', values: '0+0x5 1+0x14' }], fires: ['warning'] },

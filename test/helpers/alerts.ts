@@ -1,17 +1,17 @@
 import type { Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { checkLevel } from '../../dev/scripts/promtool.js'
+import { checkLevel, type RuleExpectation } from '../../dev/scripts/promtool.js'
 import type { Level, MeasureName } from '../../plugins/app/monitoring/thresholds.js'
 
 /**
  * A measure's level, read from /health/alerts and from the shipped Prometheus rules fed the
- * service's /metrics: both must say `level`.
+ * service's /metrics: both must say `level` (the rules `rules.level` when given).
  */
-export async function expectLevel (t: Test, app: FastifyInstance, measure: MeasureName, level: Level, why: string) {
-  const { alert, promtool } = await checkLevel((url) => app.inject(url), measure, level)
+export async function expectLevel (t: Test, app: FastifyInstance, measure: MeasureName, level: Level, why: string, rules: RuleExpectation = {}) {
+  const { alert, promtool } = await checkLevel((url) => app.inject(url), measure, level, rules)
   t.equal(alert.level, level, `${why}: ${measure} is ${level} in /health/alerts (value ${alert.value})`)
   t.equal(alert.crossed, level === 'ok' ? null : level, 'crossed names the threshold passed')
   if (promtool === undefined) t.notOk(process.env.CI, 'promtool is installed in CI')
-  else t.ok(promtool.agrees, `${why}: the Prometheus rule fires the ${level} alerts`, { output: promtool.output })
+  else t.ok(promtool.agrees, `${why}: the Prometheus rule fires the ${rules.level ?? level} alerts${rules.volume === undefined ? '' : ` at ${rules.volume} times the volume`}`, { output: promtool.output })
   return alert
 }

@@ -18,7 +18,7 @@ async function end (child: ChildProcess): Promise<void> {
 
 export interface AlertmanagerAlert { fingerprint: string, labels: Record<string, string>, status: { state: string, inhibitedBy: string[] } }
 
-/** A real Alertmanager of the test's own with the shipped configuration (monitoring/alertmanager/alertmanager.yml); ended by PID. */
+/** A real Alertmanager of the test's own with the shipped configuration (deploy/monitoring/alertmanager/alertmanager.yml); ended by PID. */
 export class AlertmanagerServer {
   private constructor (readonly url: string, private readonly child: ChildProcess, private readonly directory: string) {}
 
@@ -28,7 +28,7 @@ export class AlertmanagerServer {
     const directory = tempDir('alertmanager')
     const port = await freePort()
     const child = spawn(executable, [
-      `--config.file=${join(projectRoot, 'monitoring/alertmanager/alertmanager.yml')}`,
+      `--config.file=${join(projectRoot, 'deploy/monitoring/alertmanager/alertmanager.yml')}`,
       `--storage.path=${directory}`,
       `--web.listen-address=127.0.0.1:${port}`,
       '--cluster.listen-address=',
@@ -67,7 +67,7 @@ export interface PrometheusAlert { labels: Record<string, string>, state: 'pendi
 
 /**
  * A real Prometheus server of the test's own on a loopback port, with the shipped rules
- * (monitoring/prometheus/alerts.yml), scraping the given targets as job `portal-bff` and sending
+ * (deploy/monitoring/prometheus/alerts.yml), scraping the given targets as job `portal-bff` and sending
  * its alerts to `alertmanager` when given; ended by PID.
  */
 export class PrometheusServer {
@@ -77,7 +77,7 @@ export class PrometheusServer {
     const executable = findProgram('prometheus')
     if (executable === undefined) throw new Error('prometheus is not installed (Debian package prometheus)')
     const directory = tempDir('prometheus')
-    copyFileSync(join(projectRoot, 'monitoring/prometheus/alerts.yml'), join(directory, 'alerts.yml'))
+    copyFileSync(join(projectRoot, 'deploy/monitoring/prometheus/alerts.yml'), join(directory, 'alerts.yml'))
     const staticConfigs = targets.map(({ address, labels = {} }) =>
       `      - targets: ['${address}']${Object.keys(labels).length === 0 ? '' : `\n        labels: ${JSON.stringify(labels)}`}`)
     writeFileSync(join(directory, 'prometheus.yml'), [

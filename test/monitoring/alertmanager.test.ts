@@ -9,7 +9,7 @@ import { INCIDENT_PRIORITIES, threshold, type MeasureName, type Priority } from 
 import { AlertmanagerServer, type AlertmanagerAlert } from '../helpers/monitoring-servers.js'
 import { findProgram, skipWithout } from '../helpers/packages.js'
 
-const CONFIG = 'monitoring/alertmanager/alertmanager.yml'
+const CONFIG = 'deploy/monitoring/alertmanager/alertmanager.yml'
 
 const amtool = findProgram('amtool')
 
@@ -36,7 +36,7 @@ t.test('amtool: the configuration is valid and routes on the priority label', { 
   const check = runAmtool(['check-config', CONFIG])
   t.equal(check.code, 0, 'amtool check-config', { output: check.output })
   t.match(check.output, /SUCCESS/)
-  t.match(check.output, '5 inhibit rules')
+  t.match(check.output, '7 inhibit rules')
 
   t.equal(routeOf({ alertname: 'PortalBffCoreStatus', severity: 'critical', priority: 'P1' }), 'pager', 'P1 pages')
   t.equal(routeOf({ alertname: 'PortalBffJobQueueWaiting', severity: 'critical', priority: 'P2' }), 'pager', 'P2 pages')
@@ -53,21 +53,43 @@ t.test('amtool: the configuration is valid and routes on the priority label', { 
   }
 })
 
-t.test('each priority repeats at its response time and groups by alert and instance', async (t) => {
+/** A route of the configuration: the lines that follow its matcher, up to the next route. */
+function routeBlock (config: string, matcher: string): string {
+  const start = config.indexOf(`- matchers: ['${matcher}']`)
+  const end = config.indexOf('\n    - ', start + 1)
+  return start < 0 ? '' : config.slice(start, end < 0 ? undefined : end)
+}
+
+t.test('pages are one notification per service, resolved within a minute of the rules; tickets one per alert, repeated at their response time', async (t) => {
   const config = readFileSync(join(projectRoot, CONFIG), 'utf8')
-  t.match(config, /^route:\n {2}receiver: default\n {2}group_by: \[alertname, instance\]\n/m, 'the root route: default receiver, grouped by alertname and instance')
-  for (const [priority, { respondWithinMinutes }] of Object.entries(INCIDENT_PRIORITIES) as Array<[Priority, { respondWithinMinutes: number }]>) {
-    const route = new RegExp(`- matchers: \\['priority="${priority}"'\\]\\n {6}receiver: ${PAGED[priority]}\\n {6}group_wait: \\S+\\n {6}group_interval: \\S+\\n {6}repeat_interval: ${interval(respondWithinMinutes)}\\n`)
-    t.match(config, route, `${priority} → ${PAGED[priority]}, repeated every ${interval(respondWithinMinutes)}`)
+  const pager = routeBlock(config, 'priority=~"P1|P2"')
+  t.match(pager, /receiver: pager\n\s+group_by: \[job\]\n\s+group_wait: 1m\n\s+group_interval: 1m\n/, 'P1 and P2 together, grouped by the service: a cause and its symptoms are one notification; the resolve goes at the next minute')
+  for (const priority of ['P3', 'P4'] as const) {
+    const { respondWithinMinutes } = INCIDENT_PRIORITIES[priority]
+    t.match(routeBlock(config, `priority="${priority}"`), new RegExp(`receiver: tickets\\n\\s+group_by: \\[job, alertname\\]\\n(?:.*\\n){2}\\s+repeat_interval: ${interval(respondWithinMinutes)}\\b`), `${priority} → tickets, repeated every ${interval(respondWithinMinutes)}`)
   }
-  t.match(config, /webhook_configs:\n\s+- url: http:\/\/127\.0\.0\.1:\d+\//, 'the receivers are loopback placeholders')
+  const urls = [...config.matchAll(/- url: (\S+)/g)].map(([, url]) => new URL(url!))
+  t.equal(urls.length, 3, 'three placeholder receivers')
+  t.ok(urls.every((url) => url.hostname === '127.0.0.1' && url.port === '5001'), 'on 127.0.0.1:5001, Alertmanager\'s own example webhook port')
   t.notMatch(config, /https?:\/\/(?!127\.0\.0\.1)[a-z]/i, 'no invented host')
+  t.match(readFileSync(join(projectRoot, 'deploy/monitoring/prometheus/prometheus.yml'), 'utf8'), /^alerting:\n {2}alertmanagers:\n {4}- static_configs:\n {8}- targets: \['127\.0\.0\.1:9093'\]/m, 'Prometheus sends its alerts to Alertmanager')
 })
 
 /** The labels a rule of the table fires with, on an instance. */
 function ruleAlert (measure: MeasureName, level: 'warning' | 'critical', instance: string): Record<string, string> {
   const row = threshold(measure)
-  return { alertname: alertName(row), severity: level, measure, priority: rulePriority(row, level), job: TARGET_LABELS.job, instance }
+  return { alertname: alertName(row), severity: level, measure, priority: rulePriority(row, level), ...(row.dependency !== undefined && { dependency: row.dependency }), job: TARGET_LABELS.job, instance }
+}
+
+/** Alerts firing since a minute ago, for the next hour, as Prometheus would send them. */
+async function post (server: AlertmanagerServer, alerts: Array<Record<string, string>>): Promise<Response> {
+  const startsAt = new Date(Date.now() - 60_000).toISOString()
+  const endsAt = new Date(Date.now() + 3_600_000).toISOString()
+  return await fetch(`${server.url}/api/v2/alerts`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(alerts.map((labels) => ({ labels, annotations: { summary: 'test' }, startsAt, endsAt })))
+  })
 }
 
 t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWithout(['prometheus-alertmanager']) }, async (t) => {
@@ -90,15 +112,13 @@ t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWit
     hitRateWithBillingDown: ruleAlert('cache_hit_rate', 'critical', 'bff-e:3000'),
     hitRateElsewhere: ruleAlert('cache_hit_rate', 'critical', 'bff-c:3000'),
     noInstanceUp: { alertname: 'PortalBffNoInstanceUp', severity: 'critical', priority: 'P1', measure: 'no_instance_up', job: 'portal-bff-other' },
-    instanceDownOfThatJob: { alertname: 'PortalBffInstanceDown', severity: 'critical', priority: 'P1', measure: 'instance_down', job: 'portal-bff-other', instance: 'bff-f:3000' }
+    instanceDownOfThatJob: { alertname: 'PortalBffInstanceDown', severity: 'critical', priority: 'P1', measure: 'instance_down', job: 'portal-bff-other', instance: 'bff-f:3000' },
+    subscriptionOfThatJob: { alertname: 'PortalBffEventSubscriptionNotConnected', severity: 'critical', priority: 'P2', measure: 'event_subscription_not_connected', job: 'portal-bff-other' },
+    fiveHundredsWithCoreDown: ruleAlert('http_5xx_rate', 'critical', 'bff-b:3000'),
+    externalWithBillingDown: ruleAlert('external_error_rate', 'critical', 'bff-e:3000'),
+    fiveHundredsWithBillingDown: ruleAlert('http_5xx_rate', 'critical', 'bff-e:3000')
   }
-  const startsAt = new Date(Date.now() - 60_000).toISOString()
-  const endsAt = new Date(Date.now() + 3_600_000).toISOString()
-  const posted = await fetch(`${server.url}/api/v2/alerts`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(Object.values(alerts).map((labels) => ({ labels, annotations: { summary: 'test' }, startsAt, endsAt })))
-  })
+  const posted = await post(server, Object.values(alerts))
   t.equal(posted.status, 200, 'the alerts are taken', { body: await posted.text() })
 
   const key = (labels: Record<string, string>) => JSON.stringify(Object.entries(labels).sort())
@@ -109,7 +129,7 @@ t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWit
     coreDown: null,
     latency: 'coreDown',
     pool: 'coreDown',
-    queueWithCoreDown: null,
+    queueWithCoreDown: 'coreDown',
     latencyElsewhere: null,
     instanceDown: null,
     onDownInstance: 'instanceDown',
@@ -118,7 +138,12 @@ t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWit
     hitRateWithBillingDown: 'billingDown',
     hitRateElsewhere: null,
     noInstanceUp: null,
-    instanceDownOfThatJob: 'noInstanceUp'
+    instanceDownOfThatJob: 'noInstanceUp',
+    subscriptionOfThatJob: 'noInstanceUp',
+    // Pages are not held back by their cause: they go with it, in the same notification.
+    fiveHundredsWithCoreDown: null,
+    externalWithBillingDown: 'billingDown',
+    fiveHundredsWithBillingDown: null
   }
   // The inhibitor takes the alerts in asynchronously: poll until every alert is there and settled.
   let byKey = new Map<string, AlertmanagerAlert>()
@@ -154,4 +179,31 @@ t.test('a real Alertmanager inhibits as the configuration says', { skip: skipWit
     Object.entries(expectedInhibitor).filter(([, inhibitor]) => inhibitor !== null).map(([name]) => key(alerts[name as keyof typeof alerts])).sort(),
     'GET /api/v2/alerts?inhibited=true lists exactly the inhibited alerts'
   )
+})
+
+t.test('a real Alertmanager groups a cause and its symptoms into one page per service', { skip: skipWithout(['prometheus-alertmanager']) }, async (t) => {
+  const server = await AlertmanagerServer.start()
+  t.teardown(() => server.stop())
+  const alerts = {
+    billingDown: ruleAlert('billing_failed_requests', 'critical', 'bff-a:3000'),
+    fiveHundreds: ruleAlert('http_5xx_rate', 'critical', 'bff-a:3000'),
+    externalErrors: ruleAlert('external_error_rate', 'critical', 'bff-a:3000'),
+    billingWarning: ruleAlert('billing_failed_requests', 'warning', 'bff-a:3000'),
+    hitRate: ruleAlert('cache_hit_rate', 'critical', 'bff-b:3000')
+  }
+  t.equal((await post(server, Object.values(alerts))).status, 200, 'the alerts are taken')
+  interface Group { labels: Record<string, string>, receiver: { name: string }, alerts: AlertmanagerAlert[] }
+  let groups: Group[] = []
+  for (let attempt = 0; attempt < 50; attempt++) {
+    groups = await (await fetch(`${server.url}/api/v2/alerts/groups`)).json() as Group[]
+    if (groups.reduce((count, group) => count + group.alerts.length, 0) === Object.keys(alerts).length) break
+    await sleep(100)
+  }
+  const pages = groups.filter((group) => group.receiver.name === 'pager')
+  t.same(pages.map((group) => group.labels), [{ job: 'portal-bff' }], 'one page group: the service')
+  const active = (group: Group | undefined) => (group?.alerts ?? []).filter((alert) => alert.status.state === 'active').map((alert) => `${alert.labels.alertname ?? '?'} ${alert.labels.severity ?? '?'}`).sort()
+  t.same(active(pages[0]), ['PortalBffBillingFailedRequests critical', 'PortalBffHttp5xxRate critical'], 'billing, the cause, and the 5xx it causes, in one notification')
+  t.ok(pages[0]?.alerts.some((alert) => alert.labels.dependency === 'billing'), 'which names billing')
+  const tickets = groups.filter((group) => group.receiver.name === 'tickets')
+  t.same(tickets.flatMap((group) => active(group)), ['PortalBffCacheHitRate critical'], 'tickets: only the cache hit rate elsewhere; the external errors and the warning are held back by billing')
 })

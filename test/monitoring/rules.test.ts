@@ -2,10 +2,10 @@ import t from 'tap'
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DASHBOARD_FILE, FOR, KEEP_FIRING_FOR, RULES_FILE, RULE_TESTS_FILE, RUNBOOK_DIRECTORY, alertName, allRules, judgedExpr, renderAlertRules, rulePriority } from '../../dev/scripts/alert-rules.js'
+import { DASHBOARD_FILE, FOR, PAGE_CONDITIONS, RULES_FILE, RULE_TESTS_FILE, RUNBOOK_DIRECTORY, FIRING_ALERTS_EXPR, SERVICE_PANELS, alertName, allRules, conditionExpr, panelExpr, renderAlertRules, rulePriority, runbookBaseUrl, valueExpr } from '../../dev/scripts/alert-rules.js'
 import { SERVICE_RULES, SERVICE_RULE_CASES } from '../../dev/scripts/service-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
-import { ROWS, THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
+import { ROWS, THRESHOLDS, pages } from '../../plugins/app/monitoring/thresholds.js'
 import { generatedFiles, outOfDate } from '../../dev/scripts/generate-alert-rules.js'
 import { promtool } from '../../dev/scripts/promtool.js'
 import { skipWithout } from '../helpers/packages.js'
@@ -18,21 +18,44 @@ t.test('the checked-in rules, rule tests and dashboard are what plugins/app/moni
 })
 
 const RULE_COUNT = 2 * THRESHOLDS.length + SERVICE_RULES.length
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
-t.test('a warning and a critical rule per row of the thresholds table, and the service\'s own rules', async (t) => {
+t.test('a warning and a critical rule per row of the thresholds table, and the service\'s own rules, after the page conditions', async (t) => {
   const rules = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
   t.equal(rules.match(/^ {6}- alert: /gm)?.length, RULE_COUNT, `${RULE_COUNT} rules`)
+  t.match(rules, new RegExp(`^ {4}rules:\\n {6}- record: ${escape(PAGE_CONDITIONS)}\\n`, 'm'), 'the page conditions are recorded first: the pages evaluated after them read this evaluation\'s')
   for (const row of ROWS) {
     const direction = row.comparison === 'above' ? '>' : '<'
     for (const severity of ['warning', 'critical'] as const) {
       // Where settings move a row's limits, the rule compares with the gauge of the limit the service judges with.
       const exported = row.configurable?.[severity]
       const limit = exported === undefined ? String(row[severity]) : `max without (instance) (${exported.metric})`
-      const judged = judgedExpr(row)
-      const expr = JSON.stringify(`${row.minSamples === undefined ? judged : `(${judged})`} ${direction} ${limit}`)
-      const rule = new RegExp(`- alert: ${alertName(row)}\\n {8}expr: ${expr.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\n(?:.*\\n){2} {8}labels:\\n {10}severity: "${severity}"\\n {10}measure: "${row.measure}"`)
-      t.match(rules, rule, `${row.measure}: the ${severity} rule compares with ${direction} ${limit}`)
+      const condition = conditionExpr(row, severity)
+      t.match(condition, ` ${direction} ${limit}`, `${row.measure}: the ${severity} condition compares with ${direction} ${limit}`)
+      const expr = JSON.stringify(row.shared === true ? condition : `(${condition}) or on (job, instance) `).slice(0, row.shared === true ? undefined : -1)
+      const rule = new RegExp(`- alert: ${alertName(row)}\\n {8}expr: ${escape(expr)}.*\\n(?:.*\\n) {8}labels:\\n {10}severity: "${severity}"\\n {10}measure: "${row.measure}"`)
+      t.match(rules, rule, `${row.measure}: the ${severity} rule is its condition${row.shared === true ? '' : ', kept while its scrapes fail'}`)
     }
+  }
+})
+
+t.test('a windowed measure fires only while it still holds over the last minute, past its warning limit', async (t) => {
+  for (const row of ROWS.filter((candidate) => candidate.shared !== true && ['ratio', 'quantile'].includes(candidate.prometheus.kind))) {
+    const recent = `${valueExpr(row.prometheus, [], '1m')} ${row.comparison === 'above' ? '>' : '<'} ${row.warning}`
+    for (const level of ['warning', 'critical'] as const) t.match(conditionExpr(row, level), `and (${recent})`, `${row.measure} ${level}`)
+  }
+  t.match(conditionExpr(ROWS.find((row) => row.measure === 'billing_failed_requests')!, 'critical'), 'and (sum without (queue) (increase(portal_bff_queue_requests_failed_total{queue="billing"}[1m])) > 0)', 'billing failures: one in the last minute')
+})
+
+t.test('pages are the customers\' failures: availability, errors, latency, provisioning, and billing failing; cost and efficiency open tickets', async (t) => {
+  const paging = ROWS.filter((row) => pages(row.priority.critical)).map((row) => row.measure)
+  t.same(paging, ['core_status', 'billing_failed_requests', 'job_queue_waiting', 'job_queue_failed', 'orders_pending_age', 'api_response_time_p95', 'http_5xx_rate'])
+  t.ok(ROWS.every((row) => !pages(row.priority.warning)), 'no warning pages')
+  for (const measure of ['cache_hit_rate', 'cache_latency', 'cache_memory']) t.notOk(pages(ROWS.find((row) => row.measure === measure)!.priority.critical), `${measure} opens a ticket`)
+  const rules = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
+  const pageConditions = /^ {6}- record: .*\n {8}expr: (".*")$/m.exec(rules)?.[1]
+  for (const row of ROWS.filter((candidate) => candidate.shared !== true && pages(candidate.priority.critical))) {
+    t.ok(JSON.parse(pageConditions ?? '""').includes(`(${conditionExpr(row, 'critical')})`), `${row.measure}: its page condition is recorded`)
   }
 })
 
@@ -52,22 +75,23 @@ t.test('every rule has a priority P1-P4, a summary, a description and a runbook 
     t.match(fields.priority, /^P[1-4]$/, `${what}: priority P1-P4`)
     t.ok((fields.summary ?? '').length > 0, `${what}: a summary`)
     t.ok((fields.description ?? '').length > 0, `${what}: a description`)
-    t.equal(fields.runbook_url, `${RUNBOOK_DIRECTORY}/${fields.measure ?? '?'}.md`, `${what}: runbook_url is relative, of its measure`)
-    t.ok(existsSync(join(projectRoot, fields.runbook_url ?? 'missing')), `${what}: ${fields.runbook_url ?? '?'} exists`)
+    t.equal(fields.runbook_url, `${runbookBaseUrl()}${fields.measure ?? '?'}.md`, `${what}: runbook_url is an absolute link, of its measure`)
+    t.ok(existsSync(join(projectRoot, RUNBOOK_DIRECTORY, `${fields.measure ?? 'missing'}.md`)), `${what}: its runbook exists`)
   }
   for (const row of ROWS) {
     for (const level of ['warning', 'critical'] as const) {
       const rule = rules.find(({ alert, fields }) => alert === alertName(row) && fields.severity === level)
-      const expected = level === 'critical' ? row.priority : (row.priority === 'P1' ? 'P3' : 'P4')
+      const expected = row.priority[level]
       t.equal(rule?.fields.priority, expected, `${row.measure}: the ${level} rule is ${expected}`)
       t.equal(rulePriority(row, level), expected)
-      t.match(rule?.fields.description, `Incident priority ${expected}: respond within`, `${row.measure}: the ${level} rule says its response time`)
+      t.match(rule?.fields.description, `Incident priority ${expected} (${pages(expected) ? 'a page' : 'a ticket'}): respond within`, `${row.measure}: the ${level} rule says its response time`)
     }
   }
-  t.match(renderAlertRules('https://docs.test/'), `runbook_url: "https://docs.test/${RUNBOOK_DIRECTORY}/core_status.md"`, 'the runbook base can be given when rendering')
+  t.match(runbookBaseUrl(), /^https:\/\/[^/]+\/.*\/$/, 'the base is one absolute setting (package.json config.runbookBaseUrl)')
+  t.match(renderAlertRules('https://docs.test/runbooks/'), 'runbook_url: "https://docs.test/runbooks/core_status.md"', 'the runbook base can be given when rendering')
 })
 
-t.test('each rule waits the `for:` of its priority; the threshold rules outlive a vanished series', async (t) => {
+t.test('each rule waits the `for:` of its priority: every page a minute, so an incident\'s alerts fire together', async (t) => {
   const text = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
   const blocks = text.split(/^ {6}- alert: /m).slice(1)
   const rules = allRules()
@@ -76,12 +100,9 @@ t.test('each rule waits the `for:` of its priority; the threshold rules outlive 
     const block = blocks[index] ?? ''
     t.match(block, `\n        for: ${FOR[rule.priority]}\n`, `${rule.alert} ${rule.labels.severity ?? '?'}: for ${FOR[rule.priority]} (${rule.priority})`)
     t.match(block, `priority: "${rule.priority}"`)
+    t.notMatch(block, 'keep_firing_for', 'no alert outlives its condition by a fixed time')
   })
-  t.same([FOR.P1, FOR.P2, FOR.P3, FOR.P4], ['1m', '2m', '5m', '10m'], 'the higher the priority, the sooner it fires')
-  const thresholdBlocks = blocks.filter((block) => ROWS.some((row) => block.startsWith(`${alertName(row)}\n`)))
-  t.equal(thresholdBlocks.length, 2 * ROWS.length)
-  t.ok(thresholdBlocks.every((block) => block.includes(`keep_firing_for: ${KEEP_FIRING_FOR}`)), `every threshold rule keeps firing ${KEEP_FIRING_FOR} after its series vanish`)
-  t.ok(Number.parseInt(KEEP_FIRING_FOR, 10) > Number.parseInt(FOR.P1, 10), 'longer than the instance-down alert takes to fire')
+  t.same([FOR.P1, FOR.P2, FOR.P3, FOR.P4], ['1m', '1m', '5m', '10m'], 'pages together and soon, tickets later')
   t.same(Object.keys(SERVICE_RULE_CASES).sort(), [...new Set(SERVICE_RULES.map((rule) => rule.alert))].sort(), 'every service rule has promtool cases')
 })
 
@@ -107,12 +128,20 @@ t.test('the runbook index lists every measure with the priority of each level', 
   }
 })
 
-t.test('the dashboard has a panel per row, on the rule\'s expression, with its thresholds', async (t) => {
+t.test('the dashboard lists every firing alert, has a panel per row on its measure with its thresholds, and the subscription, orders and provisioning', async (t) => {
   const dashboard = JSON.parse(readFileSync(join(projectRoot, DASHBOARD_FILE), 'utf8')) as { panels: Array<{ title: string, targets: Array<{ expr: string }>, fieldConfig: { defaults: { thresholds: { steps: Array<{ value: number | null }> } } } }> }
+  const firing = dashboard.panels.find((panel) => panel.title === 'Firing alerts')
+  t.equal(firing?.targets[0]?.expr, FIRING_ALERTS_EXPR)
+  t.notMatch(FIRING_ALERTS_EXPR, 'instance', 'no instance filter: an alert of the job has no instance label')
+  for (const { title, expr } of SERVICE_PANELS) t.equal(dashboard.panels.find((panel) => panel.title === title)?.targets[0]?.expr, expr, `${title}: a panel`)
+  for (const metric of ['portal_bff_event_subscription_holder_state', 'portal_bff_orders_awaiting_approval', 'portal_bff_orders_reconciled_total', 'portal_bff_order_provisioning_lag_seconds_bucket']) {
+    t.ok(SERVICE_PANELS.some(({ expr }) => expr.includes(`${metric}{`)), `a panel shows ${metric}`)
+  }
   for (const row of THRESHOLDS) {
     const panel = dashboard.panels.find((candidate) => candidate.title === row.description)
     t.ok(panel, `${row.measure} has a panel`)
-    t.equal(panel?.targets[0]?.expr, judgedExpr(row, ['instance=~"$instance"']), `${row.measure}: the same measure as the rule`)
+    t.equal(panel?.targets[0]?.expr, panelExpr(row), `${row.measure}: the same measure as the rule`)
+    t.match(panel?.targets[0]?.expr, row.measure === 'telecom_response_time' ? '[1h]' : /^[^[]*$|\[5m\]/, `${row.measure}: over 5 minutes, or an hour where calls are few`)
     t.same(panel?.fieldConfig.defaults.thresholds.steps.map((step) => step.value).filter((value) => value !== null).sort((a, b) => a! - b!), [row.warning, row.critical].sort((a, b) => a - b), `${row.measure}: its thresholds`)
   }
 })
@@ -121,7 +150,7 @@ const skip = skipWithout(['promtool'])
 t.test('promtool: the rules are valid and each fires at its threshold', { skip }, async (t) => {
   const check = promtool(['check', 'rules', RULES_FILE])
   t.equal(check.code, 0, 'promtool check rules', { output: check.output })
-  t.match(check.output, `SUCCESS: ${RULE_COUNT} rules found`)
+  t.match(check.output, `SUCCESS: ${RULE_COUNT + 1} rules found`, 'and the recording of the page conditions')
   const test = promtool(['test', 'rules', RULE_TESTS_FILE])
   t.equal(test.code, 0, 'promtool test rules: every rule fires just past its threshold and not before', { output: test.output })
 })
@@ -129,7 +158,7 @@ t.test('promtool: the rules are valid and each fires at its threshold', { skip }
 t.test('promtool: the shipped scrape configuration is valid and authorizes with the operations token file', { skip }, async (t) => {
   const directory = mkdtempSync(join(tmpdir(), 'portal-bff-prometheus-'))
   t.teardown(() => rmSync(directory, { recursive: true, force: true }))
-  for (const file of ['prometheus.yml', 'alerts.yml']) copyFileSync(join(projectRoot, 'monitoring/prometheus', file), join(directory, file))
+  for (const file of ['prometheus.yml', 'alerts.yml']) copyFileSync(join(projectRoot, 'deploy/monitoring/prometheus', file), join(directory, file))
   const config = readFileSync(join(directory, 'prometheus.yml'), 'utf8')
   t.match(config, /authorization:\n\s+type: Bearer\n\s+credentials_file: portal-bff-ops-token/, 'the token is read from a file, never written in the configuration')
   t.not(promtool(['check', 'config', join(directory, 'prometheus.yml')]).code, 0, 'without the token file, the configuration is refused')

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { EventSubscription, ORDER_PROVISION_CHANNEL, SUBSCRIPTION_STATES, type HolderReport, type SubscriptionStats } from './subscription.js'
+import { EventSubscription, HOLDER_STATES, ORDER_PROVISION_CHANNEL, SUBSCRIPTION_STATES, type HolderView, type SubscriptionStats } from './subscription.js'
 import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/errors.js'
 import { ReplayPositions } from './replay-positions.js'
 import { OrderHandOff } from './hand-off.js'
@@ -22,8 +22,8 @@ declare module '../monitoring/index.js' {
     subscriber: SubscriptionStats
     /** The platform events parked, in PostgreSQL: every instance counts the same ones. */
     parkedEvents: number
-    /** What the lease holder, whichever instance it is, last reported; null when no instance holds the lease. */
-    subscriptionHolder: HolderReport | null
+    /** The lease holder's state as this instance sees it, and its age. */
+    subscriptionHolder: HolderView
   }
 }
 
@@ -74,18 +74,27 @@ async function eventSubscriber (fastify: FastifyInstance) {
       const failure = FAILURE_CLASSES.find((known) => known === holder?.lastError) ?? 'upstream_error'
       throw new UpstreamFailure(failure, 'crm', `platform-event subscription ${holder === null ? 'held by no instance' : holder.state}`)
     })
-    // Every instance reports the holder it sees, so the rules can tell "nobody holds it" from "held, not connected".
-    fastify.monitoring.register('subscriptionHolder', {
-      description: 'the platform-event subscription lease holder',
-      read: () => subscription.holder(),
-      metrics: [{
-        name: 'portal_bff_event_subscription_holder_state',
-        help: 'The state the platform-event subscription\'s lease holder (any instance) last reported, 1 for the current one; none: no instance holds the lease',
-        type: 'gauge',
-        samples: (holder) => ['none', ...SUBSCRIPTION_STATES].map((state) => ({ labels: { state }, value: state === (holder?.state ?? 'none') ? 1 : 0 }))
-      }]
-    })
   }
+  // Every instance reports the holder it sees, whatever the setting, so the rules can tell "nobody
+  // holds it" from "held, not connected", and a disabled or silent subscription is never invisible.
+  fastify.monitoring.register('subscriptionHolder', {
+    description: 'the platform-event subscription lease holder',
+    read: () => subscription.holderView(),
+    metrics: [
+      {
+        name: 'portal_bff_event_subscription_holder_state',
+        help: 'The platform-event subscription\'s lease holder as this instance sees it, 1 for the current state: none (no instance holds the lease), the holder\'s own report, stale (its report is older than two renewals), unknown (older than a takeover takes), disabled (CRM_EVENTS_ENABLED is not true here)',
+        type: 'gauge',
+        samples: ({ state: current }) => HOLDER_STATES.map((state) => ({ labels: { state }, value: state === current ? 1 : 0 }))
+      },
+      {
+        name: 'portal_bff_event_subscription_holder_state_age_seconds',
+        help: 'Seconds since the holder state was last confirmed (by the settings, by Redis, or by the holder\'s report)',
+        type: 'gauge',
+        samples: ({ ageSeconds }) => [{ value: ageSeconds }]
+      }
+    ]
+  })
   // A part of its own: a slow database must not take the subscription's figures with it.
   fastify.monitoring.register('parkedEvents', {
     description: 'the parked platform events',

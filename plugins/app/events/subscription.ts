@@ -30,16 +30,33 @@ export interface HolderReport extends SubscriptionStats {
   reportedAt: string
 }
 
+/** The subscription's `health`: a queue's values, and `disabled` when CRM_EVENTS_ENABLED is not `true`. */
+export type SubscriptionHealth = QueueHealth | 'disabled'
+
 /**
  * The subscription's health across instances, judged on the lease holder's report: unhealthy while
  * no instance holds a connected subscription (orders wait in Pending Review); degraded while the
  * CRM did not grant the replay extension (events published during a disconnection are lost).
- * A disabled subscription has nothing to judge.
+ * A disabled subscription says so: it receives nothing, which is not healthy.
  */
-export function subscriptionHealth (enabled: boolean, holder: HolderReport | null): QueueHealth {
-  if (!enabled) return 'healthy'
+export function subscriptionHealth (enabled: boolean, holder: HolderReport | null): SubscriptionHealth {
+  if (!enabled) return 'disabled'
   if (holder?.state !== 'connected') return 'unhealthy'
   return holder.replaySupported === false ? 'degraded' : 'healthy'
+}
+
+/**
+ * The holder's state as one instance sees it: `disabled` here, `none` when Redis says no instance
+ * holds the lease, the holder's own report, `stale` once that report is older than two renewals
+ * (the holder stopped reporting, or Redis cannot be read), then `unknown` past a takeover's time.
+ */
+export const HOLDER_STATES = ['none', ...SUBSCRIPTION_STATES, 'stale', 'unknown'] as const
+export type HolderState = typeof HOLDER_STATES[number]
+
+export interface HolderView {
+  state: HolderState
+  /** Seconds since what `state` says was last confirmed: by the settings, by Redis, or by the holder's report. */
+  ageSeconds: number
 }
 
 export interface EventSubscriptionOptions {
@@ -124,6 +141,8 @@ export class EventSubscription {
   #subscriber: PlatformEventSubscriber | undefined
   #timer: NodeJS.Timeout | undefined
   #ticking: Promise<void> | undefined
+  /** The holder as Redis last told it (null: no holder), and when: what is left to say while Redis cannot be read. */
+  #lastSeen: { report: HolderReport | null, at: number } | undefined
 
   constructor (private readonly options: EventSubscriptionOptions) {
     const keys = subscriptionKeys(options.keyPrefix, ORDER_PROVISION_CHANNEL)
@@ -137,6 +156,10 @@ export class EventSubscription {
 
   get renewEveryMs (): number {
     return Math.max(250, Math.floor(this.options.leaseTtlMs / 3))
+  }
+
+  get enabled (): boolean {
+    return this.options.enabled
   }
 
   start (): void {
@@ -187,8 +210,35 @@ export class EventSubscription {
 
   /** The holder's last report, whichever instance holds the lease; null when none reports. */
   async holder (): Promise<HolderReport | null> {
-    const report = await this.options.redis.get(this.#stateKey)
-    return report === null ? null : JSON.parse(report) as HolderReport
+    const stored = await this.options.redis.get(this.#stateKey)
+    const report = stored === null ? null : JSON.parse(stored) as HolderReport
+    this.#lastSeen = { report, at: Date.now() }
+    return report
+  }
+
+  /**
+   * The holder's state and its age, never failing: with Redis unreadable, the last report read ages
+   * into `stale`, then `unknown`; this instance's own word replaces its report when it was the holder.
+   */
+  async holderView (): Promise<HolderView> {
+    if (!this.options.enabled) return { state: 'disabled', ageSeconds: 0 }
+    const now = Date.now()
+    let report: HolderReport | null
+    let confirmedAt: number
+    try {
+      report = await this.holder()
+      confirmedAt = now
+    } catch {
+      report = this.#lastSeen?.report ?? null
+      confirmedAt = this.#lastSeen?.at ?? 0
+    }
+    if (report?.instance === this.instance && this.#state !== 'standby') return { state: this.#state, ageSeconds: 0 }
+    if (report !== null) confirmedAt = Math.min(confirmedAt, Date.parse(report.reportedAt))
+    const ageMs = Math.max(0, now - confirmedAt)
+    const state: HolderState = ageMs > this.options.leaseTtlMs + this.renewEveryMs
+      ? 'unknown'
+      : ageMs > 2 * this.renewEveryMs ? 'stale' : report?.state ?? 'none'
+    return { state, ageSeconds: ageMs / 1000 }
   }
 
   async #tick (): Promise<void> {

@@ -3,7 +3,7 @@ import { round } from '../../../lib/numbers.js'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
 import {
   INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, THRESHOLDS, levelOf, priorityOf, worstLevel,
-  type Comparison, type Level, type Limits, type MeasureName, type Unit
+  type Comparison, type Level, type Limits, type MeasureName, type Priority, type Unit
 } from './thresholds.js'
 
 /** A measure's value in its row's unit, or why there is none. */
@@ -42,7 +42,7 @@ export interface Alert {
   level: Level
   threshold: { comparison: Comparison, warning: number, critical: number }
   crossed: 'warning' | 'critical' | null
-  priority: 'P1' | 'P2' | null
+  priority: Priority | null
   note?: string
 }
 

@@ -19,7 +19,7 @@ export const Alert = Type.Object({
     critical: Type.Number()
   }, { additionalProperties: false }),
   crossed: Type.Union([Type.Literal('warning'), Type.Literal('critical'), Type.Null()], { description: 'the threshold the value is past, if any' }),
-  priority: Type.Union([Type.Literal('P1'), Type.Literal('P2'), Type.Null()], { description: 'suggested incident priority, for a critical row' }),
+  priority: Type.Union([StringEnum(['P1', 'P2', 'P3', 'P4']), Type.Null()], { description: 'the incident priority the level routes to: P1 and P2 page on-call, P3 and P4 open a ticket; null when ok' }),
   note: Type.Optional(Type.String())
 }, { $id: 'Alert', additionalProperties: false })
 export type Alert = Static<typeof Alert>

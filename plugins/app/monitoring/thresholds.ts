@@ -9,8 +9,18 @@ export type Comparison = 'above' | 'below'
 
 export type Unit = 'failing checks' | 'requests' | 'jobs' | 'percent' | 'ms' | 'seconds'
 
-/** Specification §8: incident response times by priority. */
+/** Specification §8: incident response times by priority. P1 and P2 page on-call; P3 and P4 open tickets. */
 export type Priority = 'P1' | 'P2' | 'P3' | 'P4'
+
+/** The priorities that page a person (decision 0058): the rest open tickets. */
+export const PAGING_PRIORITIES: readonly Priority[] = ['P1', 'P2']
+
+export function pages (priority: Priority): boolean {
+  return PAGING_PRIORITIES.includes(priority)
+}
+
+/** A dependency a row's alerts name, so that a page says what failed (an alert label). */
+export type Dependency = 'billing' | 'crm' | 'telecom' | 'database' | 'redis'
 
 export const INCIDENT_PRIORITIES = {
   P1: { respondWithinMinutes: 15, postIncidentReview: true },
@@ -31,8 +41,11 @@ export type Matchers = Readonly<Record<string, string | readonly string[]>>
  * one per instance.
  */
 export type PrometheusSource =
-  /** A gauge as it is: `sum without (labels) (metric{match})`. */
-  | { kind: 'gauge', metric: string, match?: Matchers, without?: readonly string[] }
+  /**
+   * A gauge as it is: `sum without (labels) (metric{match})`. `recent`: the counter of what the gauge
+   * counts over a window of its own, whose increase says the condition still holds now.
+   */
+  | { kind: 'gauge', metric: string, match?: Matchers, without?: readonly string[], recent?: { counter: string, match?: Matchers, without?: readonly string[] } }
   /** Checks that are down, from a 1/0 gauge: `sum without (labels) (1 - metric)`. */
   | { kind: 'failing', metric: string, without: readonly string[] }
   /** A share of a limit, in percent: `100 * numerator / denominator`. */
@@ -56,8 +69,19 @@ export interface Threshold {
   comparison: Comparison
   warning: number
   critical: number
-  /** The incident priority suggested when the critical threshold is crossed. */
-  priority: 'P1' | 'P2'
+  /**
+   * What each level routes to (decision 0058): P1 and P2 page, only for what means portal users are
+   * failing now (availability, errors, latency, provisioning stopped); P3 and P4 open tickets.
+   */
+  priority: { warning: Priority, critical: Priority }
+  /** The dependency the row measures, named on its alerts. */
+  dependency?: Dependency
+  /**
+   * A cost or efficiency row opens a ticket only on at least this many samples in 5 minutes (the
+   * rules only): below it, what the row costs is too little to act on. /health/alerts still judges
+   * it on `minSamples`.
+   */
+  costVolume?: number
   /** Shown with the value: what the row counts, or why it is judged as it is. */
   note?: string
   /**
@@ -92,7 +116,7 @@ export const THRESHOLDS = [
     // `degraded` means a check fails. So one failing check is critical (and past warning too).
     warning: 0,
     critical: 0,
-    priority: 'P1',
+    priority: { warning: 'P3', critical: 'P1' },
     note: 'a degraded core (database or cache failing) is critical: the specification\'s warning and critical are the same condition',
     prometheus: { kind: 'failing', metric: 'portal_bff_health_check_up', without: ['check'] }
   },
@@ -103,7 +127,8 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 10,
     critical: 50,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P3' },
+    dependency: 'billing',
     prometheus: { kind: 'gauge', metric: 'portal_bff_queue_size', match: { queue: 'billing' }, without: ['queue'] }
   },
   {
@@ -113,8 +138,15 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 5,
     critical: 20,
-    priority: 'P2',
-    prometheus: { kind: 'gauge', metric: 'portal_bff_queue_recent_failed_requests', match: { queue: 'billing' }, without: ['queue'] }
+    priority: { warning: 'P4', critical: 'P2' },
+    dependency: 'billing',
+    prometheus: {
+      kind: 'gauge',
+      metric: 'portal_bff_queue_recent_failed_requests',
+      match: { queue: 'billing' },
+      without: ['queue'],
+      recent: { counter: 'portal_bff_queue_requests_failed_total', match: { queue: 'billing' }, without: ['queue'] }
+    }
   },
   {
     measure: 'crm_daily_usage',
@@ -123,8 +155,9 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 80,
     critical: 95,
-    // Past the quota every CRM call fails: orders and provisioning stop.
-    priority: 'P1',
+    // Past the quota every CRM call fails, which the error and provisioning rows page on; nearing it is a ticket.
+    priority: { warning: 'P4', critical: 'P3' },
+    dependency: 'crm',
     shared: true,
     prometheus: { kind: 'quotient', numerator: 'portal_bff_crm_daily_api_requests', denominator: 'portal_bff_crm_daily_api_limit' }
   },
@@ -135,7 +168,7 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 10,
     critical: 50,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P2' },
     shared: true,
     prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_jobs', match: { queue: 'provisioning', state: 'waiting' }, without: ['queue', 'state'] }
   },
@@ -146,7 +179,7 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 5,
     critical: 20,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P2' },
     shared: true,
     prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_recent_failed_jobs', match: { queue: 'provisioning' }, without: ['queue'] }
   },
@@ -159,7 +192,7 @@ export const THRESHOLDS = [
     warning: 900,
     critical: 3600,
     // The specification's incident: the CRM approved orders, and they are never provisioned.
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P2' },
     note: 'judged on the orders the CRM approved (as the reconciliation last read its Status), from when it found them approved; orders awaiting approval are counted apart, never judged',
     shared: true,
     configurable: {
@@ -175,7 +208,7 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 2000,
     critical: 5000,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P2' },
     note: 'every request but the probes (health, metrics, status page)',
     minSamples: 20,
     prometheus: { kind: 'quantile', histogram: 'portal_bff_http_request_duration_seconds', without: HTTP_LABELS }
@@ -187,7 +220,7 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 1,
     critical: 5,
-    priority: 'P1',
+    priority: { warning: 'P3', critical: 'P1' },
     note: 'every request but the probes (health, metrics, status page)',
     minSamples: 20,
     prometheus: { kind: 'ratio', metric: 'portal_bff_http_request_duration_seconds_count', label: 'status_class', part: { is: '5xx' }, example: { part: '5xx', rest: '2xx' }, without: HTTP_LABELS }
@@ -199,7 +232,7 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 2000,
     critical: 5000,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P3' },
     minSamples: 10,
     prometheus: { kind: 'quantile', histogram: 'portal_bff_upstream_request_duration_seconds', match: { upstream: ['billing', 'crm'] }, without: ['outcome'], maxOver: 'upstream' }
   },
@@ -210,7 +243,8 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 3000,
     critical: 10_000,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P3' },
+    dependency: 'telecom',
     minSamples: 10,
     prometheus: { kind: 'quantile', histogram: 'portal_bff_upstream_request_duration_seconds', match: { upstream: 'telecom' }, without: ['outcome', 'upstream'] }
   },
@@ -221,7 +255,7 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 1,
     critical: 5,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P3' },
     minSamples: 20,
     prometheus: { kind: 'ratio', metric: 'portal_bff_upstream_request_duration_seconds_count', label: 'outcome', part: { not: 'ok' }, example: { part: 'http_5xx', rest: 'ok' }, without: ['upstream', 'outcome'] }
   },
@@ -232,8 +266,11 @@ export const THRESHOLDS = [
     comparison: 'below',
     warning: 80,
     critical: 60,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P3' },
+    dependency: 'redis',
     minSamples: 20,
+    // A read a second: at a few reads a minute, portal users seldom read one page twice within its TTL.
+    costVolume: 300,
     prometheus: { kind: 'ratio', metric: 'portal_bff_cache_reads_total', label: 'result', part: { is: 'hit' }, example: { part: 'hit', rest: 'miss' }, without: ['result'] }
   },
   {
@@ -243,8 +280,10 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 10,
     critical: 50,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P3' },
+    dependency: 'redis',
     minSamples: 20,
+    costVolume: 300,
     prometheus: { kind: 'quantile', histogram: 'portal_bff_cache_command_duration_seconds' }
   },
   {
@@ -254,7 +293,8 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 80,
     critical: 95,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P3' },
+    dependency: 'redis',
     shared: true,
     prometheus: { kind: 'quotient', numerator: 'portal_bff_cache_memory_used_bytes', denominator: 'portal_bff_cache_memory_max_bytes' }
   },
@@ -265,8 +305,9 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 80,
     critical: 95,
-    // A full pool makes every API request wait, then fail with HTTP 500.
-    priority: 'P1',
+    // A full pool makes API requests wait, then fail with HTTP 500: the latency and 5xx rows page on that.
+    priority: { warning: 'P4', critical: 'P3' },
+    dependency: 'database',
     prometheus: { kind: 'quotient', numerator: 'portal_bff_db_pool_connections_in_use', denominator: 'portal_bff_db_pool_connections_max' }
   },
   {
@@ -276,7 +317,8 @@ export const THRESHOLDS = [
     comparison: 'above',
     warning: 500,
     critical: 2000,
-    priority: 'P2',
+    priority: { warning: 'P4', critical: 'P3' },
+    dependency: 'database',
     minSamples: 20,
     prometheus: { kind: 'quantile', histogram: 'portal_bff_db_query_duration_seconds', without: ['outcome'] }
   }
@@ -313,9 +355,9 @@ export function levelOf (measure: MeasureName, value: number | null, limits: Lim
   return 'ok'
 }
 
-/** The incident priority suggested for a row at a level: the row's own when critical, none otherwise. */
-export function priorityOf (measure: MeasureName, level: Level): 'P1' | 'P2' | null {
-  return level === 'critical' ? threshold(measure).priority : null
+/** The priority a row's level routes to (P1 and P2 page, P3 and P4 open a ticket); none when ok. */
+export function priorityOf (measure: MeasureName, level: Level): Priority | null {
+  return level === 'ok' ? null : threshold(measure).priority[level]
 }
 
 const SEVERITY: Record<Level, number> = { ok: 0, warning: 1, critical: 2 }

@@ -42,6 +42,9 @@ t.test('events published while Redis was away are replayed from the position Pos
 
   await redis.kill()
   await waitFor('the subscription stopped', async () => (await eventsReport(app)).state !== 'connected', 10_000)
+  // The holder cannot read its report back from Redis: its own word, not the connected state it last wrote.
+  const holderState = async () => /^portal_bff_event_subscription_holder_state\{state="([a-z]+)"\} 1$/m.exec((await app.inject('/metrics')).body)?.[1]
+  await waitFor('the holder state failed in /metrics', async () => await holderState() === 'failed', 10_000)
   const lastReplayId = gap.map((id) => sandbox.crm.publishOrderProvisionRequested(id)).at(-1)
   await redis.start()
 

@@ -1,12 +1,13 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildTestApp, startTestSandbox } from '../../../helpers/app.js'
+import { buildTestApp, startTestSandbox, testKeyPrefix } from '../../../helpers/app.js'
 import { waitFor } from '../../../helpers/processes.js'
+import { HOLDER_STATES, ORDER_PROVISION_CHANNEL } from '../../../../plugins/app/events/subscription.js'
 
 // What /health/queues and /metrics say of the platform-event subscription itself, which the
-// subscription alerts (monitoring/prometheus/alerts.yml) are judged on.
+// subscription alerts (deploy/monitoring/prometheus/alerts.yml) are judged on.
 
-interface EventsReport { health: string, state: string, replaySupported: boolean | null, replayFallbacks: number, holder: { state: string } | null }
+interface EventsReport { health: string, state: string, replaySupported: boolean | null, replayFallbacks: number, holder: { state: string, heldHere: boolean } | null }
 
 async function events (app: FastifyInstance): Promise<EventsReport> {
   return ((await app.inject('/health/queues')).json() as { events: EventsReport }).events
@@ -32,9 +33,10 @@ t.test('a CRM that grants it: healthy; the holder state has every label, at 0 bu
   t.match(await events(app), { health: 'healthy', state: 'connected', replaySupported: true })
   const text = await metrics(app)
   t.match(text, /^portal_bff_event_subscriber_replay_supported 1$/m)
-  for (const state of ['none', 'standby', 'connecting', 'failed', 'disabled']) {
+  for (const state of HOLDER_STATES.filter((state) => state !== 'connected')) {
     t.match(text, new RegExp(`^portal_bff_event_subscription_holder_state\\{state="${state}"\\} 0$`, 'm'), `${state}: 0`)
   }
+  t.match(text, /^portal_bff_event_subscription_holder_state_age_seconds 0$/m, 'this instance holds it: its own word, of now')
   t.match(text, /^portal_bff_event_subscriber_replay_fallbacks_total 0$/m, 'the fallback counter starts at 0, so increase() sees the first')
 })
 
@@ -47,8 +49,49 @@ t.test('no instance holds the lease: unhealthy, and the holder state says none',
   t.match(await metrics(app), /^portal_bff_event_subscription_holder_state\{state="none"\} 1$/m)
 })
 
-t.test('events disabled: nothing to judge, and no holder metric to page on', async (t) => {
+t.test('events disabled: said so in /health/queues, /auth/health-check and /metrics, never healthy nor invisible', async (t) => {
   const app = await buildTestApp(t, { CRM_EVENTS_ENABLED: 'false' })
-  t.match(await events(app), { health: 'healthy', state: 'disabled' })
-  t.notMatch(await metrics(app), /portal_bff_event_subscription_holder_state/)
+  t.match(await events(app), { health: 'disabled', state: 'disabled' })
+  const check = await app.inject('/auth/health-check')
+  t.equal(check.statusCode, 200, 'a disabled subscription fails no integration check')
+  t.match(check.json(), { status: 'ok', checks: { events: { status: 'disabled', latencyMs: 0 } } })
+  const text = await metrics(app)
+  t.match(text, /^portal_bff_event_subscription_holder_state\{state="disabled"\} 1$/m, 'the holder state is exported, as disabled')
+  for (const state of HOLDER_STATES.filter((state) => state !== 'disabled')) {
+    t.match(text, new RegExp(`^portal_bff_event_subscription_holder_state\\{state="${state}"\\} 0$`, 'm'), `${state}: 0`)
+  }
+  t.match(text, /^portal_bff_event_subscription_holder_state_age_seconds 0$/m)
+  t.match(text, /^portal_bff_event_subscriber_state\{state="disabled"\} 1$/m)
+})
+
+t.test('a holder that stops reporting: its state goes stale after two renewals, then unknown past a takeover\'s time, with its age', async (t) => {
+  // Another instance holds the lease (written here as it writes it) and reports less and less often.
+  const prefix = testKeyPrefix()
+  const app = await buildTestApp(t, { CRM_EVENTS_ENABLED: 'true', CRM_EVENTS_LEASE_TTL_MS: '6000', REDIS_KEY_PREFIX: prefix })
+  const other = 'another-host:1:0000'
+  const report = async (ageMs: number, state = 'connected') => {
+    const reportedAt = new Date(Date.now() - ageMs).toISOString()
+    await app.redis.set(`${prefix}crm:pe:lease:${ORDER_PROVISION_CHANNEL}`, other, 'PX', 60_000)
+    await app.redis.set(`${prefix}crm:pe:state:${ORDER_PROVISION_CHANNEL}`, JSON.stringify({ state, instance: other, reportedAt, lastEventAt: null, replayId: null, received: 0, reconnects: 0, dropped: 0, replaySupported: true, lastError: null, replayFallbacks: 0 }), 'PX', 60_000)
+  }
+  // This instance may have taken the lease before the other's was written: it lets it go at its next renewal.
+  await report(0)
+  await waitFor('the other instance seen as the holder', async () => (await events(app)).holder?.heldHere === false)
+  const seen = async (ageMs: number, state?: string) => {
+    await report(ageMs, state)
+    const text = await metrics(app)
+    return {
+      state: /^portal_bff_event_subscription_holder_state\{state="([a-z]+)"\} 1$/m.exec(text)?.[1],
+      age: Number(/^portal_bff_event_subscription_holder_state_age_seconds (\S+)$/m.exec(text)?.[1])
+    }
+  }
+  // Renewals every 2 s (a third of the lease): stale past 4 s, unknown past 8 s.
+  t.match(await seen(1000), { state: 'connected' }, 'a fresh report: the holder\'s own state')
+  t.match(await seen(1000, 'failed'), { state: 'failed' })
+  const stale = await seen(5000)
+  t.equal(stale.state, 'stale', 'older than two renewals: stale')
+  t.ok(stale.age >= 5 && stale.age < 10, `with its age (${stale.age} s)`)
+  const unknown = await seen(20_000)
+  t.equal(unknown.state, 'unknown', 'older than a takeover takes: unknown')
+  t.ok(unknown.age >= 20, `with its age (${unknown.age} s)`)
 })

@@ -37,7 +37,7 @@ t.test('billing queueSize: > 10 warns, > 50 is critical', async (t) => {
   t.equal(await billingHealth(app), HEALTH.warning, 'queue health agrees')
   enqueue(40)
   const critical = await expectLevel(t, app, 'billing_queue_size', 'critical', '51 waiting')
-  t.equal(critical.priority, 'P2', 'a critical row suggests its incident priority')
+  t.equal(critical.priority, 'P3', 'a critical row names the priority it routes to: a full queue is a ticket, its failures page')
   t.equal(await billingHealth(app), HEALTH.critical, 'queue health agrees')
 
   sandbox.billing.clearFaults()
@@ -76,8 +76,9 @@ t.test('CRM daily usage: > 80 % of the limit warns, > 95 % is critical', async (
   t.equal(crm.dailyUsage.level, 'warning', 'the CRM queue detail agrees')
   sandbox.crm.setApiUsage({ used: 14_400 })
   await crmCall()
+  t.equal(warning.priority, 'P4', 'a warning is a ticket')
   const critical = await expectLevel(t, app, 'crm_daily_usage', 'critical', 'about 96 %')
-  t.equal(critical.priority, 'P1')
+  t.equal(critical.priority, 'P3', 'nearing the quota is a ticket: the failures past it page')
   t.equal((await app.inject('/health/queues/crm')).json().dailyUsage.level, 'critical', 'the CRM queue detail agrees')
 })
 
