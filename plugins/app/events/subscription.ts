@@ -229,6 +229,8 @@ export class EventSubscription {
       report = await this.holder()
       confirmedAt = now
     } catch {
+      // Only the holder leaves standby: its own word, whatever report it could read before.
+      if (this.#state !== 'standby') return { state: this.#state, ageSeconds: 0 }
       report = this.#lastSeen?.report ?? null
       confirmedAt = this.#lastSeen?.at ?? 0
     }
