@@ -260,15 +260,20 @@ export interface AlertRule {
   annotations: Record<string, string>
 }
 
-/** The warning and the critical rule of every row of the thresholds table. */
+/**
+ * The warning and the critical rule of every row of the thresholds table, the pages first: Prometheus
+ * sends each rule's alerts as it evaluates it, so the pages of an incident, which resolve at the same
+ * evaluation, reach Alertmanager together, before it can send the one without the other.
+ */
 export function thresholdRules (runbookBase?: string): AlertRule[] {
-  return ROWS.flatMap((row) => (['warning', 'critical'] as const).map((level) => ({
+  const rules = ROWS.flatMap((row) => (['warning', 'critical'] as const).map((level) => ({
     alert: alertName(row),
     expr: ruleExpr(row, level),
     priority: rulePriority(row, level),
     labels: ruleLabels(row, level),
     annotations: ruleAnnotations(row, level, runbookBase)
   })))
+  return [...rules.filter((rule) => pages(rule.priority)), ...rules.filter((rule) => !pages(rule.priority))]
 }
 
 /** The rules of the service itself (instances, the subscription, provisioning), beside the table's. */

@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { copyFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { projectRoot } from '../../lib/project-root.js'
@@ -18,17 +20,24 @@ async function end (child: ChildProcess): Promise<void> {
 
 export interface AlertmanagerAlert { fingerprint: string, labels: Record<string, string>, status: { state: string, inhibitedBy: string[] } }
 
-/** A real Alertmanager of the test's own with the shipped configuration (deploy/monitoring/alertmanager/alertmanager.yml); ended by PID. */
+export const ALERTMANAGER_CONFIG = 'deploy/monitoring/alertmanager/alertmanager.yml'
+
+/**
+ * A real Alertmanager of the test's own with the shipped configuration (deploy/monitoring/alertmanager/alertmanager.yml),
+ * or the given text of one; ended by PID.
+ */
 export class AlertmanagerServer {
   private constructor (readonly url: string, private readonly child: ChildProcess, private readonly directory: string) {}
 
-  static async start (): Promise<AlertmanagerServer> {
+  static async start ({ config }: { config?: string } = {}): Promise<AlertmanagerServer> {
     const executable = findProgram('prometheus-alertmanager')
     if (executable === undefined) throw new Error('Alertmanager is not installed (Debian package prometheus-alertmanager)')
     const directory = tempDir('alertmanager')
+    const configFile = config === undefined ? join(projectRoot, ALERTMANAGER_CONFIG) : join(directory, 'alertmanager.yml')
+    if (config !== undefined) writeFileSync(configFile, config)
     const port = await freePort()
     const child = spawn(executable, [
-      `--config.file=${join(projectRoot, 'deploy/monitoring/alertmanager/alertmanager.yml')}`,
+      `--config.file=${configFile}`,
       `--storage.path=${directory}`,
       `--web.listen-address=127.0.0.1:${port}`,
       '--cluster.listen-address=',
@@ -66,32 +75,39 @@ export interface Target { address: string, labels?: Record<string, string> }
 export interface PrometheusAlert { labels: Record<string, string>, state: 'pending' | 'firing', activeAt: string }
 
 /**
- * A real Prometheus server of the test's own on a loopback port, with the shipped rules
+ * A real Prometheus server of the test's own on a loopback port: with the shipped rules
  * (deploy/monitoring/prometheus/alerts.yml), scraping the given targets as job `portal-bff` and sending
- * its alerts to `alertmanager` when given; ended by PID.
+ * its alerts to `alertmanager` when given (`start`), or on files of the test's (`withFiles`); ended by PID.
  */
 export class PrometheusServer {
   private constructor (readonly url: string, private readonly child: ChildProcess, private readonly directory: string, private readonly log: () => string) {}
 
   static async start ({ targets, intervalSeconds = 1, alertmanager }: { targets: Target[], intervalSeconds?: number, alertmanager?: string }): Promise<PrometheusServer> {
+    const staticConfigs = targets.map(({ address, labels = {} }) =>
+      `      - targets: ['${address}']${Object.keys(labels).length === 0 ? '' : `\n        labels: ${JSON.stringify(labels)}`}`)
+    return await PrometheusServer.withFiles({
+      'alerts.yml': readFileSync(join(projectRoot, 'deploy/monitoring/prometheus/alerts.yml'), 'utf8'),
+      'prometheus.yml': [
+        'global:',
+        `  scrape_interval: ${intervalSeconds}s`,
+        `  scrape_timeout: ${intervalSeconds}s`,
+        `  evaluation_interval: ${intervalSeconds}s`,
+        'rule_files: [alerts.yml]',
+        ...(alertmanager === undefined ? [] : ['alerting:', '  alertmanagers:', `    - static_configs: [{ targets: ['${alertmanager}'] }]`]),
+        'scrape_configs:',
+        '  - job_name: portal-bff',
+        '    static_configs:',
+        ...staticConfigs
+      ].join('\n')
+    })
+  }
+
+  /** A Prometheus server run on the given files (`prometheus.yml` and what it names), written in a directory of its own. */
+  static async withFiles (files: Record<string, string>): Promise<PrometheusServer> {
     const executable = findProgram('prometheus')
     if (executable === undefined) throw new Error('prometheus is not installed (Debian package prometheus)')
     const directory = tempDir('prometheus')
-    copyFileSync(join(projectRoot, 'deploy/monitoring/prometheus/alerts.yml'), join(directory, 'alerts.yml'))
-    const staticConfigs = targets.map(({ address, labels = {} }) =>
-      `      - targets: ['${address}']${Object.keys(labels).length === 0 ? '' : `\n        labels: ${JSON.stringify(labels)}`}`)
-    writeFileSync(join(directory, 'prometheus.yml'), [
-      'global:',
-      `  scrape_interval: ${intervalSeconds}s`,
-      `  scrape_timeout: ${intervalSeconds}s`,
-      `  evaluation_interval: ${intervalSeconds}s`,
-      'rule_files: [alerts.yml]',
-      ...(alertmanager === undefined ? [] : ['alerting:', '  alertmanagers:', `    - static_configs: [{ targets: ['${alertmanager}'] }]`]),
-      'scrape_configs:',
-      '  - job_name: portal-bff',
-      '    static_configs:',
-      ...staticConfigs
-    ].join('\n'))
+    for (const [name, content] of Object.entries(files)) writeFileSync(join(directory, name), content, { mode: 0o600 })
     const port = await freePort()
     const child = spawn(executable, [
       `--config.file=${join(directory, 'prometheus.yml')}`,
@@ -133,5 +149,41 @@ export class PrometheusServer {
   async stop (): Promise<void> {
     await end(this.child)
     rmSync(this.directory, { recursive: true, force: true })
+  }
+}
+
+export interface Notification {
+  /** The receiver's path: /pager, /tickets or /default in the shipped configuration. */
+  path: string
+  /** When it arrived (performance.now()). */
+  at: number
+  body: { status: 'firing' | 'resolved', groupLabels: Record<string, string>, alerts: Array<{ status: 'firing' | 'resolved', labels: Record<string, string>, annotations: Record<string, string> }> }
+}
+
+/** An HTTP server that takes Alertmanager's webhook notifications and keeps them, in order; closed by the test. */
+export class WebhookReceiver {
+  private constructor (private readonly server: Server, readonly notifications: Notification[]) {}
+
+  static async start (): Promise<WebhookReceiver> {
+    const notifications: Notification[] = []
+    const server = createServer((request, response) => {
+      let text = ''
+      request.setEncoding('utf8').on('data', (chunk: string) => { text += chunk })
+      request.on('end', () => {
+        notifications.push({ path: request.url ?? '', at: performance.now(), body: JSON.parse(text) as Notification['body'] })
+        response.writeHead(200).end()
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    return new WebhookReceiver(server, notifications)
+  }
+
+  get address (): string {
+    return `127.0.0.1:${(this.server.address() as AddressInfo).port}`
+  }
+
+  async stop (): Promise<void> {
+    this.server.closeAllConnections()
+    await new Promise((resolve) => this.server.close(resolve))
   }
 }
