@@ -102,6 +102,9 @@ t.test('a real Prometheus with the shipped rules: quiet when healthy, pages on b
     if (i === 19) faultsAt.billing = performance.now()
     await sleep(500)
   }
+  // Reads go on failing: an alert holds only while its failures do (decision 0058).
+  const failing = setInterval(() => { billing.inject({ url: '/api/invoices', headers: bearer(billingToken) }).catch(() => {}) }, 1000)
+  t.teardown(() => clearInterval(failing))
 
   const order = await stuck.inject({ method: 'POST', url: '/api/orders', headers: bearer(await login(stuck)), payload: { productId: 1, billingCycle: 'monthly' } })
   t.equal(order.statusCode, 201, 'an order is placed')
