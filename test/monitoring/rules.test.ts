@@ -134,7 +134,7 @@ t.test('the dashboard lists every firing alert, has a panel per row on its measu
   t.equal(firing?.targets[0]?.expr, FIRING_ALERTS_EXPR)
   t.notMatch(FIRING_ALERTS_EXPR, 'instance', 'no instance filter: an alert of the job has no instance label')
   for (const { title, expr } of SERVICE_PANELS) t.equal(dashboard.panels.find((panel) => panel.title === title)?.targets[0]?.expr, expr, `${title}: a panel`)
-  for (const metric of ['portal_bff_event_subscription_holder_state', 'portal_bff_orders_awaiting_approval', 'portal_bff_orders_reconciled_total', 'portal_bff_order_provisioning_lag_seconds_bucket']) {
+  for (const metric of ['portal_bff_event_subscription_holder_state', 'portal_bff_orders_awaiting_approval', 'portal_bff_orders_approved_not_received_total', 'portal_bff_order_provisioning_lag_seconds_bucket']) {
     t.ok(SERVICE_PANELS.some(({ expr }) => expr.includes(`${metric}{`)), `a panel shows ${metric}`)
   }
   for (const row of THRESHOLDS) {
