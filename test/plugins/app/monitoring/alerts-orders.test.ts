@@ -1,9 +1,8 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp } from '../../../helpers/app.js'
-import { expectLevel } from '../../../helpers/alerts.js'
+import { expectLevel, scrapeHolding } from '../../../helpers/alerts.js'
 import { bearer, login } from '../../../helpers/tokens.js'
-import { waitFor } from '../../../helpers/processes.js'
 
 // The specification's incident, judged by the CRM's word: orders it approved stay in Pending Review.
 
@@ -22,15 +21,7 @@ const approvedAgo = (app: FastifyInstance, id: string, seconds: number) =>
   app.pg.query(`UPDATE orders SET crm_status = 'Approved', crm_status_checked_at = now(), provisioning_requested_at = now(),
     crm_approved_at = now() - make_interval(secs => $2) WHERE id = $1`, [id, seconds])
 
-/** A scrape holding the orders' part, which a read outlasting the read timeout on a busy machine leaves out of one. */
-const metricsOf = async (app: FastifyInstance) => {
-  let body = ''
-  await waitFor('a scrape with the orders', async () => {
-    body = (await app.inject('/metrics')).body
-    return /^portal_bff_orders_pending /m.test(body)
-  }, 20_000)
-  return body
-}
+const metricsOf = async (app: FastifyInstance) => (await scrapeHolding(app, [/^portal_bff_orders_pending /m])).body
 
 t.test('only the orders the CRM approved are judged, from when they were found approved; orders awaiting approval never; /metrics and the rules agree', async (t) => {
   const app = await buildTestApp(t, { CRM_EVENTS_ENABLED: 'false' })
