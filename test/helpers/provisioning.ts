@@ -10,6 +10,14 @@ export async function placeOrder (app: FastifyInstance, token: string) {
   return response.json()
 }
 
+/**
+ * An order as the reconciliation leaves one it found approved in the CRM while no job has taken it
+ * yet (the job queue down, say): approved `seconds` ago, as far as the service knows.
+ */
+export const approvedAgo = (app: FastifyInstance, id: string, seconds: number) =>
+  app.pg.query(`UPDATE orders SET crm_status = 'Approved', crm_status_checked_at = now(), provisioning_requested_at = now(),
+    crm_approved_at = now() - make_interval(secs => $2) WHERE id = $1`, [id, seconds])
+
 /** A sandbox CRM whose long polls end within a second, for tests that wait on the subscription. */
 export const STREAMING = { crm: { streaming: { connectTimeoutMs: 1000 } } }
 /** The platform-event subscription on, with a short lease, for tests that break and heal it. */

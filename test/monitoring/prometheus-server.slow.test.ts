@@ -6,6 +6,7 @@ import { buildTestApp, startTestSandbox, testEnv, testSchemaUrl } from '../helpe
 import { AlertmanagerServer, PrometheusServer, type PrometheusAlert } from '../helpers/monitoring-servers.js'
 import { skipWithout } from '../helpers/packages.js'
 import { buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
+import { approvedAgo } from '../helpers/provisioning.js'
 import { startService } from '../helpers/service-process.js'
 import { bearer, login } from '../helpers/tokens.js'
 
@@ -13,7 +14,8 @@ import { bearer, login } from '../helpers/tokens.js'
 // every second: what an operator's Prometheus would page on, for five instances side by side.
 //   quiet:   fresh and healthy, a sign-in and invoice reads now and then: nothing pending, ever.
 //   billing: billing answers 500 to every invoice read: the billing alerts fire.
-//   stuck:   events off and an order in Pending Review for over an hour: the stuck-order alert fires.
+//   stuck:   events off and an order the CRM approved over an hour ago still in Pending Review: the
+//            stuck-order alert fires.
 //   redis:   its Redis killed: /metrics still answers at once, and the core-status alert fires.
 //   frozen:  a process stopped with SIGSTOP: the instance-down alert fires.
 // Each alert must fire within its `for:` and this margin: a scrape (1 s), its timeout (1 s) and an
@@ -108,7 +110,7 @@ t.test('a real Prometheus with the shipped rules: quiet when healthy, pages on b
 
   const order = await stuck.inject({ method: 'POST', url: '/api/orders', headers: bearer(await login(stuck)), payload: { productId: 1, billingCycle: 'monthly' } })
   t.equal(order.statusCode, 201, 'an order is placed')
-  await stuck.pg.query('UPDATE orders SET created_at = now() - interval \'2 hours\' WHERE id = $1', [order.json().id])
+  await approvedAgo(stuck, order.json().id, 7200)
   faultsAt.stuck = performance.now()
 
   await redis.kill()

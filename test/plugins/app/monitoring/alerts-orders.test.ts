@@ -2,6 +2,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp } from '../../../helpers/app.js'
 import { expectLevel, scrapeHolding } from '../../../helpers/alerts.js'
+import { approvedAgo } from '../../../helpers/provisioning.js'
 import { bearer, login } from '../../../helpers/tokens.js'
 
 // The specification's incident, judged by the CRM's word: orders it approved stay in Pending Review.
@@ -14,12 +15,6 @@ async function placeOrder (app: FastifyInstance): Promise<string> {
 
 const ageOrder = (app: FastifyInstance, id: string, seconds: number) =>
   app.pg.query('UPDATE orders SET created_at = now() - make_interval(secs => $2) WHERE id = $1', [id, seconds])
-
-// As the reconciliation leaves an order it found approved, while no job has taken it yet (the job
-// queue down, say): approved `seconds` ago, as far as the service knows.
-const approvedAgo = (app: FastifyInstance, id: string, seconds: number) =>
-  app.pg.query(`UPDATE orders SET crm_status = 'Approved', crm_status_checked_at = now(), provisioning_requested_at = now(),
-    crm_approved_at = now() - make_interval(secs => $2) WHERE id = $1`, [id, seconds])
 
 const metricsOf = async (app: FastifyInstance) => (await scrapeHolding(app, [/^portal_bff_orders_pending /m])).body
 
