@@ -47,12 +47,6 @@ function enabledOnly (selector: string): string {
   return `(${selector} unless on (job, instance) ${HOLDER}{${JOB},state="disabled"} == 1)`
 }
 
-/**
- * Every instance runs with CRM_EVENTS_ENABLED off: nothing receives the platform events. A hook for
- * the rules judged on orders (an approved order waiting matters more when nobody is subscribed).
- */
-export const EVENTS_DISABLED = `min by (job) (${HOLDER}{${JOB},state="disabled"}) == 1`
-
 export const SERVICE_RULES: readonly ServiceRule[] = [
   {
     alert: 'PortalBffInstanceDown',
