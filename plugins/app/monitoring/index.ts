@@ -28,7 +28,11 @@ export interface PartMetric<T> {
 export interface MonitoringSource<T> {
   /** What the part is, for the note of a measure left without data: "the provisioning job queue". */
   description: string
-  /** Read once per snapshot; a read that fails or takes longer than the monitoring's read timeout leaves the part unavailable. */
+  /**
+   * Read once per snapshot; a read that fails or takes longer than the monitoring's read timeout
+   * leaves the part unavailable to that snapshot's measures. Its metrics: none after a failure, the
+   * last value read after a late read.
+   */
   read: () => T | Promise<T>
   /** The rows of the thresholds table this part gives a value to. */
   measures?: Partial<Record<MeasureName, (part: T) => Reading>>
@@ -42,7 +46,7 @@ export interface MonitoringSnapshot {
 }
 
 interface RegisteredSource {
-  /** Reads the part into each of `targets`; leaves them as they are when it fails or takes too long. */
+  /** Reads the part into each of `targets`; leaves them as they are when it takes too long, and forgets its last value when it fails. */
   read: (targets: Array<Partial<MonitoringParts>>, timeoutMs: number) => Promise<void>
   readings: (parts: Partial<MonitoringParts>, into: Partial<Readings>) => void
 }
@@ -66,12 +70,12 @@ export const EVALUATION_INTERVAL_MS = 30_000
  */
 export const SCRAPE_WAIT_MS = 150
 
-/** The work's result, or undefined when it fails or takes longer than `ms`. */
-async function bounded<T> (work: () => T | Promise<T>, ms: number): Promise<T | undefined> {
+/** The work's result; `failed` when it fails, `late` when it takes longer than `ms`. */
+async function bounded<T> (work: () => T | Promise<T>, ms: number): Promise<{ value: T } | 'failed' | 'late'> {
   let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<undefined>((resolve) => { timer = setTimeout(() => resolve(undefined), ms) })
+  const timeout = new Promise<'late'>((resolve) => { timer = setTimeout(() => resolve('late'), ms) })
   try {
-    return await Promise.race([Promise.resolve().then(work).catch(() => undefined), timeout])
+    return await Promise.race([Promise.resolve().then(work).then((value) => ({ value }), () => 'failed' as const), timeout])
   } finally {
     clearTimeout(timer)
   }
@@ -96,6 +100,7 @@ export class Monitoring {
   readonly #latest: Partial<MonitoringParts> = {}
   readonly #readAt = new Map<PartName, number>()
   #inFlight: Promise<MonitoringSnapshot> | undefined
+  #readOnce = false
   #recent: Promise<MonitoringSnapshot> | undefined
 
   constructor ({ metrics, log, readTimeoutMs, limits = {} }: MonitoringOptions) {
@@ -111,9 +116,11 @@ export class Monitoring {
     const measures = Object.entries(source.measures ?? {}) as Array<[MeasureName, (value: MonitoringParts[K]) => Reading]>
     this.#sources.set(part, {
       read: async (targets, timeoutMs) => {
-        const value = await bounded(source.read, timeoutMs)
-        if (value === undefined) return
-        for (const target of targets) target[part] = value
+        const result = await bounded(source.read, timeoutMs)
+        // Failed, the part has no value to serve; late, it is served as last read (with its age).
+        if (result === 'failed') delete this.#latest[part]
+        if (typeof result === 'string') return
+        for (const target of targets) target[part] = result.value
         this.#readAt.set(part, performance.now())
       },
       readings: (parts, into) => {
@@ -125,7 +132,8 @@ export class Monitoring {
     })
     for (const metric of source.metrics ?? []) {
       this.#metrics.live(metric.name, metric.help, metric.type, async () => {
-        const value = (await this.recent()).parts[part]
+        // A part too slow for this reading is served as last read, not dropped from the scrape.
+        const value = (await this.recent()).parts[part] ?? this.#latest[part]
         return value === undefined ? [] : metric.samples(value)
       })
     }
@@ -139,11 +147,13 @@ export class Monitoring {
 
   /**
    * A reading within SCRAPE_WAIT_MS: the fresh one when every part answers by then, else each part
-   * as last read (the reading goes on, and the next call gets what it finds). The metrics of one
-   * scrape share one wait.
+   * as last read (the reading goes on, and the next call gets what it finds). Until a reading has
+   * ended once there is no last reading to serve: the first is waited for, within the read timeout.
+   * The metrics of one scrape share one wait.
    */
   recent (): Promise<MonitoringSnapshot> {
-    this.#recent ??= this.#within(SCRAPE_WAIT_MS).finally(() => { this.#recent = undefined })
+    const waitMs = this.#readOnce ? SCRAPE_WAIT_MS : this.#readTimeoutMs
+    this.#recent ??= this.#within(waitMs).finally(() => { this.#recent = undefined })
     return this.#recent
   }
 
@@ -182,6 +192,7 @@ export class Monitoring {
   async #read (): Promise<MonitoringSnapshot> {
     const parts: Partial<MonitoringParts> = {}
     await Promise.all([...this.#sources.values()].map((source) => source.read([parts, this.#latest], this.#readTimeoutMs)))
+    this.#readOnce = true
     return { timestamp: new Date().toISOString(), parts }
   }
 }
