@@ -5,9 +5,18 @@ import type { Level, MeasureName } from '../../plugins/app/monitoring/thresholds
 import { waitFor } from './processes.js'
 
 /**
- * A /metrics scrape holding every series `expected` names. A part whose read outlasts the
- * monitoring's read timeout (a busy machine's first cold reads can) is left out of one scrape by
- * design; the next one has it.
+ * A /metrics scrape of what the monitoring reads now. A scrape waits 150 ms for a fresh reading and
+ * otherwise serves each part as last read: a test that just changed something reads fresh first.
+ */
+export async function scrapeFresh (app: FastifyInstance): Promise<string> {
+  await app.monitoring.snapshot()
+  return (await app.inject('/metrics')).body
+}
+
+/**
+ * A /metrics scrape holding every series `expected` names: a part whose very first read outlasts
+ * the monitoring's read timeout (a busy machine's cold reads can) has no value to serve until one
+ * read answers.
  */
 export async function scrapeHolding (app: FastifyInstance, expected: RegExp[]) {
   let response = await app.inject('/metrics')
