@@ -5,6 +5,7 @@ import { build, type BuildOptions } from '../../app.js'
 import type { Config } from '../../schemas/config.js'
 import { loadConfig } from '../../settings.js'
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../dev/sandbox/index.js'
+import { reportHangs } from './hang-report.js'
 import { SHARED_REDIS, tempDir, testKeyPrefix } from './made.js'
 
 export { tempDir, testKeyPrefix }
@@ -89,6 +90,7 @@ export async function startTestSandbox (t: Teardown, options?: SandboxOptions): 
  * test ends. `options`: what else `build` takes (the pages to serve).
  */
 export async function buildTestApp (t: Teardown, overrides: Record<string, string> = {}, sandbox?: Sandbox, options: Omit<BuildOptions, 'config' | 'logToStdout'> = {}): Promise<FastifyInstance> {
+  reportHangs()
   await ensureTestDatabase()
   const upstreams = sandbox ?? await startTestSandbox(t)
   const databaseUrl = overrides.DATABASE_URL ?? await testSchemaUrl(t)
