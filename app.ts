@@ -137,7 +137,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(db)
     await app.register(cache)
     await app.register(pubsub)
-    await app.register(requestQueues)
+    await app.register(requestQueues, { upstreams })
     await app.register(servicesCache)
     await app.register(upstreamClients, { upstreams })
     await app.register(blacklist)
