@@ -153,7 +153,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(healthRoutes)
     await app.register(queueRoutes)
     await app.register(servicesCacheRoutes)
-    await app.register(integrationHealthRoutes)
+    await app.register(integrationHealthRoutes, { upstreams })
     await app.register(alertRoutes)
     await app.register(metricsRoutes)
     // What browsers use gets security headers and CORS; machine-polled probes, outside this
