@@ -29,8 +29,8 @@ if (config.isProduction) {
     config: { ...config, upstreamSettings, CRM_EVENTS_ENABLED: eventsEnabled, missingUpstreamSettings: [] },
     warnings: [
       ...warnings,
-      `UPSTREAM SANDBOX IN USE: ${missing.join(', ')} not set, so billing, CRM and telecom calls go to the built-in simulators in this process. Set them to reach the real systems.`
+      `UPSTREAM SANDBOX IN USE: ${missing.join(', ')} not set, so ${new Intl.ListFormat('en-GB').format(UPSTREAMS.map(({ title }) => title))} calls go to the built-in simulators in this process. Set them to reach the real systems.`
     ]
   }, { onClosed: sandbox.close, pages: portalPage })
-  app.log.info({ billing: sandbox.billing.url, crm: sandbox.crm.url, telecom: sandbox.telecom.url, crmEvents: eventsEnabled }, 'upstream sandbox listening (sign-in users and products: dev/sandbox/README.md)')
+  app.log.info({ ...Object.fromEntries(UPSTREAMS.map(({ name }) => [name, sandbox[name].url])), crmEvents: eventsEnabled }, 'upstream sandbox listening (sign-in users and products: dev/sandbox/README.md)')
 }
