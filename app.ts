@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net'
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Config } from './schemas/config.js'
+import { UPSTREAMS } from './integrations/registry.js'
 import { ContextLogger, LazyChildLogger, createLogger } from './lib/logger.js'
 import { runInContext } from './lib/log-context.js'
 import { tracingEnabled, traceIdsOfLine } from './lib/tracing.js'
@@ -25,7 +26,7 @@ import cache from './plugins/app/cache.js'
 import pubsub from './plugins/app/pubsub.js'
 import requestQueues from './plugins/app/request-queues.js'
 import servicesCache from './plugins/app/services-cache.js'
-import upstreams from './plugins/app/upstreams.js'
+import upstreamClients, { type ServiceUpstream } from './plugins/app/upstreams.js'
 import blacklist from './plugins/app/blacklist.js'
 import sessions from './plugins/app/sessions.js'
 import authentication from './plugins/app/authentication.js'
@@ -61,6 +62,8 @@ export interface BuildOptions {
   logToStdout?: boolean
   /** More pages, served beside the status page with its security headers: the development entry's reference portal page. */
   pages?: FastifyPluginAsync
+  /** The upstream registry (default the product's); its settings groups are read into `config` by the same list. */
+  upstreams?: readonly ServiceUpstream[]
 }
 
 /**
@@ -70,7 +73,7 @@ export interface BuildOptions {
 const TIMEOUT_CHECK_INTERVAL_MS = 1000
 
 /** Builds the service, ready to inject requests into or to listen. */
-export async function build ({ config, logToStdout = true, pages: extraPages }: BuildOptions): Promise<FastifyInstance> {
+export async function build ({ config, logToStdout = true, pages: extraPages, upstreams = UPSTREAMS }: BuildOptions): Promise<FastifyInstance> {
   const logger = createLogger({ level: config.LOG_LEVEL, service: config.SERVICE_NAME, logDir: config.LOG_DIR, stdout: logToStdout, lineFields: tracingEnabled() ? traceIdsOfLine : undefined })
   await logger.ready
   const app = Fastify({
@@ -134,9 +137,9 @@ export async function build ({ config, logToStdout = true, pages: extraPages }: 
     await app.register(db)
     await app.register(cache)
     await app.register(pubsub)
-    await app.register(requestQueues)
+    await app.register(requestQueues, { upstreams })
     await app.register(servicesCache)
-    await app.register(upstreams)
+    await app.register(upstreamClients, { upstreams })
     await app.register(blacklist)
     await app.register(sessions)
     await app.register(authentication)
@@ -150,7 +153,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages }: 
     await app.register(healthRoutes)
     await app.register(queueRoutes)
     await app.register(servicesCacheRoutes)
-    await app.register(integrationHealthRoutes)
+    await app.register(integrationHealthRoutes, { upstreams })
     await app.register(alertRoutes)
     await app.register(metricsRoutes)
     // What browsers use gets security headers and CORS; machine-polled probes, outside this

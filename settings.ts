@@ -2,12 +2,16 @@
 // (schemas/config.ts), once, before the app is built. server.ts and the development entry use it.
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import type { TSchema } from '@sinclair/typebox'
+import type { TObject, TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { UPSTREAMS } from './integrations/registry.js'
 import {
-  DEVELOPMENT_DEFAULTS, PRODUCTION_REQUIRED, SettingsSchema, UPSTREAM_SETTINGS, UPSTREAM_SETTING_GROUPS,
-  type Config, type RedisSentinel, type Settings
+  DEVELOPMENT_DEFAULTS, productionRequired, settingsSchema, upstreamSettingNames,
+  type Config, type RedisSentinel, type Settings, type UpstreamSettingGroup
 } from './schemas/config.js'
+
+/** The settings schema of the service and its upstreams. */
+export const SettingsSchema = settingsSchema(UPSTREAMS)
 
 export interface SettingProblem {
   setting: string
@@ -72,14 +76,14 @@ export function formOf (schema: TSchema): string | undefined {
 }
 
 /** One problem per setting the schema refuses, each with the values it allows. */
-function schemaProblems (schema: typeof SettingsSchema, settings: Record<string, unknown>): SettingProblem[] {
+function schemaProblems (schema: TObject, settings: Record<string, unknown>): SettingProblem[] {
   const problems = new Map<string, string>()
   for (const error of Value.Errors(schema, settings)) {
     const setting = error.path.split('/')[1] ?? 'configuration'
     if (problems.has(setting)) continue
     const secret = /SECRET|KEY|PASSWORD/.test(setting)
     const got = secret || error.value === undefined ? '' : ` (got ${describeValue(error.value)})`
-    const property = schema.properties[setting as keyof typeof schema.properties] as TSchema | undefined
+    const property = schema.properties[setting]
     const form = property === undefined ? undefined : formOf(property)
     problems.set(setting, error.value === undefined
       ? `required: ${form ?? 'a value'}, ${String(property?.description)}`
@@ -89,8 +93,8 @@ function schemaProblems (schema: typeof SettingsSchema, settings: Record<string,
 }
 
 /** What a setting production requires is, for the message that names it missing. */
-function requiredInProduction (name: string): string {
-  const property = SettingsSchema.properties[name as keyof typeof SettingsSchema.properties] as TSchema
+function requiredInProduction (schema: TObject, name: string): string {
+  const property = schema.properties[name]!
   const form = formOf(property)
   return `required in production (${form === undefined ? '' : `${form}: `}${String(property.description)})`
 }
@@ -160,7 +164,8 @@ function privateKeyOf (key: string | undefined, keyPath: string | undefined): st
  * Reads, converts and validates the settings. Throws one ConfigError naming every bad or missing
  * setting, each with the values it takes.
  */
-export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: readonly UpstreamSettingGroup[] = UPSTREAMS): LoadedConfig {
+  const schema = upstreams === UPSTREAMS ? SettingsSchema : settingsSchema(upstreams)
   const isProduction = env.NODE_ENV === 'production'
   const given = (name: string) => env[name] !== undefined && env[name] !== ''
   const problems: SettingProblem[] = []
@@ -175,41 +180,49 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env): LoadedConfig 
     }
   }
   if (isProduction) {
-    for (const name of PRODUCTION_REQUIRED) {
+    for (const name of productionRequired(upstreams)) {
       if (name === 'CRM_PRIVATE_KEY' ? !given(name) && !given('CRM_PRIVATE_KEY_PATH') : !given(name)) {
-        problems.push({ setting: name === 'CRM_PRIVATE_KEY' ? 'CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH' : name, problem: requiredInProduction(name) })
+        problems.push({ setting: name === 'CRM_PRIVATE_KEY' ? 'CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH' : name, problem: requiredInProduction(schema, name) })
       }
     }
   }
   const raw: Record<string, unknown> = {}
-  for (const name of Object.keys(SettingsSchema.properties)) {
+  for (const name of Object.keys(schema.properties)) {
     if (given(name)) raw[name] = env[name]
     else if (!isProduction && DEVELOPMENT_DEFAULTS[name] !== undefined) raw[name] = DEVELOPMENT_DEFAULTS[name]
   }
-  const settings = Value.Convert(SettingsSchema, Value.Default(SettingsSchema, raw))
+  const settings = Value.Convert(schema, Value.Default(schema, raw)) as Record<string, unknown>
   const named = new Set(problems.map(({ setting }) => setting))
-  problems.push(...schemaProblems(SettingsSchema, settings as Record<string, unknown>).filter(({ setting }) => !named.has(setting)))
-  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses, ...rest } = settings as Settings
+  problems.push(...schemaProblems(schema, settings).filter(({ setting }) => !named.has(setting)))
+  const groupSettings = new Set(upstreamSettingNames(upstreams))
+  const own = Object.fromEntries(Object.entries(settings).filter(([name]) => !groupSettings.has(name))) as Settings
+  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses, ...rest } = own
 
-  const privateKey = checked(() => privateKeyOf(rest.CRM_PRIVATE_KEY, keyPath))
+  // The CRM's key may come from its file instead.
+  const values: Record<string, unknown> = { ...settings, CRM_PRIVATE_KEY: checked(() => privateKeyOf(settings.CRM_PRIVATE_KEY as string | undefined, keyPath)) }
 
   const warnings: string[] = []
+  const upstreamSettings: Record<string, Record<string, unknown>> = {}
+  const missingUpstreamSettings: string[] = []
   const config: Config = {
     ...rest,
-    CRM_PRIVATE_KEY: privateKey,
     JWT_SECRET: jwtSecret ?? randomBytes(32).toString('hex'),
     trustProxy: checked(() => trustProxyOf(trustProxy)) ?? false,
     redisSentinel: checked(() => redisSentinelOf(sentinels, sentinelName, sentinelPassword)),
     crmOrderCancelledStatuses: checked(() => cancelledStatusesOf(cancelledStatuses)) ?? [],
     isProduction,
-    missingUpstreamSettings: UPSTREAM_SETTINGS.filter((name) => name === 'CRM_PRIVATE_KEY' ? privateKey === undefined : rest[name] === undefined)
+    upstreamSettings,
+    missingUpstreamSettings
   }
-  // Filling in only what is missing would send the sandbox's credentials to a real system.
-  for (const [upstream, names] of Object.entries(UPSTREAM_SETTING_GROUPS)) {
-    const missing = names.filter((name) => config.missingUpstreamSettings.includes(name))
+  for (const upstream of upstreams) {
+    const names = Object.keys(upstream.settings)
+    const missing = names.filter((name) => values[name] === undefined)
+    missingUpstreamSettings.push(...missing)
+    if (missing.length === 0) upstreamSettings[upstream.name] = Object.fromEntries(names.map((name) => [name, values[name]]))
+    // Filling in only what is missing would send the sandbox's credentials to a real system.
     // In production a missing one is named already.
-    if (!isProduction && missing.length > 0 && missing.length < names.length) {
-      problems.push({ setting: missing[0]!, problem: `required: the other ${upstream} settings are given, and an upstream is configured whole or not at all` })
+    else if (!isProduction && missing.length < names.length) {
+      problems.push({ setting: missing[0]!, problem: `required: the other ${upstream.title} settings are given, and an upstream is configured whole or not at all` })
     }
   }
   if (rest.ORDERS_PENDING_CRITICAL_S <= rest.ORDERS_PENDING_WARNING_S) {

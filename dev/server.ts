@@ -1,4 +1,5 @@
 import { readConfig, serve } from '../server.js'
+import { UPSTREAMS } from '../integrations/registry.js'
 import { startSandbox } from './sandbox/index.js'
 import portalPage from './portal/index.js'
 import { firstReplayIdAfterStored } from './stored-replay.js'
@@ -18,16 +19,18 @@ if (config.isProduction) {
   await serve(loaded, { pages: portalPage })
 } else {
   const sandbox = await startSandbox({ crm: { streaming: { firstReplayId: await firstReplayIdAfterStored(config.DATABASE_URL) } } })
-  const filled: Record<string, string | undefined> = {}
-  for (const name of missing) filled[name] = sandbox.settings[name]
+  const upstreamSettings = { ...config.upstreamSettings }
+  for (const { name, settings } of UPSTREAMS) {
+    upstreamSettings[name] ??= Object.fromEntries(Object.keys(settings).map((setting) => [setting, sandbox.settings[setting]]))
+  }
   // The quick start provisions for real: the sandbox CRM raises the platform events, unless told otherwise.
   const eventsEnabled = process.env.CRM_EVENTS_ENABLED === undefined || process.env.CRM_EVENTS_ENABLED === '' ? true : config.CRM_EVENTS_ENABLED
   const app = await serve({
-    config: { ...config, ...filled, CRM_EVENTS_ENABLED: eventsEnabled, missingUpstreamSettings: [] },
+    config: { ...config, upstreamSettings, CRM_EVENTS_ENABLED: eventsEnabled, missingUpstreamSettings: [] },
     warnings: [
       ...warnings,
-      `UPSTREAM SANDBOX IN USE: ${missing.join(', ')} not set, so billing, CRM and telecom calls go to the built-in simulators in this process. Set them to reach the real systems.`
+      `UPSTREAM SANDBOX IN USE: ${missing.join(', ')} not set, so ${new Intl.ListFormat('en-GB').format(UPSTREAMS.map(({ title }) => title))} calls go to the built-in simulators in this process. Set them to reach the real systems.`
     ]
   }, { onClosed: sandbox.close, pages: portalPage })
-  app.log.info({ billing: sandbox.billing.url, crm: sandbox.crm.url, telecom: sandbox.telecom.url, crmEvents: eventsEnabled }, 'upstream sandbox listening (sign-in users and products: dev/sandbox/README.md)')
+  app.log.info({ ...Object.fromEntries(UPSTREAMS.map(({ name }) => [name, sandbox[name].url])), crmEvents: eventsEnabled }, 'upstream sandbox listening (sign-in users and products: dev/sandbox/README.md)')
 }

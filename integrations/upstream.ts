@@ -5,10 +5,9 @@ import { currentContext, traceparentOf } from '../lib/log-context.js'
 import { SpanKind, currentTraceparent, inSpan } from '../lib/tracing.js'
 import { classifyFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/errors.js'
 
-export type UpstreamName = 'billing' | 'crm' | 'telecom'
-
 export interface UpstreamCall {
-  upstream: UpstreamName
+  /** The upstream's name in the registry (registry.ts). */
+  upstream: string
   operation: string
   durationMs: number
   outcome: 'ok' | FailureClass
@@ -84,7 +83,7 @@ function networkCode (error: unknown): string | undefined {
 }
 
 /**
- * What the three clients share: one connection pool per origin, a deadline on every call, and the one
+ * What the clients share: one connection pool per origin, a deadline on every call, and the one
  * place where a failure is classified, logged and reported.
  */
 export class Upstream {
@@ -98,7 +97,7 @@ export class Upstream {
   readonly #secrets: string[]
 
   /** `secrets`: the client's credentials, never to appear in a failure's message (an upstream may echo a request). */
-  constructor (readonly name: UpstreamName, options: UpstreamOptions, secrets: string[] = []) {
+  constructor (readonly name: string, options: UpstreamOptions, secrets: string[] = []) {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
     this.log = options.log ?? SILENT
     this.#onCall = options.onCall

@@ -1,15 +1,13 @@
-import { Type, FormatRegistry, type Static } from '@sinclair/typebox'
+import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox'
+import { Secret, Url } from '../lib/setting-schemas.js'
 
-FormatRegistry.Set('url', (value) => URL.canParse(value))
-
-const Url = (description: string) => Type.String({ format: 'url', description })
-const Secret = (description: string) => Type.String({ minLength: 1, description })
 const Milliseconds = (defaultValue: number, description: string) =>
   Type.Integer({ minimum: 1, maximum: 600_000, default: defaultValue, description })
 
-// Every setting the service reads, as the environment spells it. Values arrive as strings
-// and are converted before they are checked, so a bad value is reported with its name.
-export const SettingsSchema = Type.Object({
+// Every setting the service reads, as the environment spells it, but the upstreams' settings
+// groups (settingsSchema adds them). Values arrive as strings and are converted before they are
+// checked, so a bad value is reported with its name.
+export const ServiceSettingsSchema = Type.Object({
   NODE_ENV: Type.String({ default: 'development', description: 'production: the database, Redis, upstream and JWT_SECRET settings become required, and the upstream sandbox never starts; any other value is a development run' }),
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'TCP port the HTTP server listens on; 0 takes any free port' }),
   HOST: Type.String({ minLength: 1, default: '127.0.0.1', description: 'address the HTTP server listens on; 0.0.0.0 (or ::) to take connections from other machines, as in a container' }),
@@ -39,14 +37,7 @@ export const SettingsSchema = Type.Object({
   CRM_QUEUE_TIMEOUT_MS: Milliseconds(15_000, 'deadline of one CRM request, waiting included'),
   CRM_QUEUE_MAX_SIZE: Type.Integer({ minimum: 0, maximum: 100_000, default: 200, description: 'CRM requests that may wait for a slot; one more is refused at once (0: a request runs at once or is refused)' }),
   QUEUE_HEALTH_WINDOW_MS: Milliseconds(300_000, 'window over which queue failures and averages are judged'),
-  BILLING_API_URL: Type.Optional(Url('WHMCS includes/api.php URL')),
-  BILLING_API_IDENTIFIER: Type.Optional(Secret('WHMCS API identifier')),
-  BILLING_API_SECRET: Type.Optional(Secret('WHMCS API secret')),
   BILLING_PAYMENT_METHOD: Type.Optional(Type.String({ pattern: '^[a-z0-9_]+$', description: 'WHMCS payment gateway module of new orders (an active one); unset: mailin, or the first gateway WHMCS names as valid' })),
-  CRM_LOGIN_URL: Type.Optional(Url('Salesforce OAuth server')),
-  CRM_CLIENT_ID: Type.Optional(Secret('connected app consumer key')),
-  CRM_USERNAME: Type.Optional(Secret('integration user')),
-  CRM_PRIVATE_KEY: Type.Optional(Secret('PEM RSA key for the JWT assertion')),
   CRM_PRIVATE_KEY_PATH: Type.Optional(Type.String({ minLength: 1, description: 'file holding the PEM RSA key for the JWT assertion, read once at start; CRM_PRIVATE_KEY wins when both are set' })),
   CRM_API_VERSION: Type.String({ pattern: '^[0-9]{2,3}\\.0$', default: '60.0', description: 'Salesforce API version of the REST and platform-event (CometD) calls; one the org supports' }),
   CRM_DAILY_API_LIMIT: Type.Optional(Type.Integer({ minimum: 1, description: 'daily CRM API quota used until the CRM has reported its own, which then wins' })),
@@ -55,8 +46,6 @@ export const SettingsSchema = Type.Object({
   CRM_EVENTS_ENABLED: Type.Boolean({ default: false, description: 'true runs the platform-event subscription that starts provisioning (one instance holds it at a time); left unset while npm start serves an upstream from the sandbox, it is on' }),
   CRM_EVENTS_REPLAY: Type.Optional(Type.Union([Type.Literal('ALL'), Type.Literal('LATEST')], { description: 'where the subscription starts without a valid stored replay position: ALL replays every retained event, LATEST (or unset) takes new ones only' })),
   CRM_ORDER_CANCELLED_STATUSES: Type.String({ minLength: 1, default: 'Cancelled,Rejected', description: 'comma-separated CRM Order Status values that mean the order will not go on: the reconciliation cancels a portal order still in Pending Review whose CRM order has one, and its billing order and invoice. Neither Pending Review nor Activated' }),
-  TELECOM_API_URL: Type.Optional(Url('telecom provider base URL')),
-  TELECOM_API_KEY: Type.Optional(Secret('telecom provider API key')),
   AUTH_BLACKLIST_FAIL_CLOSED: Type.Boolean({ default: true, description: 'true: while Redis is down, bearer-token checks answer 503, as a revoked token cannot be told apart; false lets them pass (logged and counted)' }),
   PROVISIONING_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 200, default: 10, description: 'provisioning jobs run at once by one instance' }),
   PROVISIONING_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 50, default: 5, description: 'attempts of one provisioning job, the first included, before its order is Failed' }),
@@ -93,7 +82,7 @@ export const SettingsSchema = Type.Object({
   CORS_ORIGIN: Type.Optional(Url('the portal origin'))
 })
 
-export type Settings = Static<typeof SettingsSchema>
+export type Settings = Static<typeof ServiceSettingsSchema>
 
 /** Where the Sentinels are, and the name they know the primary by. */
 export interface RedisSentinel {
@@ -112,20 +101,36 @@ export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SEC
   /** REDIS_SENTINELS, REDIS_SENTINEL_NAME and REDIS_SENTINEL_PASSWORD; unset, REDIS_URL's host is Redis. */
   redisSentinel: RedisSentinel | undefined
   isProduction: boolean
+  /** Each upstream's settings group, under the upstream's name; one not given is missing. */
+  upstreamSettings: Readonly<Record<string, Readonly<Record<string, unknown>>>>
   /** Upstream settings that were not given; outside production the sandbox fills them in. */
-  missingUpstreamSettings: UpstreamSetting[]
+  missingUpstreamSettings: string[]
 }
 
-/** Each upstream's settings: given together, or (outside production) none, for the sandbox to fill in. */
-export const UPSTREAM_SETTING_GROUPS = {
-  billing: ['BILLING_API_URL', 'BILLING_API_IDENTIFIER', 'BILLING_API_SECRET'],
-  CRM: ['CRM_LOGIN_URL', 'CRM_CLIENT_ID', 'CRM_USERNAME', 'CRM_PRIVATE_KEY'],
-  telecom: ['TELECOM_API_URL', 'TELECOM_API_KEY']
-} as const
-export const UPSTREAM_SETTINGS = Object.values(UPSTREAM_SETTING_GROUPS).flat()
-export type UpstreamSetting = typeof UPSTREAM_SETTINGS[number]
+/** An upstream as the settings know it (the upstream registry's descriptors are these). */
+export interface UpstreamSettingGroup {
+  name: string
+  /** How a message names the upstream: `CRM`. */
+  title: string
+  /** Its settings group: given together, or (outside production) none, for the sandbox to fill in. */
+  settings: TProperties
+}
 
-export const PRODUCTION_REQUIRED = ['DATABASE_URL', 'REDIS_URL', ...UPSTREAM_SETTINGS, 'JWT_SECRET'] as const
+/** The settings schema of the service with these upstreams: its own settings, then each upstream's group. */
+export function settingsSchema (upstreams: readonly UpstreamSettingGroup[]): TObject<typeof ServiceSettingsSchema.properties & TProperties> {
+  const groups = upstreams.flatMap(({ settings }) => Object.entries(settings).map(([name, schema]) => [name, Type.Optional(schema)]))
+  return Type.Object({ ...ServiceSettingsSchema.properties, ...Object.fromEntries(groups) as TProperties })
+}
+
+/** Every upstream setting, upstream by upstream. */
+export function upstreamSettingNames (upstreams: readonly UpstreamSettingGroup[]): string[] {
+  return upstreams.flatMap(({ settings }) => Object.keys(settings))
+}
+
+/** What production does not start without. */
+export function productionRequired (upstreams: readonly UpstreamSettingGroup[]): string[] {
+  return ['DATABASE_URL', 'REDIS_URL', ...upstreamSettingNames(upstreams), 'JWT_SECRET']
+}
 
 /** What a development run takes for a setting it is not given. */
 export const DEVELOPMENT_DEFAULTS: Record<string, string> = {

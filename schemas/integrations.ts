@@ -35,14 +35,15 @@ export const EventsCheck = Type.Object({
   error: Type.Optional(StringEnum(FAILURE_CLASSES, { description: 'short failure class, never raw text' }))
 }, { $id: 'EventsCheck', additionalProperties: false })
 
-export const IntegrationHealthReport = Type.Object({
-  status: StringEnum(['ok', 'degraded']),
-  timestamp: Type.String({ format: 'date-time' }),
-  checks: Type.Object({
-    database: Type.Ref(IntegrationCheck),
-    billing: Type.Ref(IntegrationCheck),
-    crm: Type.Ref(IntegrationCheck),
-    telecom: Type.Ref(IntegrationCheck),
-    events: Type.Ref(EventsCheck, { description: 'the platform-event subscription' })
-  }, { additionalProperties: false })
-}, { $id: 'IntegrationHealthReport', title: 'Integration health report', additionalProperties: false })
+/** The integration health report of a service with these upstreams: a check each, between the database's and the subscription's. */
+export function integrationHealthReport (upstreams: readonly string[]) {
+  return Type.Object({
+    status: StringEnum(['ok', 'degraded']),
+    timestamp: Type.String({ format: 'date-time' }),
+    checks: Type.Object({
+      database: Type.Ref(IntegrationCheck),
+      ...Object.fromEntries(upstreams.map((name) => [name, Type.Ref(IntegrationCheck)])),
+      events: Type.Ref(EventsCheck, { description: 'the platform-event subscription' })
+    }, { additionalProperties: false })
+  }, { $id: 'IntegrationHealthReport', title: 'Integration health report', additionalProperties: false })
+}

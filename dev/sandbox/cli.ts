@@ -1,7 +1,8 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { startSandbox } from './index.js'
+import { UPSTREAMS } from '../../integrations/registry.js'
+import { sandboxPortSetting, startSandbox } from './index.js'
 
 function port (name: string, fallback: number): number {
   const value = process.env[name]
@@ -11,21 +12,17 @@ function port (name: string, fallback: number): number {
 }
 
 const host = process.env.SANDBOX_HOST ?? '127.0.0.1'
-const sandbox = await startSandbox({
-  billing: { host, port: port('SANDBOX_BILLING_PORT', 4001) },
-  crm: { host, port: port('SANDBOX_CRM_PORT', 4002) },
-  telecom: { host, port: port('SANDBOX_TELECOM_PORT', 4003) }
-})
+// 4001 for the first upstream of the registry, 4002 for the next, and so on.
+const sandbox = await startSandbox(Object.fromEntries(UPSTREAMS.map(({ name }, index) => [name, { host, port: port(sandboxPortSetting(name), 4001 + index) }])))
 const keyDirectory = await mkdtemp(join(tmpdir(), 'portal-sandbox-'))
 const keyPath = join(keyDirectory, 'crm-private-key.pem')
 await writeFile(keyPath, sandbox.crm.privateKey, { mode: 0o600 })
 
 const { CRM_PRIVATE_KEY: _inline, ...settings } = sandbox.settings
+const width = Math.max(...UPSTREAMS.map(({ name }) => name.length)) + 2
 console.log([
-  'Upstream sandbox running (fake billing, CRM and telecom; these credentials are sandbox values):',
-  `  billing  ${sandbox.billing.url}`,
-  `  crm      ${sandbox.crm.url}`,
-  `  telecom  ${sandbox.telecom.url}`,
+  `Upstream sandbox running (fake ${new Intl.ListFormat('en-GB').format(UPSTREAMS.map(({ title }) => title))}; these credentials are sandbox values):`,
+  ...UPSTREAMS.map(({ name }) => `  ${name.padEnd(width)}${sandbox[name].url}`),
   'Controls: POST|GET|DELETE <url>/__sandbox/faults, GET|DELETE <url>/__sandbox/calls, POST <url>/__sandbox/down;',
   '  crm also: POST /__sandbox/events, POST /__sandbox/drop-sessions, POST /__sandbox/expire-tokens, PUT /__sandbox/limits',
   'Service settings:',

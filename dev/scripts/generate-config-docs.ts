@@ -2,8 +2,9 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { KindGuard, type TObject, type TSchema } from '@sinclair/typebox'
-import { SettingsSchema, UPSTREAM_SETTINGS } from '../../schemas/config.js'
-import { ConfigError, loadConfig } from '../../settings.js'
+import { UPSTREAMS } from '../../integrations/registry.js'
+import { upstreamSettingNames } from '../../schemas/config.js'
+import { ConfigError, SettingsSchema, loadConfig } from '../../settings.js'
 import { projectRoot } from '../../lib/project-root.js'
 
 /**
@@ -194,7 +195,7 @@ function defaultCell (name: string, schema: TSchema, requirement: string[] | und
     const byDefault = schema.default === '' ? 'empty' : code(schema.default)
     parts.push(fallback === undefined ? byDefault : `${byDefault} in production`, ...fallback === undefined ? [] : [`${code(fallback)} outside production`])
   } else if (fallback !== undefined) parts.push(`${code(fallback)} outside production`)
-  else if ((UPSTREAM_SETTINGS as readonly string[]).includes(name)) parts.push('the sandbox outside production')
+  else if (upstreamSettingNames(UPSTREAMS).includes(name)) parts.push('the sandbox outside production')
   else if (requirement === undefined) parts.push('unset')
   return parts.join('; ')
 }

@@ -1,4 +1,6 @@
 import { join } from 'node:path'
+import { UPSTREAMS } from '../../integrations/registry.js'
+import { sandboxPortSetting } from '../sandbox/index.js'
 import { DEV_BUILD, exited, runServer } from './service-process.js'
 
 export interface SandboxProcess {
@@ -14,7 +16,7 @@ export interface SandboxProcess {
 export async function startSandboxProcess (timeoutMs = 30_000): Promise<SandboxProcess> {
   const { child, exit, stderr } = runServer({
     entry: join(DEV_BUILD, 'dev', 'sandbox', 'cli.js'),
-    env: { SANDBOX_BILLING_PORT: '0', SANDBOX_CRM_PORT: '0', SANDBOX_TELECOM_PORT: '0' }
+    env: Object.fromEntries(UPSTREAMS.map(({ name }) => [sandboxPortSetting(name), '0']))
   })
   const stop = async () => {
     child.kill('SIGTERM')
@@ -25,10 +27,10 @@ export async function startSandboxProcess (timeoutMs = 30_000): Promise<SandboxP
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
   try {
     child.stdout!.setEncoding('utf8')
-    // The settings are the last lines it prints; the telecom key is the last of them.
+    // The settings are the last lines it prints; the CRM key's file is the last of them.
     for await (const chunk of child.stdout! as AsyncIterable<string>) {
       output += chunk
-      if (/^TELECOM_API_KEY=.*\n/m.test(output)) break
+      if (/^CRM_PRIVATE_KEY_PATH=.*\n/m.test(output)) break
     }
   } finally {
     clearTimeout(timer)
@@ -37,7 +39,7 @@ export async function startSandboxProcess (timeoutMs = 30_000): Promise<SandboxP
     const setting = /^([A-Z_]+)=(.*)$/.exec(line)
     if (setting !== null) settings[setting[1]!] = setting[2]!
   }
-  if (settings.TELECOM_API_KEY === undefined) {
+  if (settings.CRM_PRIVATE_KEY_PATH === undefined) {
     await stop()
     throw new Error(`the sandbox did not start (exit ${String(await exit)}): ${stderr()}`)
   }

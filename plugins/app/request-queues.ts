@@ -1,7 +1,9 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { RequestQueue, type QueueMetrics, type RequestQueueOptions } from '../../lib/request-queue.js'
+import type { ProductUpstream } from '../../integrations/registry.js'
+import { RequestQueue, type QueueMetrics } from '../../lib/request-queue.js'
 import type { Sample } from './monitoring/metrics.js'
+import type { UpstreamsOptions } from './upstreams.js'
 import { healthOf, levelOf, threshold, worstLevel, type Level, type MeasureName, type QueueHealth } from './monitoring/thresholds.js'
 
 /**
@@ -41,41 +43,43 @@ function snapshotOf (queue: UpstreamQueue): QueueSnapshot {
   return { health: queue.health(), metrics: queue.metrics(), recentFailedRequests: queue.recentFailures() }
 }
 
+/** The upstreams whose calls wait in a queue. */
+type QueuedName = Extract<ProductUpstream, { queue: object }>['name']
+
+/** Each queue under its upstream's name and `Queue`: `billingQueue`. */
+type UpstreamQueues = { readonly [Name in QueuedName as `${Name}Queue`]: UpstreamQueue }
+
 declare module 'fastify' {
-  interface FastifyInstance {
-    billingQueue: UpstreamQueue
-    crmQueue: UpstreamQueue
-  }
+  interface FastifyInstance extends UpstreamQueues {}
 }
+
+type QueueReports = Record<QueuedName, QueueSnapshot>
 
 declare module './monitoring/index.js' {
   interface MonitoringParts {
-    queues: Record<'billing' | 'crm', QueueSnapshot>
+    queues: QueueReports
   }
 }
-
-type QueueReports = Record<'billing' | 'crm', QueueSnapshot>
 
 /** A gauge or counter with one sample per queue, labelled with its name. */
 function perQueue (name: string, help: string, type: 'gauge' | 'counter', value: (queue: QueueSnapshot) => number) {
   return { name, help, type, samples: (queues: QueueReports): Sample[] => Object.entries(queues).map(([queue, report]) => ({ labels: { queue }, value: value(report) })) }
 }
 
-async function requestQueues (fastify: FastifyInstance) {
+async function requestQueues (fastify: FastifyInstance, { upstreams }: UpstreamsOptions) {
   const { config } = fastify
-  const queue = (options: Omit<RequestQueueOptions, 'windowMs'>) => new UpstreamQueue({ ...options, windowMs: config.QUEUE_HEALTH_WINDOW_MS })
-  const billingQueue = queue({ name: 'billing', concurrency: config.BILLING_QUEUE_CONCURRENCY, timeoutMs: config.BILLING_QUEUE_TIMEOUT_MS, maxSize: config.BILLING_QUEUE_MAX_SIZE })
-  const crmQueue = queue({ name: 'crm', concurrency: config.CRM_QUEUE_CONCURRENCY, timeoutMs: config.CRM_QUEUE_TIMEOUT_MS, maxSize: config.CRM_QUEUE_MAX_SIZE })
-  fastify.decorate('billingQueue', billingQueue)
-  fastify.decorate('crmQueue', crmQueue)
+  const queues = upstreams.flatMap(({ name, queue }) => queue === undefined
+    ? []
+    : [new UpstreamQueue({ name, concurrency: config[queue.concurrency], timeoutMs: config[queue.timeoutMs], maxSize: config[queue.maxSize], windowMs: config.QUEUE_HEALTH_WINDOW_MS })])
+  for (const queue of queues) fastify.decorate(`${queue.name}Queue`, queue)
   fastify.addHook('onClose', async () => {
-    await Promise.all([billingQueue.drain(), crmQueue.drain()])
+    await Promise.all(queues.map((queue) => queue.drain()))
   })
 
   const window = 'within QUEUE_HEALTH_WINDOW_MS'
   fastify.monitoring.register('queues', {
     description: 'the request queues',
-    read: () => ({ billing: snapshotOf(billingQueue), crm: snapshotOf(crmQueue) }),
+    read: () => Object.fromEntries(queues.map((queue) => [queue.name, snapshotOf(queue)])) as QueueReports,
     measures: {
       billing_queue_size: ({ billing }) => ({ value: billing.metrics.queueSize }),
       billing_failed_requests: ({ billing }) => ({ value: billing.recentFailedRequests })

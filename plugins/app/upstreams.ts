@@ -1,21 +1,35 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { BillingClient } from '../../integrations/billing/client.js'
-import { CrmClient } from '../../integrations/crm/client.js'
 import { DailyUsageStore, type DailyUsage, type LimitSource } from '../../integrations/crm/daily-usage.js'
-import { TelecomClient } from '../../integrations/telecom/client.js'
-import type { UpstreamCall, UpstreamName } from '../../integrations/upstream.js'
+import type { QueueSettings, UpstreamClient, UpstreamDescriptor } from '../../integrations/descriptor.js'
+import type { UpstreamClients, UpstreamName } from '../../integrations/registry.js'
+import type { UpstreamCall } from '../../integrations/upstream.js'
 import { percentOf } from '../../lib/numbers.js'
 import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
+import type { Config } from '../../schemas/config.js'
+import { HISTOGRAMS } from './monitoring/metrics.js'
 import { combinedFailureRate, highest, windowed, type Reading } from './monitoring/alerts.js'
-import { threshold } from './monitoring/thresholds.js'
+import { ROWS, threshold, type MeasureName } from './monitoring/thresholds.js'
 import { crmDailyUsageKey } from './redis-keys.js'
 
+/** A setting of a number, by its name. */
+type NumberSetting = { [Name in keyof Config]-?: Config[Name] extends number ? Name : never }[keyof Config]
+
+/**
+ * An upstream the service can run: what its client needs of the service, the service has, and its
+ * queue's settings are numbers of the settings schema.
+ */
+export type ServiceUpstream = UpstreamDescriptor<string, UpstreamClient, { config: Config, crmUsage: DailyUsageStore }> & {
+  readonly queue?: QueueSettings<NumberSetting> | undefined
+}
+
+export interface UpstreamsOptions {
+  /** The upstream registry: the product's, or a test's. */
+  upstreams: readonly ServiceUpstream[]
+}
+
 declare module 'fastify' {
-  interface FastifyInstance {
-    billing: BillingClient
-    crm: CrmClient
-    telecom: TelecomClient
+  interface FastifyInstance extends UpstreamClients {
     /** The CRM's daily API usage, one figure for every instance. */
     crmUsage: DailyUsageStore
     /** Every upstream call's duration and outcome, over the recent window. */
@@ -56,58 +70,57 @@ declare module './monitoring/index.js' {
   }
 }
 
-function required (value: string | undefined, name: string): string {
-  if (value === undefined) throw new Error(`${name} is not set (outside production, \`npm start\` fills unset upstreams with the development sandbox)`)
-  return value
+/** An upstream's settings group, or the error naming its first setting not given. */
+function settingsOf (config: Config, upstream: ServiceUpstream): Readonly<Record<string, unknown>> {
+  const settings = config.upstreamSettings[upstream.name]
+  if (settings !== undefined) return settings
+  const names = Object.keys(upstream.settings)
+  const name = names.find((each) => config.missingUpstreamSettings.includes(each)) ?? names[0]
+  throw new Error(`${String(name)} is not set (outside production, \`npm start\` fills unset upstreams with the development sandbox)`)
 }
 
-async function upstreams (fastify: FastifyInstance) {
+type CallReadings = Partial<Record<MeasureName, (calls: Record<string, WindowSummary>) => Reading>>
+
+/**
+ * The rows of the thresholds table that judge one upstream's response time (a percentile of the
+ * upstream call histogram of that upstream alone), each read from that upstream's call window.
+ */
+function responseTimeReadings (): CallReadings {
+  const readings: CallReadings = {}
+  for (const { measure, prometheus } of ROWS) {
+    if (prometheus.kind !== 'quantile' || prometheus.histogram !== HISTOGRAMS.upstream.name) continue
+    const upstream = prometheus.match?.upstream
+    if (typeof upstream !== 'string') continue
+    readings[measure as MeasureName] = (calls) => windowed(calls[upstream]?.p95 ?? null, calls[upstream]?.count ?? 0, `${upstream} calls`)
+  }
+  return readings
+}
+
+async function upstreams (fastify: FastifyInstance, { upstreams }: UpstreamsOptions) {
   const { config } = fastify
-  const upstreamCalls: Record<UpstreamName, SlidingWindow> = { billing: new SlidingWindow(), crm: new SlidingWindow(), telecom: new SlidingWindow() }
+  const upstreamCalls = Object.fromEntries(upstreams.map(({ name }) => [name, new SlidingWindow()])) as Record<UpstreamName, SlidingWindow>
   const common = {
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
-    onCall: (call: UpstreamCall) => { upstreamCalls[call.upstream].record(call.durationMs, call.outcome !== 'ok'); fastify.metrics.observeUpstreamCall(call) },
+    onCall: (call: UpstreamCall) => { upstreamCalls[call.upstream as UpstreamName].record(call.durationMs, call.outcome !== 'ok'); fastify.metrics.observeUpstreamCall(call) },
     log: fastify.log
   }
   const crmUsage = new DailyUsageStore({ redis: fastify.redis, key: crmDailyUsageKey(config.REDIS_KEY_PREFIX), fallbackLimit: config.CRM_DAILY_API_LIMIT, log: fastify.log })
-  const billing = new BillingClient({
-    ...common,
-    url: required(config.BILLING_API_URL, 'BILLING_API_URL'),
-    identifier: required(config.BILLING_API_IDENTIFIER, 'BILLING_API_IDENTIFIER'),
-    secret: required(config.BILLING_API_SECRET, 'BILLING_API_SECRET'),
-    defaultPaymentMethod: config.BILLING_PAYMENT_METHOD
-  })
-  const crm = new CrmClient({
-    ...common,
-    loginUrl: required(config.CRM_LOGIN_URL, 'CRM_LOGIN_URL'),
-    clientId: required(config.CRM_CLIENT_ID, 'CRM_CLIENT_ID'),
-    username: required(config.CRM_USERNAME, 'CRM_USERNAME'),
-    privateKey: required(config.CRM_PRIVATE_KEY, 'CRM_PRIVATE_KEY'),
-    apiVersion: config.CRM_API_VERSION,
-    usage: crmUsage
-  })
-  const telecom = new TelecomClient({
-    ...common,
-    url: required(config.TELECOM_API_URL, 'TELECOM_API_URL'),
-    apiKey: required(config.TELECOM_API_KEY, 'TELECOM_API_KEY')
-  })
+  const clients = upstreams.map((upstream) => ({ upstream, client: upstream.client(settingsOf(config, upstream), { ...common, config, crmUsage }) }))
 
-  fastify.decorate('billing', billing)
-  fastify.decorate('crm', crm)
-  fastify.decorate('telecom', telecom)
   fastify.decorate('crmUsage', crmUsage)
   fastify.decorate('upstreamCalls', upstreamCalls)
-
-  fastify.integrationHealth.register('billing', (signal) => billing.health(signal))
-  fastify.integrationHealth.register('crm', (signal) => crm.health(signal))
-  fastify.integrationHealth.register('telecom', (signal) => telecom.health(signal))
+  for (const { upstream, client } of clients) {
+    fastify.decorate(upstream.name, client)
+    fastify.integrationHealth.register(upstream.name, (signal) => upstream.health(client, signal))
+    fastify.metrics.knowUpstream(upstream.name)
+  }
 
   fastify.monitoring.register('upstreams', {
     description: 'the upstream calls',
-    read: () => ({ billing: upstreamCalls.billing.summary(), crm: upstreamCalls.crm.summary(), telecom: upstreamCalls.telecom.summary() }),
+    read: () => Object.fromEntries(Object.entries(upstreamCalls).map(([name, window]) => [name, window.summary()])) as Record<UpstreamName, WindowSummary>,
     measures: {
       crm_billing_response_time: (calls) => slowest([calls.crm, calls.billing], 'CRM or billing calls'),
-      telecom_response_time: ({ telecom }) => windowed(telecom.p95, telecom.count, 'telecom calls'),
+      ...responseTimeReadings(),
       external_error_rate: (calls) => {
         const windows = Object.values(calls)
         return windowed(combinedFailureRate(windows), windows.reduce((sum, window) => sum + window.count, 0), 'upstream calls')
@@ -128,9 +141,9 @@ async function upstreams (fastify: FastifyInstance) {
     ]
   })
 
-  crm.startLimitsRefresh()
+  fastify.crm.startLimitsRefresh()
   fastify.addHook('onClose', async () => {
-    await Promise.all([billing.close(), crm.close(), telecom.close()])
+    await Promise.all(clients.map(({ client }) => client.close()))
   })
 }
 

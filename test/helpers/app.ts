@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import type { FastifyInstance } from 'fastify'
 import { build, type BuildOptions } from '../../app.js'
-import type { Config } from '../../schemas/config.js'
+import type { Config, UpstreamSettingGroup } from '../../schemas/config.js'
 import { loadConfig } from '../../settings.js'
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../dev/sandbox/index.js'
 import { reportHangs } from './hang-report.js'
@@ -53,8 +53,9 @@ export function testEnv (overrides: Record<string, string> = {}): Record<string,
   }
 }
 
-export function testConfig (overrides: Record<string, string> = {}): Config {
-  return loadConfig(testEnv(overrides)).config
+/** The settings of a test service; `upstreams`: the registry whose settings groups it reads (default the product's). */
+export function testConfig (overrides: Record<string, string> = {}, upstreams?: readonly UpstreamSettingGroup[]): Config {
+  return loadConfig(testEnv(overrides), upstreams).config
 }
 
 async function onTestDatabase (sql: string): Promise<void> {
@@ -87,14 +88,15 @@ export async function startTestSandbox (t: Teardown, options?: SandboxOptions): 
 
 /**
  * Builds the app for one test, pointed at the given sandbox or a new one, and closes it when the
- * test ends. `options`: what else `build` takes (the pages to serve).
+ * test ends. `options`: what else `build` takes (the pages to serve, an upstream registry of the
+ * test's own, whose settings groups are read from the environment too).
  */
 export async function buildTestApp (t: Teardown, overrides: Record<string, string> = {}, sandbox?: Sandbox, options: Omit<BuildOptions, 'config' | 'logToStdout'> = {}): Promise<FastifyInstance> {
   reportHangs()
   await ensureTestDatabase()
   const upstreams = sandbox ?? await startTestSandbox(t)
   const databaseUrl = overrides.DATABASE_URL ?? await testSchemaUrl(t)
-  const config = testConfig({ ...upstreams.settings, DATABASE_URL: databaseUrl, ...overrides })
+  const config = testConfig({ ...upstreams.settings, DATABASE_URL: databaseUrl, ...overrides }, options.upstreams)
   const app = await build({ ...options, config, logToStdout: false })
   t.teardown(() => app.close())
   return app

@@ -1,4 +1,5 @@
 import { Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client'
+import { UPSTREAMS } from '../../../integrations/registry.js'
 import { FAILURE_CLASSES } from '../../../lib/errors.js'
 import { SlidingWindow } from '../../../lib/sliding-window.js'
 
@@ -15,7 +16,7 @@ export const HISTOGRAMS = {
   },
   upstream: {
     name: 'portal_bff_upstream_request_duration_seconds',
-    help: 'Duration of upstream calls (billing, CRM, telecom) by upstream and outcome (ok or the failure class)',
+    help: `Duration of upstream calls (${UPSTREAMS.map(({ title }) => title).join(', ')}) by upstream and outcome (ok or the failure class)`,
     labelNames: ['upstream', 'outcome'],
     buckets: [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 3, 5, 10, 15, 30]
   },
@@ -64,7 +65,6 @@ class LiveMetric {
 
 const statusClass = (statusCode: number) => `${Math.floor(statusCode / 100)}xx`
 const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const
-const UPSTREAMS = ['billing', 'crm', 'telecom'] as const
 
 /**
  * The service's metrics registry (one per app instance, so several instances in one process do not
@@ -91,15 +91,17 @@ export class ServiceMetrics {
     this.#provisioningLag = new Histogram({ ...HISTOGRAMS.provisioningLag, labelNames: [], buckets: [...HISTOGRAMS.provisioningLag.buckets], registers })
     // Every known label set starts at 0: a series born on its first failure has no earlier sample,
     // so rate() and increase() would not see that failure.
-    for (const upstream of UPSTREAMS) {
-      for (const outcome of ['ok', ...FAILURE_CLASSES]) this.#upstream.zero({ upstream, outcome })
-    }
     for (const outcome of ['ok', 'error']) this.#query.zero({ outcome })
   }
 
   /** A route's request series, one per status class, at 0 from the start. */
   knowRoute (route: string, method: string): void {
     for (const statusClass of STATUS_CLASSES) this.#http.zero({ route, method, status_class: statusClass })
+  }
+
+  /** An upstream's call series, one per outcome, at 0 from the start. */
+  knowUpstream (upstream: string): void {
+    for (const outcome of ['ok', ...FAILURE_CLASSES]) this.#upstream.zero({ upstream, outcome })
   }
 
   /** A finished request; `route` is the route pattern (`unmatched` for a 404), never the raw path. */

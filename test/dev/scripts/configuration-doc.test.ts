@@ -4,8 +4,7 @@ import { join } from 'node:path'
 import { Type } from '@sinclair/typebox'
 import { CONFIGURATION_DOC_FILE, ENV_EXAMPLE_FILE, OPENTELEMETRY_SETTINGS, SECTIONS, outOfDate, renderConfigurationDoc, renderEnvExample } from '../../../dev/scripts/generate-config-docs.js'
 import { projectRoot } from '../../../lib/project-root.js'
-import { SettingsSchema } from '../../../schemas/config.js'
-import { ConfigError, loadConfig } from '../../../settings.js'
+import { ConfigError, SettingsSchema, loadConfig } from '../../../settings.js'
 import { COMPLETE_PRODUCTION } from '../../helpers/made.js'
 
 const checkedIn = readFileSync(join(projectRoot, CONFIGURATION_DOC_FILE), 'utf8')
@@ -26,7 +25,7 @@ t.test('every setting of the schema has one row, with its description, on one li
   const rows = checkedIn.split('\n').filter((line) => /^\| `[A-Z0-9_]+` \|/.test(line))
   t.equal(rows.length, names.length + OPENTELEMETRY_SETTINGS.length, 'one row per setting, and no other')
   for (const name of names) {
-    const { description } = SettingsSchema.properties[name as keyof typeof SettingsSchema.properties]
+    const { description } = SettingsSchema.properties[name]!
     t.ok(description, `${name} has a description in the schema`)
     const row = rowOf(checkedIn, name)
     t.ok(row?.includes(`| ${String(description).replace(/\|/g, '\\|')} |`), `${name}: its row carries its description`)
