@@ -215,14 +215,17 @@ async function jobQueue (fastify: FastifyInstance) {
   })
   fastify.addHook('onClose', async () => {
     closing = true
-    // With Redis answering, the worker finishes the jobs it holds (within a queue deadline). With
+    // With Redis answering, the worker takes no new job and finishes those it holds, within a queue
+    // deadline; then, or past it, its close is forced. (A graceful close past its deadline would go
+    // on renewing the locks of a job that never ends, a timer that keeps the process alive.) With
     // Redis away or hung, BullMQ's close would wait for it, so nothing is waited on: the closes are
-    // forced and the connections dropped; the jobs it held are taken over by another instance once
-    // their lock expires.
+    // forced and the connections dropped. A job given up is taken over by another instance once its
+    // lock expires.
     const redisUp = await abortable(consumer.ping(), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).then(() => true, () => false)
     if (redisUp) {
       const deadline = AbortSignal.timeout(config.CRM_QUEUE_TIMEOUT_MS)
-      await abortable(worker.close(), deadline).catch(() => fastify.log.warn('provisioning worker did not close in time; its connections are dropped'))
+      await abortable(worker.pause(), deadline).catch(() => fastify.log.warn('provisioning jobs did not finish in time; left to another instance once their lock expires'))
+      await abortable(worker.close(true), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).catch(() => {})
       await abortable(queue.close(), deadline).catch(() => {})
       await Promise.all([closeRedis(producer), closeRedis(consumer)])
       return
