@@ -1,18 +1,22 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
+import { Queue } from 'bullmq'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { FIRING_ALERTS_EXPR, RECENT_WINDOW, RULES_FILE, SERVICE_PANELS, panelExpr } from '../../dev/scripts/alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
+import { PROVISIONING_QUEUE } from '../../plugins/app/orders/job-queue.js'
+import { jobQueuePrefix } from '../../plugins/app/redis-keys.js'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
 import { ALERTMANAGER_CONFIG, AlertmanagerServer, PrometheusServer, WebhookReceiver, type Notification } from '../helpers/monitoring-servers.js'
+import { SHARED_REDIS } from '../helpers/made.js'
 import { skipWithout } from '../helpers/packages.js'
 import { freePort } from '../helpers/ports.js'
 import { buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
 import { waitFor } from '../helpers/processes.js'
-import { allActive, eventsReport, seedCrmOrders, STREAMING } from '../helpers/provisioning.js'
+import { allActive, eventsReport, placeOrder, seedCrmOrders, STREAMING } from '../helpers/provisioning.js'
 import { bearer, login } from '../helpers/tokens.js'
 
 // The shipped monitoring run for real: Debian's Prometheus and Alertmanager on the files of
@@ -223,6 +227,42 @@ t.test('Redis down: one P1 page; after recovery nothing but its resolve', { skip
   const page = await outage(t, monitoring, { fault: () => redis.kill(), mend: () => redis.start() })
   t.ok(page.body.alerts.some((alert) => alert.labels.alertname === 'PortalBffCoreStatus' && alert.labels.priority === 'P1'), 'a P1 page: core status', { alerts: names(page) })
   t.ok(page.body.alerts.every((alert) => ['P1', 'P2'].includes(alert.labels.priority ?? '')), 'only pages in it')
+})
+
+t.test('events disabled: an order awaiting approval past the critical age pages nobody; one the CRM approved that waits pages P2, once, and resolves once provisioned', { skip }, async (t) => {
+  const sandbox = await startTestSandbox(t)
+  // Ages in seconds, as settings: the rules read them from the exported gauges. The reconciliation
+  // asks the CRM every second.
+  const ages = { ORDERS_PENDING_WARNING_S: '2', ORDERS_PENDING_CRITICAL_S: '4', ORDERS_RECONCILE_INTERVAL_S: '1' }
+  const app = await buildTestApp(t, { ...LIMITS, ...ages, CRM_EVENTS_ENABLED: 'false' }, sandbox)
+  const monitoring = await monitor(t, await listen(app))
+  const token = await login(app)
+  const [awaiting, approved] = [await placeOrder(app, token), await placeOrder(app, token)]
+  await app.pg.query('UPDATE orders SET created_at = now() - interval \'2 hours\' WHERE id = $1', [awaiting.id])
+
+  // The CRM's people take their time: past a page's bound, nothing.
+  await sleep(PAGE_BOUND_S * 1000)
+  const exported = await monitoring.prometheus.query('portal_bff_orders_awaiting_approval_oldest_age_seconds')
+  t.ok(exported.some((sample) => Number(sample.value[1]) > 7200), 'Prometheus holds an order awaiting approval for over two hours', { exported })
+  t.same(monitoring.receiver.notifications.map(describe), [], 'an order awaiting approval far past the critical age: no notification')
+
+  // The CRM approves the other; its job queued while the queue is paused: it waits here.
+  const queue = new Queue(PROVISIONING_QUEUE, { connection: { host: new URL(SHARED_REDIS).hostname, port: Number(new URL(SHARED_REDIS).port) }, prefix: jobQueuePrefix(app.config.REDIS_KEY_PREFIX) })
+  t.teardown(() => queue.close())
+  const page = await outage(t, monitoring, {
+    fault: async () => {
+      await queue.pause()
+      sandbox.crm.updateOrder(approved.crmOrderId, { Status: 'Approved' })
+    },
+    mend: async () => await queue.resume(),
+    during: async () => {
+      t.match((await app.inject({ url: `/api/orders/${approved.id}`, headers: bearer(token) })).json(), { status: 'Pending Review' }, 'the approved order waits in Pending Review')
+      t.match((await app.inject('/health/queues')).json().orders, { awaitingApproval: { count: 1 }, approvedNotReceived: { count: 1 } }, 'counted apart')
+    }
+  })
+  t.ok(page.body.alerts.some((alert) => alert.labels.alertname === 'PortalBffOrdersPendingAge' && alert.labels.priority === 'P2'), 'a P2 page: an order the CRM approved waits', { alerts: names(page) })
+  t.ok(await allActive(app, [approved.crmOrderId]), 'provisioned once the queue runs')
+  t.match((await app.inject({ url: `/api/orders/${awaiting.id}`, headers: bearer(token) })).json(), { status: 'Pending Review' }, 'the other still awaits approval')
 })
 
 t.test('no instance answers: the dashboard\'s firing alerts list PortalBffNoInstanceUp, which has no instance label', { skip }, async (t) => {
