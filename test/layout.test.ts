@@ -19,8 +19,7 @@ const MAX_LINES = 300
 // Allowed more, each with its reason: splitting them now would collide with changes under way.
 const LONG_FILES: Record<string, string> = {
   'integrations/crm/bayeux.ts': 'one CometD state machine; its seam (the handshaken connection as an object of its own) is a refactor of its own',
-  'plugins/app/events/subscription.ts': 'being changed on another branch (the heal); to split once that lands',
-  'plugins/app/monitoring/thresholds.ts': 'being changed on another branch (the thresholds); to split once that lands'
+  'plugins/app/events/subscription.ts': 'being changed on another branch (the heal); to split once that lands'
 }
 
 const toPosix = (path: string) => path.split(sep).join('/')

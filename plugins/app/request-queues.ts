@@ -2,7 +2,8 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { RequestQueue, type QueueMetrics, type RequestQueueOptions } from '../../lib/request-queue.js'
 import type { Sample } from './monitoring/metrics.js'
-import { healthOf, levelOf, threshold, worstLevel, type Level, type MeasureName, type QueueHealth } from './monitoring/thresholds.js'
+import { threshold, type MeasureName } from './monitoring/thresholds.js'
+import { healthOf, levelOf, worstLevel, type Level, type QueueHealth } from './monitoring/levels.js'
 
 /**
  * The specification states thresholds for the billing queue; the CRM queue, whose metrics have

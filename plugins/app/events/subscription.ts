@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis'
 import { PlatformEventSubscriber, type SubscriberState, type SubscriberStats } from '../../../integrations/crm/bayeux.js'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import type { CrmClient } from '../../../integrations/crm/client.js'
-import type { QueueHealth } from '../monitoring/thresholds.js'
+import type { QueueHealth } from '../monitoring/levels.js'
 import type { ReplayPositions } from './replay-positions.js'
 import { subscriptionKeys } from '../redis-keys.js'
 
