@@ -18,8 +18,7 @@ const HARNESS_FOLDERS = ['dev', 'test']
 const MAX_LINES = 300
 // Allowed more, each with its reason: splitting them now would collide with changes under way.
 const LONG_FILES: Record<string, string> = {
-  'integrations/crm/bayeux.ts': 'one CometD state machine; its seam (the handshaken connection as an object of its own) is a refactor of its own',
-  'plugins/app/events/subscription.ts': 'being changed on another branch (the heal); to split once that lands'
+  'integrations/crm/bayeux.ts': 'one CometD state machine; its seam (the handshaken connection as an object of its own) is a refactor of its own'
 }
 
 const toPosix = (path: string) => path.split(sep).join('/')
