@@ -8,6 +8,7 @@ import type { UpstreamCall, UpstreamName } from '../../integrations/upstream.js'
 import { percentOf } from '../../lib/numbers.js'
 import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
 import { combinedFailureRate, highest, windowed, type Reading } from './monitoring/alerts.js'
+import type { MonitoringSource } from './monitoring/index.js'
 import { threshold } from './monitoring/thresholds.js'
 import { crmDailyUsageKey } from './redis-keys.js'
 
@@ -61,6 +62,39 @@ function required (value: string | undefined, name: string): string {
   return value
 }
 
+/** Every upstream call's duration and outcome over the recent window, judged on response times and errors. */
+function upstreamCallsPart (upstreamCalls: Record<UpstreamName, SlidingWindow>): MonitoringSource<Record<UpstreamName, WindowSummary>> {
+  return {
+    description: 'the upstream calls',
+    read: () => ({ billing: upstreamCalls.billing.summary(), crm: upstreamCalls.crm.summary(), telecom: upstreamCalls.telecom.summary() }),
+    measures: {
+      crm_billing_response_time: (calls) => slowest([calls.crm, calls.billing], 'CRM or billing calls'),
+      telecom_response_time: ({ telecom }) => windowed(telecom.p95, telecom.count, 'telecom calls'),
+      external_error_rate: (calls) => {
+        const windows = Object.values(calls)
+        return windowed(combinedFailureRate(windows), windows.reduce((sum, window) => sum + window.count, 0), 'upstream calls')
+      }
+    }
+  }
+}
+
+/** The CRM's daily API usage against its quota. */
+function crmUsagePart (crmUsage: DailyUsageStore): MonitoringSource<CrmUsageReport> {
+  return {
+    description: 'the CRM daily usage store',
+    read: async () => usageReport(await crmUsage.read()),
+    measures: {
+      crm_daily_usage: ({ used, limit }) => limit === null || limit === 0
+        ? { value: null, note: 'no data: neither the CRM nor CRM_DAILY_API_LIMIT has given a limit' }
+        : { value: (100 * used) / limit }
+    },
+    metrics: [
+      { name: 'portal_bff_crm_daily_api_requests', help: 'CRM API requests of the last 24 hours, as the CRM reports them', type: 'gauge', samples: (usage) => [{ value: usage.used }] },
+      { name: 'portal_bff_crm_daily_api_limit', help: 'The CRM daily API quota; absent while unknown', type: 'gauge', samples: (usage) => usage.limit === null ? [] : [{ value: usage.limit }] }
+    ]
+  }
+}
+
 async function upstreams (fastify: FastifyInstance) {
   const { config } = fastify
   const upstreamCalls: Record<UpstreamName, SlidingWindow> = { billing: new SlidingWindow(), crm: new SlidingWindow(), telecom: new SlidingWindow() }
@@ -102,31 +136,8 @@ async function upstreams (fastify: FastifyInstance) {
   fastify.integrationHealth.register('crm', (signal) => crm.health(signal))
   fastify.integrationHealth.register('telecom', (signal) => telecom.health(signal))
 
-  fastify.monitoring.register('upstreams', {
-    description: 'the upstream calls',
-    read: () => ({ billing: upstreamCalls.billing.summary(), crm: upstreamCalls.crm.summary(), telecom: upstreamCalls.telecom.summary() }),
-    measures: {
-      crm_billing_response_time: (calls) => slowest([calls.crm, calls.billing], 'CRM or billing calls'),
-      telecom_response_time: ({ telecom }) => windowed(telecom.p95, telecom.count, 'telecom calls'),
-      external_error_rate: (calls) => {
-        const windows = Object.values(calls)
-        return windowed(combinedFailureRate(windows), windows.reduce((sum, window) => sum + window.count, 0), 'upstream calls')
-      }
-    }
-  })
-  fastify.monitoring.register('crmUsage', {
-    description: 'the CRM daily usage store',
-    read: async () => usageReport(await crmUsage.read()),
-    measures: {
-      crm_daily_usage: ({ used, limit }) => limit === null || limit === 0
-        ? { value: null, note: 'no data: neither the CRM nor CRM_DAILY_API_LIMIT has given a limit' }
-        : { value: (100 * used) / limit }
-    },
-    metrics: [
-      { name: 'portal_bff_crm_daily_api_requests', help: 'CRM API requests of the last 24 hours, as the CRM reports them', type: 'gauge', samples: (usage) => [{ value: usage.used }] },
-      { name: 'portal_bff_crm_daily_api_limit', help: 'The CRM daily API quota; absent while unknown', type: 'gauge', samples: (usage) => usage.limit === null ? [] : [{ value: usage.limit }] }
-    ]
-  })
+  fastify.monitoring.register('upstreams', upstreamCallsPart(upstreamCalls))
+  fastify.monitoring.register('crmUsage', crmUsagePart(crmUsage))
 
   crm.startLimitsRefresh()
   fastify.addHook('onClose', async () => {
