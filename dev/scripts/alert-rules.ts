@@ -2,10 +2,9 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { projectRoot } from '../../lib/project-root.js'
 import { HISTOGRAMS } from '../../plugins/app/monitoring/metrics.js'
-import {
-  INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, ROWS, THRESHOLDS, pages, threshold,
-  type Level, type Matchers, type MeasureName, type PrometheusSource, type Priority, type Threshold, type Unit
-} from '../../plugins/app/monitoring/thresholds.js'
+import { ROWS, THRESHOLDS, threshold, type MeasureName } from '../../plugins/app/monitoring/thresholds.js'
+import type { Level } from '../../plugins/app/monitoring/levels.js'
+import { INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, pages, type Matchers, type PrometheusSource, type Priority, type Threshold, type Unit } from '../../plugins/app/monitoring/threshold-row.js'
 import { SERVICE_RULES, SERVICE_RULE_CASES, type ServiceRule } from './service-rules.js'
 
 /**

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { RULES_FILE, alertName, constant, increasing, renderRuleTests, type InputSeries } from './alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
-import { threshold, type Level, type MeasureName } from '../../plugins/app/monitoring/thresholds.js'
+import { threshold, type MeasureName } from '../../plugins/app/monitoring/thresholds.js'
+import type { Level } from '../../plugins/app/monitoring/levels.js'
 
 /** Prometheus's promtool (Debian package `prometheus`), or undefined when it is not on the PATH. */
 export function findPromtool (): string | undefined {

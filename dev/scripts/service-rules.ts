@@ -1,4 +1,4 @@
-import type { Priority } from '../../plugins/app/monitoring/thresholds.js'
+import type { Priority } from '../../plugins/app/monitoring/threshold-row.js'
 
 /**
  * The alerting rules of the service itself, beside the thresholds table's: a dead or frozen

@@ -128,6 +128,25 @@ export class BayeuxTransport {
   }
 }
 
+/** The transport to the instance of the latest CRM session: a new one (with an empty cookie jar) when the instance changes. */
+export class InstanceTransport {
+  #current: BayeuxTransport | undefined
+
+  constructor (private readonly apiVersion: string) {}
+
+  for (instanceUrl: string): BayeuxTransport {
+    if (this.#current?.instanceUrl !== instanceUrl) {
+      this.#current?.close().catch(() => {})
+      this.#current = new BayeuxTransport(instanceUrl, this.apiVersion)
+    }
+    return this.#current
+  }
+
+  async close (): Promise<void> {
+    await this.#current?.close()
+  }
+}
+
 /**
  * The Bayeux messages of an answer, or undefined when it holds none. A client must accept an array
  * of messages and may accept a single one, as CometD's clients do.

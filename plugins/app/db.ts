@@ -4,12 +4,13 @@ import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import Postgrator from 'postgrator'
 import { DatabaseUnavailableError, describeCause, isDatabaseUnavailable } from '../../lib/errors.js'
-import { LentConnections, instrumentPool, poolUsage, type PoolUsage } from '../../lib/pg-pool.js'
+import { instrumentPool, poolUsage, type PoolUsage } from '../../lib/pg-pool.js'
 import { percentOf } from '../../lib/numbers.js'
 import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
 import { windowed } from './monitoring/alerts.js'
+import type { MonitoringSource } from './monitoring/index.js'
 import { projectRoot } from '../../lib/project-root.js'
-import { OutageLog } from '../../lib/outage-log.js'
+import { databaseCheck } from './database-check.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -71,69 +72,12 @@ export async function migrate (connectionString: string, connectTimeoutMs: numbe
   }
 }
 
-async function db (fastify: FastifyInstance) {
-  const { DATABASE_URL, DATABASE_CONNECT_TIMEOUT_MS } = fastify.config
-  const version = await migrate(DATABASE_URL, DATABASE_CONNECT_TIMEOUT_MS).catch((error: unknown) => {
-    const url = new URL(DATABASE_URL)
-    const where = `PostgreSQL at ${url.hostname}:${url.port || 5432}${url.pathname} (DATABASE_URL)`
-    const what = isDatabaseUnavailable(error) ? 'cannot be reached' : 'refused the migrations'
-    throw new Error(`${where} ${what}: ${describeCause(error) ?? 'no answer'}`, { cause: error })
-  })
-  fastify.log.info({ schemaVersion: version }, 'database migrations applied')
+const poolMetric = (name: string, help: string, value: (usage: PoolUsage) => number) =>
+  ({ name, help, type: 'gauge' as const, samples: (usage: PoolUsage) => [{ value: value(usage) }] })
 
-  const probe = fastify.pg.probe
-  if (probe === undefined) throw new Error('The db plugin needs the postgres plugin\'s probe pool')
-  // The one error line of a database outage: the API's refusals meanwhile are not logged each.
-  const outage = new OutageLog(fastify.log, 'database: PostgreSQL', { level: 'error', consequence: 'the API answers 500 DATABASE_UNAVAILABLE' })
-  const pool = fastify.pg.pool
-  const lent = new LentConnections(pool)
-  const selectOne = async (signal: AbortSignal) => {
-    const client = await probe.connect()
-    let released = false
-    const release = (error?: Error) => {
-      if (released) return
-      released = true
-      signal.removeEventListener('abort', onAbort)
-      client.release(error)
-    }
-    // A server that does not answer SELECT 1 within the check's bound answers no query: drop the
-    // probe's connection rather than leave it in the pool, and fail the business queries waiting on
-    // the same server now rather than at their query timeout (the gate refuses new ones from now on).
-    const onAbort = () => {
-      release(new Error('health check abandoned'))
-      const dropped = lent.drop()
-      if (dropped > 0) fastify.log.warn({ connections: dropped }, 'database not answering: queries in flight failed at once instead of at DATABASE_QUERY_TIMEOUT_MS')
-    }
-    signal.addEventListener('abort', onAbort, { once: true })
-    try {
-      await client.query('SELECT 1')
-      release()
-    } catch (error) {
-      release(error as Error)
-      throw error
-    }
-  }
-  const databaseCheck = async (signal: AbortSignal) => {
-    try {
-      await selectOne(signal)
-    } catch (error) {
-      outage.error(error)
-      throw error
-    }
-    outage.recovered()
-  }
-  fastify.coreHealth.register('database', databaseCheck)
-  fastify.integrationHealth.register('database', databaseCheck)
-
-  // Business queries only: the probe's are the health check's own.
-  const queries = new SlidingWindow()
-  instrumentPool(pool, (durationMs, failed) => {
-    queries.record(durationMs, failed)
-    fastify.metrics.observeQuery(durationMs, failed)
-  })
-  const poolMetric = (name: string, help: string, value: (usage: PoolUsage) => number) =>
-    ({ name, help, type: 'gauge' as const, samples: (usage: PoolUsage) => [{ value: value(usage) }] })
-  fastify.monitoring.register('database', {
+/** The business pool's usage and its queries over the recent window. */
+function databasePart (pool: pg.Pool, queries: SlidingWindow): MonitoringSource<PoolUsage & { queries: WindowSummary }> {
+  return {
     description: 'the database pool',
     read: () => ({ ...poolUsage(pool), queries: queries.summary() }),
     measures: {
@@ -146,7 +90,33 @@ async function db (fastify: FastifyInstance) {
       poolMetric('portal_bff_db_pool_connections_max', 'Size of the business pool (DATABASE_POOL_MAX)', (usage) => usage.max),
       poolMetric('portal_bff_db_pool_waiting_requests', 'Callers waiting for a connection of the business pool', (usage) => usage.waiting)
     ]
+  }
+}
+
+async function db (fastify: FastifyInstance) {
+  const { DATABASE_URL, DATABASE_CONNECT_TIMEOUT_MS } = fastify.config
+  const version = await migrate(DATABASE_URL, DATABASE_CONNECT_TIMEOUT_MS).catch((error: unknown) => {
+    const url = new URL(DATABASE_URL)
+    const where = `PostgreSQL at ${url.hostname}:${url.port || 5432}${url.pathname} (DATABASE_URL)`
+    const what = isDatabaseUnavailable(error) ? 'cannot be reached' : 'refused the migrations'
+    throw new Error(`${where} ${what}: ${describeCause(error) ?? 'no answer'}`, { cause: error })
   })
+  fastify.log.info({ schemaVersion: version }, 'database migrations applied')
+
+  const probe = fastify.pg.probe
+  if (probe === undefined) throw new Error('The db plugin needs the postgres plugin\'s probe pool')
+  const pool = fastify.pg.pool
+  const check = databaseCheck({ probe, pool, log: fastify.log })
+  fastify.coreHealth.register('database', check)
+  fastify.integrationHealth.register('database', check)
+
+  // Business queries only: the probe's are the health check's own.
+  const queries = new SlidingWindow()
+  instrumentPool(pool, (durationMs, failed) => {
+    queries.record(durationMs, failed)
+    fastify.metrics.observeQuery(durationMs, failed)
+  })
+  fastify.monitoring.register('database', databasePart(pool, queries))
 
   // Specification §7: while the database is unreachable, every API request fails with HTTP 500, the routes
   // that need no query included. The gate judges by the last finished run of the checks GET /health

@@ -4,7 +4,8 @@ import type { ProductUpstream } from '../../integrations/registry.js'
 import { RequestQueue, type QueueMetrics } from '../../lib/request-queue.js'
 import type { Sample } from './monitoring/metrics.js'
 import type { UpstreamsOptions } from './upstreams.js'
-import { healthOf, levelOf, threshold, worstLevel, type Level, type MeasureName, type QueueHealth } from './monitoring/thresholds.js'
+import { threshold, type MeasureName } from './monitoring/thresholds.js'
+import { healthOf, levelOf, worstLevel, type Level, type QueueHealth } from './monitoring/levels.js'
 
 /**
  * The specification states thresholds for the billing queue; the CRM queue, whose metrics have

@@ -9,6 +9,7 @@ import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
 import type { Config } from '../../schemas/config.js'
 import { HISTOGRAMS } from './monitoring/metrics.js'
 import { combinedFailureRate, highest, windowed, type Reading } from './monitoring/alerts.js'
+import type { MonitoringSource } from './monitoring/index.js'
 import { ROWS, threshold, type MeasureName } from './monitoring/thresholds.js'
 import { crmDailyUsageKey } from './redis-keys.js'
 
@@ -96,6 +97,39 @@ function responseTimeReadings (): CallReadings {
   return readings
 }
 
+/** Every upstream call's duration and outcome over the recent window, judged on response times and errors. */
+function upstreamCallsPart (upstreamCalls: Record<UpstreamName, SlidingWindow>): MonitoringSource<Record<UpstreamName, WindowSummary>> {
+  return {
+    description: 'the upstream calls',
+    read: () => Object.fromEntries(Object.entries(upstreamCalls).map(([name, window]) => [name, window.summary()])) as Record<UpstreamName, WindowSummary>,
+    measures: {
+      crm_billing_response_time: (calls) => slowest([calls.crm, calls.billing], 'CRM or billing calls'),
+      ...responseTimeReadings(),
+      external_error_rate: (calls) => {
+        const windows = Object.values(calls)
+        return windowed(combinedFailureRate(windows), windows.reduce((sum, window) => sum + window.count, 0), 'upstream calls')
+      }
+    }
+  }
+}
+
+/** The CRM's daily API usage against its quota. */
+function crmUsagePart (crmUsage: DailyUsageStore): MonitoringSource<CrmUsageReport> {
+  return {
+    description: 'the CRM daily usage store',
+    read: async () => usageReport(await crmUsage.read()),
+    measures: {
+      crm_daily_usage: ({ used, limit }) => limit === null || limit === 0
+        ? { value: null, note: 'no data: neither the CRM nor CRM_DAILY_API_LIMIT has given a limit' }
+        : { value: (100 * used) / limit }
+    },
+    metrics: [
+      { name: 'portal_bff_crm_daily_api_requests', help: 'CRM API requests of the last 24 hours, as the CRM reports them', type: 'gauge', samples: (usage) => [{ value: usage.used }] },
+      { name: 'portal_bff_crm_daily_api_limit', help: 'The CRM daily API quota; absent while unknown', type: 'gauge', samples: (usage) => usage.limit === null ? [] : [{ value: usage.limit }] }
+    ]
+  }
+}
+
 async function upstreams (fastify: FastifyInstance, { upstreams }: UpstreamsOptions) {
   const { config } = fastify
   const upstreamCalls = Object.fromEntries(upstreams.map(({ name }) => [name, new SlidingWindow()])) as Record<UpstreamName, SlidingWindow>
@@ -115,31 +149,8 @@ async function upstreams (fastify: FastifyInstance, { upstreams }: UpstreamsOpti
     fastify.metrics.knowUpstream(upstream.name)
   }
 
-  fastify.monitoring.register('upstreams', {
-    description: 'the upstream calls',
-    read: () => Object.fromEntries(Object.entries(upstreamCalls).map(([name, window]) => [name, window.summary()])) as Record<UpstreamName, WindowSummary>,
-    measures: {
-      crm_billing_response_time: (calls) => slowest([calls.crm, calls.billing], 'CRM or billing calls'),
-      ...responseTimeReadings(),
-      external_error_rate: (calls) => {
-        const windows = Object.values(calls)
-        return windowed(combinedFailureRate(windows), windows.reduce((sum, window) => sum + window.count, 0), 'upstream calls')
-      }
-    }
-  })
-  fastify.monitoring.register('crmUsage', {
-    description: 'the CRM daily usage store',
-    read: async () => usageReport(await crmUsage.read()),
-    measures: {
-      crm_daily_usage: ({ used, limit }) => limit === null || limit === 0
-        ? { value: null, note: 'no data: neither the CRM nor CRM_DAILY_API_LIMIT has given a limit' }
-        : { value: (100 * used) / limit }
-    },
-    metrics: [
-      { name: 'portal_bff_crm_daily_api_requests', help: 'CRM API requests of the last 24 hours, as the CRM reports them', type: 'gauge', samples: (usage) => [{ value: usage.used }] },
-      { name: 'portal_bff_crm_daily_api_limit', help: 'The CRM daily API quota; absent while unknown', type: 'gauge', samples: (usage) => usage.limit === null ? [] : [{ value: usage.limit }] }
-    ]
-  })
+  fastify.monitoring.register('upstreams', upstreamCallsPart(upstreamCalls))
+  fastify.monitoring.register('crmUsage', crmUsagePart(crmUsage))
 
   fastify.crm.startLimitsRefresh()
   fastify.addHook('onClose', async () => {

@@ -1,7 +1,8 @@
 import type { Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { checkLevel, type RuleExpectation } from '../../dev/scripts/promtool.js'
-import type { Level, MeasureName } from '../../plugins/app/monitoring/thresholds.js'
+import type { MeasureName } from '../../plugins/app/monitoring/thresholds.js'
+import type { Level } from '../../plugins/app/monitoring/levels.js'
 import { waitFor } from './processes.js'
 
 /**

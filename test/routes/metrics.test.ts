@@ -3,7 +3,8 @@ import { buildTestApp, startTestSandbox } from '../helpers/app.js'
 import { PrivateRedis, buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
 import { scrapeHolding } from '../helpers/alerts.js'
 import { findPromtool, parseExposition, promtool, typeOf } from '../../dev/scripts/promtool.js'
-import { THRESHOLDS, type PrometheusSource } from '../../plugins/app/monitoring/thresholds.js'
+import { THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
+import type { PrometheusSource } from '../../plugins/app/monitoring/threshold-row.js'
 
 /** The series a row's rule reads. */
 function seriesOf (source: PrometheusSource): string[] {

@@ -5,7 +5,7 @@ import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import type { Deadline } from '../../../lib/deadline.js'
 import { runInContext } from '../../../lib/log-context.js'
 import { SpanKind, inSpan } from '../../../lib/tracing.js'
-import { orderWorkId } from '../orders/job-queue.js'
+import { orderWorkId } from '../orders/provisioning-job.js'
 import type { Order, OrderStore } from '../orders/store.js'
 import { HandOffRefused, isBillingOrderConflict, type ParkedEvent, type ParkedEvents } from './parked-events.js'
 

@@ -5,59 +5,15 @@ import type { Redis } from 'ioredis'
 import { PlatformEventSubscriber, type SubscriberState, type SubscriberStats } from '../../../integrations/crm/bayeux.js'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import type { CrmClient } from '../../../integrations/crm/client.js'
-import type { QueueHealth } from '../monitoring/thresholds.js'
 import type { ReplayPositions } from './replay-positions.js'
+import { HolderReports, type HolderReport, type HolderView, type SubscriptionState, type SubscriptionStats } from './holder-state.js'
+import { SubscriptionReplay } from './replay.js'
 import { subscriptionKeys } from '../redis-keys.js'
 
 export const ORDER_PROVISION_CHANNEL = '/event/OrderProvisionRequested__e'
 
-export const SUBSCRIPTION_STATES = ['disabled', 'standby', 'connecting', 'connected', 'failed'] as const
-export type SubscriptionState = typeof SUBSCRIPTION_STATES[number]
-
-/** The stream's own figures (SubscriberStats), with this instance's part in the subscription as its state. */
-export interface SubscriptionStats extends Omit<SubscriberStats, 'state'> {
-  state: SubscriptionState
-  /** Times the CRM no longer retained the stored replay position, so the subscription fell back to new (or all retained) events. */
-  replayFallbacks: number
-}
-
 /** The figures of a subscription with no stream running. */
 const NO_STREAM: Omit<SubscriberStats, 'state'> = { lastEventAt: null, replayId: null, received: 0, reconnects: 0, dropped: 0, replaySupported: null, lastError: null }
-
-/** What the lease holder last said of its subscription, shared with every instance through Redis. */
-export interface HolderReport extends SubscriptionStats {
-  instance: string
-  reportedAt: string
-}
-
-/** The subscription's `health`: a queue's values, and `disabled` when CRM_EVENTS_ENABLED is not `true`. */
-export type SubscriptionHealth = QueueHealth | 'disabled'
-
-/**
- * The subscription's health across instances, judged on the lease holder's report: unhealthy while
- * no instance holds a connected subscription (orders wait in Pending Review); degraded while the
- * CRM did not grant the replay extension (events published during a disconnection are lost).
- * A disabled subscription says so: it receives nothing, which is not healthy.
- */
-export function subscriptionHealth (enabled: boolean, holder: HolderReport | null): SubscriptionHealth {
-  if (!enabled) return 'disabled'
-  if (holder?.state !== 'connected') return 'unhealthy'
-  return holder.replaySupported === false ? 'degraded' : 'healthy'
-}
-
-/**
- * The holder's state as one instance sees it: `disabled` here, `none` when Redis says no instance
- * holds the lease, the holder's own report, `stale` once that report is older than two renewals
- * (the holder stopped reporting, or Redis cannot be read), then `unknown` past a takeover's time.
- */
-export const HOLDER_STATES = ['none', ...SUBSCRIPTION_STATES, 'stale', 'unknown'] as const
-export type HolderState = typeof HOLDER_STATES[number]
-
-export interface HolderView {
-  state: HolderState
-  /** Seconds since what `state` says was last confirmed: by the settings, by Redis, or by the holder's report. */
-  ageSeconds: number
-}
 
 export interface EventSubscriptionOptions {
   enabled: boolean
@@ -80,12 +36,6 @@ export interface EventSubscriptionOptions {
   backoff?: { initialMs?: number, maxMs?: number }
 }
 
-// Moves the stored replay position forward only: a late or repeated batch never rewinds it.
-const ADVANCE_REPLAY = `
-local current = tonumber(redis.call('GET', KEYS[1]))
-if current == nil or tonumber(ARGV[1]) > current then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
-return 0`
-
 // Renews the lease only while this instance holds it: 1, or 2 when a resubscription was asked for
 // (KEYS[2]), which the holder serves once (the key stays, marked served, until its period ends).
 const RENEW_LEASE = `
@@ -100,9 +50,6 @@ return 1`
 const RELEASE_LEASE = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`
-
-// How long the CRM retains platform events: past it, a floor names events that are gone anyway.
-const RETENTION_MS = 72 * 3600 * 1000
 
 function localState (state: SubscriberState): SubscriptionState {
   return state === 'connected' ? 'connected' : state === 'failed' ? 'failed' : 'connecting'
@@ -123,35 +70,26 @@ export class EventSubscription {
    * event (-2) and ignores those below the floor: the ones from before it started, as -1 meant.
    */
   readonly floorKey: string
-  /**
-   * A floor that Redis could not take when its batch was refused (Redis was the cause, say): kept
-   * here and stored once Redis answers, before this instance resubscribes. Another instance taking
-   * over meanwhile does not know it.
-   */
-  #unstoredFloor: number | undefined
-  #skipBelow: number | undefined
-  /** The next subscription replays every retained event when no position is stored. */
-  #replayAll = false
-  #replayFallbacks = 0
+  readonly #replay: SubscriptionReplay
+  readonly #holders: HolderReports
   readonly #leaseKey: string
-  readonly #stateKey: string
   /** A resubscription asked for by any instance: `requested`, then `served` by the holder, until the period ends. */
   readonly #resubscribeKey: string
   #state: SubscriptionState
   #subscriber: PlatformEventSubscriber | undefined
   #timer: NodeJS.Timeout | undefined
   #ticking: Promise<void> | undefined
-  /** The holder as Redis last told it (null: no holder), and when: what is left to say while Redis cannot be read. */
-  #lastSeen: { report: HolderReport | null, at: number } | undefined
 
   constructor (private readonly options: EventSubscriptionOptions) {
+    const { redis, replay, positions, handOff, handOffConcurrency, leaseTtlMs, log } = options
     const keys = subscriptionKeys(options.keyPrefix, ORDER_PROVISION_CHANNEL)
     this.replayKey = keys.replay
     this.floorKey = keys.floor
     this.#leaseKey = keys.lease
-    this.#stateKey = keys.state
     this.#resubscribeKey = keys.resubscribe
     this.#state = options.enabled ? 'standby' : 'disabled'
+    this.#replay = new SubscriptionReplay({ channel: ORDER_PROVISION_CHANNEL, replay, redis, keys, positions, handOff, handOffConcurrency, log })
+    this.#holders = new HolderReports({ redis, key: keys.state, instance: this.instance, leaseTtlMs, renewEveryMs: this.renewEveryMs })
   }
 
   get renewEveryMs (): number {
@@ -186,7 +124,7 @@ export class EventSubscription {
    */
   async resubscribe (): Promise<boolean> {
     if (this.#subscriber === undefined) return false
-    this.#replayAll = true
+    this.#replay.replayAllNext()
     await this.#stopSubscriber('connecting')
     this.#startSubscriber()
     return true
@@ -205,42 +143,18 @@ export class EventSubscription {
 
   stats (): SubscriptionStats {
     const { state: _streamState, ...stream } = this.#subscriber?.stats() ?? { ...NO_STREAM, state: undefined }
-    return { ...stream, state: this.#state, replayFallbacks: this.#replayFallbacks }
+    return { ...stream, state: this.#state, replayFallbacks: this.#replay.fallbacks }
   }
 
   /** The holder's last report, whichever instance holds the lease; null when none reports. */
   async holder (): Promise<HolderReport | null> {
-    const stored = await this.options.redis.get(this.#stateKey)
-    const report = stored === null ? null : JSON.parse(stored) as HolderReport
-    this.#lastSeen = { report, at: Date.now() }
-    return report
+    return await this.#holders.read()
   }
 
-  /**
-   * The holder's state and its age, never failing: with Redis unreadable, the last report read ages
-   * into `stale`, then `unknown`; this instance's own word replaces its report when it was the holder.
-   */
+  /** The holder's state and its age as this instance sees it, never failing. */
   async holderView (): Promise<HolderView> {
     if (!this.options.enabled) return { state: 'disabled', ageSeconds: 0 }
-    const now = Date.now()
-    let report: HolderReport | null
-    let confirmedAt: number
-    try {
-      report = await this.holder()
-      confirmedAt = now
-    } catch {
-      // Only the holder leaves standby: its own word, whatever report it could read before.
-      if (this.#state !== 'standby') return { state: this.#state, ageSeconds: 0 }
-      report = this.#lastSeen?.report ?? null
-      confirmedAt = this.#lastSeen?.at ?? 0
-    }
-    if (report?.instance === this.instance && this.#state !== 'standby') return { state: this.#state, ageSeconds: 0 }
-    if (report !== null) confirmedAt = Math.min(confirmedAt, Date.parse(report.reportedAt))
-    const ageMs = Math.max(0, now - confirmedAt)
-    const state: HolderState = ageMs > this.options.leaseTtlMs + this.renewEveryMs
-      ? 'unknown'
-      : ageMs > 2 * this.renewEveryMs ? 'stale' : report?.state ?? 'none'
-    return { state, ageSeconds: ageMs / 1000 }
+    return await this.#holders.view(() => this.#state)
   }
 
   async #tick (): Promise<void> {
@@ -277,66 +191,17 @@ export class EventSubscription {
   }
 
   #startSubscriber (): void {
-    const { crm, apiVersion, replay, redis, positions, log, handOff, handOffConcurrency, connectTimeoutMarginMs, backoff } = this.options
+    const { crm, apiVersion, log, connectTimeoutMarginMs, backoff } = this.options
     this.#state = 'connecting'
     const subscriber = new PlatformEventSubscriber({
       crm,
       apiVersion,
       channel: ORDER_PROVISION_CHANNEL,
-      replayFrom: async () => {
-        let [stored, floor] = await redis.mget(this.replayKey, this.floorKey)
-        // A floor is the first event this stream did not hand off: below it all was, whatever
-        // PostgreSQL mirrors. Without either, Redis may have lost the position.
-        if (stored === null && floor === null) {
-          if (this.#unstoredFloor === undefined) {
-            stored = await this.#restorePosition()
-          } else {
-            floor = String(this.#unstoredFloor)
-            await redis.set(this.floorKey, floor, 'PX', RETENTION_MS, 'NX')
-          }
-        }
-        this.#unstoredFloor = undefined
-        // The heal's subscription with nothing stored: -1 would skip the very events it is for. A
-        // floor below every event replays all retained ones (-2), here and after a takeover.
-        if (stored === null && floor === null && this.#replayAll) {
-          floor = '0'
-          await redis.set(this.floorKey, floor, 'PX', RETENTION_MS, 'NX')
-        }
-        this.#replayAll = false
-        this.#skipBelow = stored === null && floor !== null ? Number(floor) : undefined
-        if (stored !== null) return Number(stored)
-        return replay === 'ALL' || this.#skipBelow !== undefined ? -2 : -1
-      },
-      fallbackReplay: replay === 'ALL' ? -2 : -1,
-      // The stored position is no longer valid: forget it, so the fallback's positions can be stored.
-      onInvalidReplay: async () => {
-        this.#replayFallbacks++
-        this.#unstoredFloor = undefined
-        await Promise.all([redis.del(this.replayKey, this.floorKey), positions.forget(ORDER_PROVISION_CHANNEL)])
-      },
+      replayFrom: () => this.#replay.from(),
+      fallbackReplay: this.#replay.fallbackReplay,
+      onInvalidReplay: () => this.#replay.forget(),
       onEvents: async (events) => {
-        const skipBelow = this.#skipBelow
-        const wanted = skipBelow === undefined ? events : events.filter((event) => event.data.event.replayId >= skipBelow)
-        // A chunk of events at a time, handed off together: one by one, a batch would take a CRM
-        // round trip per event, whatever the CRM queue's concurrency. The position moves past a
-        // chunk once all of it is handed off; a crash mid-chunk repeats the chunk, and hand-off is
-        // idempotent (the order is stored once, its job id is the CRM order id).
-        for (let start = 0; start < wanted.length; start += handOffConcurrency) {
-          const chunk = wanted.slice(start, start + handOffConcurrency)
-          try {
-            await Promise.all(chunk.map(handOff))
-          } catch (error) {
-            // Only the first refusal sets it (NX), and it counts only while no position is stored.
-            const floor = chunk[0]!.data.event.replayId
-            await redis.set(this.floorKey, String(floor), 'PX', RETENTION_MS, 'NX').catch(() => { this.#unstoredFloor ??= floor })
-            throw error
-          }
-          const lastReplayId = Math.max(...chunk.map((event) => event.data.event.replayId))
-          await Promise.all([
-            redis.eval(ADVANCE_REPLAY, 1, this.replayKey, String(lastReplayId)),
-            positions.advance(ORDER_PROVISION_CHANNEL, lastReplayId)
-          ])
-        }
+        await this.#replay.handOff(events)
         this.#report().catch(() => {})
       },
       onState: (state, details) => {
@@ -356,16 +221,6 @@ export class EventSubscription {
     subscriber.start().catch(() => {})
   }
 
-  /** The position PostgreSQL mirrors, put back into a Redis that lost it; null when none was ever stored. */
-  async #restorePosition (): Promise<string | null> {
-    const { positions, redis, log } = this.options
-    const mirrored = await positions.read(ORDER_PROVISION_CHANNEL)
-    if (mirrored === null) return null
-    await redis.eval(ADVANCE_REPLAY, 1, this.replayKey, String(mirrored))
-    log.warn({ channel: ORDER_PROVISION_CHANNEL, replayId: mirrored }, 'platform events: Redis holds no replay position (restarted empty or failed over); resuming from the one PostgreSQL mirrors')
-    return String(mirrored)
-  }
-
   async #stopSubscriber (state: SubscriptionState): Promise<void> {
     const subscriber = this.#subscriber
     this.#subscriber = undefined
@@ -378,12 +233,11 @@ export class EventSubscription {
     const { redis } = this.options
     await Promise.all([
       redis.eval(RELEASE_LEASE, 1, this.#leaseKey, this.instance),
-      redis.del(this.#stateKey)
+      this.#holders.remove()
     ]).catch(() => {})
   }
 
   async #report (): Promise<void> {
-    const report: HolderReport = { ...this.stats(), instance: this.instance, reportedAt: new Date().toISOString() }
-    await this.options.redis.set(this.#stateKey, JSON.stringify(report), 'PX', this.options.leaseTtlMs)
+    await this.#holders.write({ ...this.stats(), instance: this.instance, reportedAt: new Date().toISOString() })
   }
 }

@@ -1,10 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { round } from '../../../lib/numbers.js'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
-import {
-  INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, THRESHOLDS, levelOf, priorityOf, worstLevel,
-  type Comparison, type Level, type Limits, type MeasureName, type Priority, type Unit
-} from './thresholds.js'
+import { THRESHOLDS, type MeasureName } from './thresholds.js'
+import { levelOf, priorityOf, worstLevel, type Level, type Limits } from './levels.js'
+import { INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, type Comparison, type Priority, type Unit } from './threshold-row.js'
 
 /** A measure's value in its row's unit, or why there is none. */
 export interface Reading {

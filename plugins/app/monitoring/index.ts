@@ -3,7 +3,8 @@ import type { FastifyBaseLogger, FastifyInstance, RouteOptions } from 'fastify'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
 import { ChangeLog, judge, windowed, type Judgement, type Reading, type Readings } from './alerts.js'
 import { ServiceMetrics, type Sample } from './metrics.js'
-import { MEASURES, ROWS, type Limits, type MeasureName } from './thresholds.js'
+import { MEASURES, ROWS, type MeasureName } from './thresholds.js'
+import type { Limits } from './levels.js'
 
 /**
  * The parts of a monitoring snapshot, each reported by the plugin that owns the concern: a plugin

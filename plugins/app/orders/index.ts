@@ -10,7 +10,7 @@ import { placementRecovery, expiredIdempotencyKeys } from './recovery.js'
 import { Reconciliation } from './reconciliation.js'
 import { OrderStore } from './store.js'
 import { PendingOrderStore, type Counted, type PendingOrders } from './pending-orders.js'
-import type { PartMetric } from '../monitoring/index.js'
+import { ordersPendingPart, placementsPart } from './measures.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -38,14 +38,6 @@ declare module '../monitoring/index.js' {
 const BACKLOG_LENGTH = 100
 // A backlog only serves such a reconnection: a client with no change for a day has its key removed.
 const BACKLOG_RETENTION_SECONDS = 86_400
-
-/** A gauge of how many orders are in some state, and one of the oldest one's age (`_oldest_age_seconds`), read from a part. */
-function countAndAge<T> (name: string, help: string, ageHelp: string, counted: (part: T) => Counted): Array<PartMetric<T>> {
-  return [
-    { name, help, type: 'gauge', samples: (part) => [{ value: counted(part).count }] },
-    { name: `${name}_oldest_age_seconds`, help: ageHelp, type: 'gauge', samples: (part) => [{ value: Math.round(counted(part).oldestAgeSeconds ?? 0) }] }
-  ]
-}
 
 async function orders (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT_MS } = fastify.config
@@ -97,25 +89,8 @@ async function orders (fastify: FastifyInstance) {
   fastify.decorate('orderIdempotencyKeys', idempotencyKeys)
   fastify.decorate('orderReconciliation', reconciliation)
   fastify.addHook('onReady', async () => { reconciliation.start() })
-  fastify.monitoring.register('placementsUnfinished', {
-    description: 'the orders store',
-    read: () => placements.unfinished(),
-    metrics: countAndAge('portal_bff_order_placements_unfinished', 'Order placements neither finished nor undone yet (the recovery finishes or undoes them)',
-      'Age of the oldest order placement neither finished nor undone; 0 when none', (unfinished) => unfinished)
-  })
-  fastify.monitoring.register('ordersPending', {
-    description: 'the orders store',
-    read: () => pendingOrders.count(),
-    measures: {
-      orders_pending_age: ({ approvedNotReceived: { count, oldestAgeSeconds } }) => ({ value: oldestAgeSeconds ?? 0, ...(count === 0 && { note: 'no order the CRM approved waits in Pending Review' }) })
-    },
-    metrics: [
-      ...countAndAge('portal_bff_orders_pending', 'Orders the CRM approved (as the reconciliation last read their Status) still in Pending Review: their platform event did not come, and their provisioning has not started',
-        'Seconds since the reconciliation found the oldest of those orders approved; 0 when none waits', (pending: PendingOrders) => pending.approvedNotReceived),
-      ...countAndAge('portal_bff_orders_awaiting_approval', 'Portal orders in Pending Review whose CRM order awaits approval (its Status still Pending Review, or not asked yet); never judged',
-        'Age of the oldest portal order awaiting approval in the CRM; 0 when none does', (pending: PendingOrders) => pending.awaitingApproval)
-    ]
-  })
+  fastify.monitoring.register('placementsUnfinished', placementsPart(placements))
+  fastify.monitoring.register('ordersPending', ordersPendingPart(pendingOrders))
   fastify.addHook('onClose', async () => {
     await reconciliation.stop()
     orderEvents.stop()

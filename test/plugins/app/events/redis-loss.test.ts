@@ -7,7 +7,7 @@ import { buildTestApp, startTestSandbox, tempDir } from '../../../helpers/app.js
 import { PrivateRedis } from '../../../helpers/private-redis.js'
 import { waitFor } from '../../../helpers/processes.js'
 import { allActive, EVENTS_ON, eventsReport, provisioningOutcome, seedCrmOrders, STREAMING } from '../../../helpers/provisioning.js'
-import { PROVISIONING_QUEUE } from '../../../../plugins/app/orders/job-queue.js'
+import { PROVISIONING_QUEUE } from '../../../../plugins/app/orders/provisioning-job.js'
 
 // Redis without persistence, killed and started again empty: the replay position, the queued jobs,
 // the lease are gone. CRM_EVENTS_REPLAY is left unset (LATEST), as the operator had it.

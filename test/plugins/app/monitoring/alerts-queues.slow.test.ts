@@ -4,7 +4,8 @@ import type { FastifyInstance } from 'fastify'
 import { buildTestApp, startTestSandbox } from '../../../helpers/app.js'
 import { expectLevel } from '../../../helpers/alerts.js'
 import type { JobCounts } from '../../../../plugins/app/orders/provisioning.js'
-import type { Level, MeasureName } from '../../../../plugins/app/monitoring/thresholds.js'
+import type { MeasureName } from '../../../../plugins/app/monitoring/thresholds.js'
+import type { Level } from '../../../../plugins/app/monitoring/levels.js'
 
 // Each row driven past its thresholds: /health/alerts, the queue's own `health`, and the shipped
 // Prometheus rules fed the service's /metrics at that moment all say the same level.

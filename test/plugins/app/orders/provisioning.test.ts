@@ -2,7 +2,7 @@ import t from 'tap'
 import { Queue, Worker } from 'bullmq'
 import { placeOrder } from '../../../helpers/provisioning.js'
 import { buildTestApp, startTestSandbox, testKeyPrefix, testSchemaUrl } from '../../../helpers/app.js'
-import { PROVISIONING_QUEUE } from '../../../../plugins/app/orders/job-queue.js'
+import { PROVISIONING_QUEUE } from '../../../../plugins/app/orders/provisioning-job.js'
 import { waitFor } from '../../../helpers/processes.js'
 import { login } from '../../../helpers/tokens.js'
 

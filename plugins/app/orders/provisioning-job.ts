@@ -1,0 +1,33 @@
+/** The provisioning job of one order: its queue, its id and data, the work id of its lines, its lock. */
+export const PROVISIONING_QUEUE = 'provisioning'
+
+export interface ProvisioningJob {
+  crmOrderId: string
+  /** The W3C traceparent of the work that queued the job (the platform event's hand-off), while tracing. */
+  traceparent?: string
+}
+
+/** The correlation id of an order's work (its hand-off and provisioning): reserved, no client may send it. */
+export function orderWorkId (crmOrderId: string): string {
+  return `order:${crmOrderId}`
+}
+
+/** The job id derives from the CRM order id, so a replayed or duplicated event never makes a second job. */
+export function jobIdOf (crmOrderId: string): string {
+  return `order-${crmOrderId}`
+}
+
+/**
+ * The worker's lock and stalled-job check for a PROVISIONING_LOCK_MS. BullMQ renews the locks of
+ * the jobs it runs on a timer, at most half a lock apart, whatever a job is doing: a step may outlast
+ * the lock (a CRM call takes up to CRM_QUEUE_TIMEOUT_MS, its wait included), and what the lock bounds
+ * is how late a renewal may be, half of it (an event loop blocked, Redis not answering). Were one
+ * later, another instance would run the job again, which repeats no step's effect (telecom
+ * idempotency key, AcceptOrder reconciled, the CRM PATCH sets the same status). A dead instance's job
+ * is free once its lock expires, and taken at the next stalled check. Checks are one script for every
+ * instance together, spaced by a key that lives one interval (so checking often is cheap), and one
+ * that comes as that key expires waits another interval: the job runs again within a lock and a half.
+ */
+export function lockOptions (lockMs: number): { lockDuration: number, stalledInterval: number } {
+  return { lockDuration: lockMs, stalledInterval: Math.floor(lockMs / 4) }
+}
