@@ -34,7 +34,7 @@ import opsAccess from './plugins/app/ops-access.js'
 import orders from './plugins/app/orders/index.js'
 import eventStreams from './plugins/app/event-streams.js'
 import jobQueue from './plugins/app/orders/job-queue.js'
-import eventSubscriber from './plugins/app/events/index.js'
+import platformEvents from './plugins/app/platform-events/index.js'
 import orderCrmStatus from './plugins/app/orders/crm-status.js'
 import healthRoutes from './routes/health.js'
 import queueRoutes from './routes/queues.js'
@@ -147,7 +147,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(orders)
     await app.register(eventStreams)
     await app.register(jobQueue)
-    await app.register(eventSubscriber)
+    await app.register(platformEvents)
     await app.register(orderCrmStatus)
 
     await app.register(healthRoutes)

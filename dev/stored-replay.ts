@@ -1,6 +1,6 @@
 import pg from 'pg'
-import { ORDER_PROVISION_CHANNEL } from '../plugins/app/events/subscription.js'
-import { ReplayPositions } from '../plugins/app/events/replay-positions.js'
+import { ORDER_PROVISION_CHANNEL } from '../plugins/app/platform-events/subscription.js'
+import { ReplayPositions } from '../plugins/app/platform-events/replay-positions.js'
 
 /**
  * The replayId the development entry's new sandbox CRM numbers its first event with: the one after

@@ -167,6 +167,6 @@ async function orderCrmStatus (fastify: FastifyInstance) {
 export default fp(orderCrmStatus, {
   name: 'order-crm-status',
   fastify: '5.x',
-  dependencies: ['orders', 'job-queue', 'event-subscriber', 'upstreams', 'request-queues', 'monitoring'],
+  dependencies: ['orders', 'job-queue', 'platform-events', 'upstreams', 'request-queues', 'monitoring'],
   decorators: { fastify: ['config'] }
 })

@@ -3,8 +3,8 @@ import type { FastifyInstance } from 'fastify'
 import { buildTestApp, startTestSandbox, testKeyPrefix } from '../../../helpers/app.js'
 import { scrapeFresh } from '../../../helpers/alerts.js'
 import { waitFor } from '../../../helpers/processes.js'
-import { ORDER_PROVISION_CHANNEL } from '../../../../plugins/app/events/subscription.js'
-import { HOLDER_STATES } from '../../../../plugins/app/events/holder-state.js'
+import { ORDER_PROVISION_CHANNEL } from '../../../../plugins/app/platform-events/subscription.js'
+import { HOLDER_STATES } from '../../../../plugins/app/platform-events/holder-state.js'
 
 // What /health/queues and /metrics say of the platform-event subscription itself, which the
 // subscription alerts (deploy/monitoring/prometheus/alerts.yml) are judged on.

@@ -28,7 +28,7 @@ declare module '../monitoring/index.js' {
   }
 }
 
-async function eventSubscriber (fastify: FastifyInstance) {
+async function platformEvents (fastify: FastifyInstance) {
   const { config, orders, crm, crmQueue, jobQueue, log } = fastify
 
   const parked = new ParkedEvents(fastify.pg.pool)
@@ -71,4 +71,4 @@ async function eventSubscriber (fastify: FastifyInstance) {
   })
 }
 
-export default fp(eventSubscriber, { name: 'event-subscriber', fastify: '5.x', dependencies: ['orders', 'job-queue', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(platformEvents, { name: 'platform-events', fastify: '5.x', dependencies: ['orders', 'job-queue', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })
