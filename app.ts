@@ -32,7 +32,7 @@ import sessions from './plugins/app/sessions.js'
 import authentication from './plugins/app/authentication.js'
 import opsAccess from './plugins/app/ops-access.js'
 import orders from './plugins/app/orders/index.js'
-import eventStreams from './plugins/app/event-streams.js'
+import sseStreams from './plugins/app/sse-streams.js'
 import jobQueue from './plugins/app/orders/job-queue.js'
 import platformEvents from './plugins/app/platform-events/index.js'
 import orderCrmStatus from './plugins/app/orders/crm-status.js'
@@ -145,7 +145,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(authentication)
     await app.register(opsAccess)
     await app.register(orders)
-    await app.register(eventStreams)
+    await app.register(sseStreams)
     await app.register(jobQueue)
     await app.register(platformEvents)
     await app.register(orderCrmStatus)

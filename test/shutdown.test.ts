@@ -4,7 +4,7 @@ import { connect } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
-import { EventStreams } from '../plugins/app/event-streams.js'
+import { SseStreams } from '../plugins/app/sse-streams.js'
 import { ORDER_PROVISION_CHANNEL } from '../plugins/app/platform-events/subscription.js'
 import { ensureTestDatabase, testEnv } from './helpers/app.js'
 import { SHARED_REDIS } from './helpers/made.js'
@@ -67,7 +67,7 @@ t.test('the shutdown line says a second signal exits at once, and it does', asyn
 })
 
 t.test('once the instance closes, its streams end and one asked for after is refused, uncounted', async (t) => {
-  const streams = new EventStreams({ perUser: 5, total: 10 })
+  const streams = new SseStreams({ perUser: 5, total: 10 })
   const ends: string[] = []
   const stream = (jti: string) => ({ owner: { clientId: 1, jti, exp: Math.floor(Date.now() / 1000) + 60 }, end: (reason: string) => ends.push(reason), heartbeat: () => {} })
   t.equal(streams.open(stream('a')), undefined, 'opened')

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { StreamsUnavailableError, TooManyStreamsError } from '../../lib/errors.js'
 import type { OrderStatusEvent } from '../../plugins/app/orders/status-events.js'
-import { EventStream } from '../../plugins/app/event-streams.js'
+import { SseStream } from '../../plugins/app/sse-streams.js'
 import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 
 // Streams end as their tokens do: a place frees up within seconds on a busy instance.
@@ -59,9 +59,9 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
   }, async (request, reply) => {
     const { sub, jti, exp } = request.user
     const resumeFrom = resumableEventId(request.headers['last-event-id'])
-    const { orderEvents, eventStreams } = fastify
+    const { orderEvents, sseStreams } = fastify
     const owner = { clientId: Number(sub), jti, exp, idleUntil: request.session?.idleExpiresAt }
-    const stream = new EventStream(owner, reply.raw, eventStreams, orderEvents, resumeFrom)
+    const stream = new SseStream(owner, reply.raw, sseStreams, orderEvents, resumeFrom)
     const refusal = stream.open()
     if (refusal === 'user_limit') throw new TooManyStreamsError(SSE_MAX_STREAMS_PER_USER)
     if (refusal === 'instance_limit') {

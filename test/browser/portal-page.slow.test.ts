@@ -200,7 +200,7 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
     t.match(await other.textContent('#message'), /sign-out/, 'the other tab says why')
     await waitFor('the end among the stream\'s messages', async () => otherReceived.streamMessages.some((data) => data.includes('"reason":"logged_out"')))
     t.pass('its stream said so (session.ended)')
-    await waitFor('no stream left open', async () => app.eventStreams.counts().open === 0)
+    await waitFor('no stream left open', async () => app.sseStreams.counts().open === 0)
     t.equal(await other.locator('#orders tbody tr').count(), 0, 'nothing of the session is left on the page')
     t.same((await context.cookies()).filter((cookie) => cookie.name === SESSION_COOKIE), [], 'the cookie is cleared')
     await other.reload()

@@ -49,7 +49,7 @@ t.test(`${USERS} users × ${STREAMS_PER_USER} streams: a status change reaches e
     }))
   }
   t.ok(streams.every((stream) => stream.status === 200), 'every stream opened')
-  t.equal(app.eventStreams.counts().open, USERS * STREAMS_PER_USER, `${USERS * STREAMS_PER_USER} streams open on the instance`)
+  t.equal(app.sseStreams.counts().open, USERS * STREAMS_PER_USER, `${USERS * STREAMS_PER_USER} streams open on the instance`)
 
   const changedSoFar = new Set<number>()
   for (const clientId of CHANGED_ALONE) {

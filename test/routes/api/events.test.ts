@@ -120,5 +120,5 @@ t.test('a client gone while its token was being checked leaves no stream behind 
   t.teardown(() => stream.close())
   t.equal(stream.status, 200)
   await sleep(500)
-  t.equal(app.eventStreams.counts().open, 1, 'only the stream whose client is there')
+  t.equal(app.sseStreams.counts().open, 1, 'only the stream whose client is there')
 })

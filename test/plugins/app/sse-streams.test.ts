@@ -6,7 +6,7 @@ import { waitFor } from '../../helpers/processes.js'
 import { startService } from '../../helpers/service-process.js'
 import { SseClient } from '../../helpers/sse.js'
 import { bearer, login } from '../../helpers/tokens.js'
-import { EventStreams } from '../../../plugins/app/event-streams.js'
+import { SseStreams } from '../../../plugins/app/sse-streams.js'
 
 const ended = (client: SseClient) => client.events.filter((event) => event.event === 'session.ended').map((event) => JSON.parse(event.data ?? '{}').reason)
 
@@ -24,7 +24,7 @@ t.test('logout on one instance ends the token\'s stream on another; an expiring 
   const other = await SseClient.open(`${secondUrl}/api/events`, bearer(otherToken))
   t.teardown(() => { stream.close(); other.close() })
   t.equal(stream.status, 200)
-  t.equal(second.eventStreams.counts().open, 2)
+  t.equal(second.sseStreams.counts().open, 2)
 
   const loggedOutAt = performance.now()
   t.equal((await first.inject({ method: 'POST', url: '/auth/logout', headers: bearer(token) })).statusCode, 204)
@@ -32,7 +32,7 @@ t.test('logout on one instance ends the token\'s stream on another; an expiring 
   t.ok(performance.now() - loggedOutAt < 2000, `ended ${Math.round(performance.now() - loggedOutAt)} ms after the logout`)
   t.same(ended(stream), ['logged_out'], 'told why before it ended')
   t.notOk(other.ended, 'a stream of another token of the same user goes on')
-  t.equal(second.eventStreams.counts().open, 1)
+  t.equal(second.sseStreams.counts().open, 1)
 
   // A token that expires in 2 s: its stream ends then, without any request.
   const [{ sub }] = [first.jwt.decode<{ sub: string }>(token)!]
@@ -73,15 +73,15 @@ t.test('one user may hold SSE_MAX_STREAMS_PER_USER streams: one more is refused 
   t.match(await full.body.json(), { code: 'STREAMS_UNAVAILABLE' })
 
   streams[0]!.close()
-  await waitFor('a place to free up', async () => app.eventStreams.counts().open === 6)
+  await waitFor('a place to free up', async () => app.sseStreams.counts().open === 6)
   const again = await SseClient.open(`${url}/api/events`, bearer(jane))
   t.teardown(() => again.close())
   t.equal(again.status, 200, 'a closed stream frees its place')
 
   const metrics = (await app.inject('/metrics')).body
-  t.match(metrics, /^portal_bff_event_streams_open 7$/m)
-  t.match(metrics, /^portal_bff_event_streams_refused_total\{reason="user_limit"\} 1$/m)
-  t.match(metrics, /^portal_bff_event_streams_refused_total\{reason="instance_limit"\} 1$/m)
+  t.match(metrics, /^portal_bff_sse_streams_open 7$/m)
+  t.match(metrics, /^portal_bff_sse_streams_refused_total\{reason="user_limit"\} 1$/m)
+  t.match(metrics, /^portal_bff_sse_streams_refused_total\{reason="instance_limit"\} 1$/m)
   t.match((await app.inject('/status/summary')).json().streams, { open: 7, refused: { user_limit: 1, instance_limit: 1 } })
 })
 
@@ -104,7 +104,7 @@ t.test('SIGTERM with several streams open: every stream ends and the process exi
 
 t.test('the streams take turns for their heartbeat: each gets one every period, a fifteenth of them at a time', async (t) => {
   const PERIOD_MS = 600
-  const registry = new EventStreams({ perUser: 100, total: 100, heartbeatMs: PERIOD_MS })
+  const registry = new SseStreams({ perUser: 100, total: 100, heartbeatMs: PERIOD_MS })
   t.teardown(() => registry.close())
   const beats = new Map<string, number>()
   let batch: string[] = []

@@ -49,7 +49,7 @@ const HEARTBEAT_SLICES = 15
  * One heartbeat timer serves every stream, a fifteenth of them each second: a timer a stream
  * would cost 10,000 streams 3 MB, and writing to them all in one turn would hold every frame back.
  */
-export class EventStreams {
+export class SseStreams {
   /** Each stream, with the timer that ends it when its token expires. */
   readonly #streams = new Map<RegisteredStream, NodeJS.Timeout>()
   readonly #perClient = new Map<number, number>()
@@ -158,7 +158,7 @@ function frame (event: OrderStatusEvent): string {
  * backlog first and then live. An object a stream with its methods on the prototype, rather than a
  * closure for each callback: an instance holds ten thousand of them.
  */
-export class EventStream implements RegisteredStream, OrderEventListener {
+export class SseStream implements RegisteredStream, OrderEventListener {
   #lastSent: string
   /** Changes heard while the backlog is read, sent after it; undefined once the stream is live. */
   #pending: OrderStatusEvent[] | undefined = []
@@ -166,7 +166,7 @@ export class EventStream implements RegisteredStream, OrderEventListener {
   constructor (
     readonly owner: StreamOwner,
     private readonly response: ServerResponse,
-    private readonly registry: EventStreams,
+    private readonly registry: SseStreams,
     private readonly events: OrderEvents,
     resumeFrom: string | undefined
   ) {
@@ -229,7 +229,7 @@ export class EventStream implements RegisteredStream, OrderEventListener {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    eventStreams: EventStreams
+    sseStreams: SseStreams
   }
 }
 
@@ -239,10 +239,10 @@ declare module './monitoring/index.js' {
   }
 }
 
-async function eventStreams (fastify: FastifyInstance) {
+async function sseStreams (fastify: FastifyInstance) {
   const { SSE_MAX_STREAMS_PER_USER, SSE_MAX_STREAMS, REDIS_KEY_PREFIX } = fastify.config
-  const streams = new EventStreams({ perUser: SSE_MAX_STREAMS_PER_USER, total: SSE_MAX_STREAMS, sessionIdleUntil: (id) => fastify.sessions.idleExpiresAt(id) })
-  fastify.decorate('eventStreams', streams)
+  const streams = new SseStreams({ perUser: SSE_MAX_STREAMS_PER_USER, total: SSE_MAX_STREAMS, sessionIdleUntil: (id) => fastify.sessions.idleExpiresAt(id) })
+  fastify.decorate('sseStreams', streams)
 
   await fastify.pubsub.subscribe(revocationChannel(REDIS_KEY_PREFIX), (jti) => streams.endToken(jti))
 
@@ -250,12 +250,12 @@ async function eventStreams (fastify: FastifyInstance) {
   fastify.addHook('preClose', async () => streams.close())
 
   fastify.monitoring.register('streams', {
-    description: 'the event streams',
+    description: 'the SSE streams',
     read: () => streams.counts(),
     metrics: [
-      { name: 'portal_bff_event_streams_open', help: 'Open /api/events streams of this instance', type: 'gauge', samples: ({ open }) => [{ value: open }] },
+      { name: 'portal_bff_sse_streams_open', help: 'Open /api/events streams of this instance', type: 'gauge', samples: ({ open }) => [{ value: open }] },
       {
-        name: 'portal_bff_event_streams_refused_total',
+        name: 'portal_bff_sse_streams_refused_total',
         help: 'Streams refused because the user (user_limit) or the instance (instance_limit) held the most it may',
         type: 'counter',
         samples: ({ refused }) => Object.entries(refused).map(([reason, value]) => ({ labels: { reason }, value }))
@@ -264,4 +264,4 @@ async function eventStreams (fastify: FastifyInstance) {
   })
 }
 
-export default fp(eventStreams, { name: 'event-streams', fastify: '5.x', dependencies: ['pubsub', 'monitoring', 'sessions'], decorators: { fastify: ['config'] } })
+export default fp(sseStreams, { name: 'sse-streams', fastify: '5.x', dependencies: ['pubsub', 'monitoring', 'sessions'], decorators: { fastify: ['config'] } })
