@@ -154,7 +154,7 @@ export async function benchStreams (): Promise<void> {
   if (limit < needed) throw new Error(`ulimit -n is ${limit}: the service and the client process each hold a descriptor per stream; raise it to ${needed} at least`)
   await ensureDatabase()
   const keyPrefix = runKeyPrefix('streams')
-  // The service's channel of order status changes (OrderEvents), which the bare server hears too.
+  // The service's channel of order status changes (OrderStatusChanges), which the bare server hears too.
   const channel = orderStatusChannel(keyPrefix)
   const env = serviceEnv({
     DATABASE_URL,

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { ServerResponse } from 'node:http'
-import { streamIdAfter, type OrderEventListener, type OrderEvents, type OrderStatusEvent } from './orders/status-events.js'
+import { streamIdAfter, type StatusChangeListener, type OrderStatusChanges, type OrderStatusChange } from './orders/status-changes.js'
 import { revocationChannel } from './redis-keys.js'
 
 /** Who holds a stream: the portal user and the access token or cookie session it was opened with. */
@@ -148,7 +148,7 @@ export class SseStreams {
   }
 }
 
-function frame (event: OrderStatusEvent): string {
+function frame (event: OrderStatusChange): string {
   const { id, ...data } = event
   return `id: ${id}\nevent: order.status\ndata: ${JSON.stringify(data)}\n\n`
 }
@@ -158,16 +158,16 @@ function frame (event: OrderStatusEvent): string {
  * backlog first and then live. An object a stream with its methods on the prototype, rather than a
  * closure for each callback: an instance holds ten thousand of them.
  */
-export class SseStream implements RegisteredStream, OrderEventListener {
+export class SseStream implements RegisteredStream, StatusChangeListener {
   #lastSent: string
   /** Changes heard while the backlog is read, sent after it; undefined once the stream is live. */
-  #pending: OrderStatusEvent[] | undefined = []
+  #pending: OrderStatusChange[] | undefined = []
 
   constructor (
     readonly owner: StreamOwner,
     private readonly response: ServerResponse,
     private readonly registry: SseStreams,
-    private readonly events: OrderEvents,
+    private readonly statusChanges: OrderStatusChanges,
     resumeFrom: string | undefined
   ) {
     this.#lastSent = resumeFrom ?? '0-0'
@@ -177,18 +177,18 @@ export class SseStream implements RegisteredStream, OrderEventListener {
   open (): StreamRefusal | undefined {
     const refusal = this.registry.open(this)
     // Listening starts before the backlog is read, so that nothing falls between the two.
-    if (refusal === undefined) this.events.listen(this.owner.clientId, this)
+    if (refusal === undefined) this.statusChanges.listen(this.owner.clientId, this)
     return refusal
   }
 
   /** The backlog has been sent: what was heard meanwhile follows, and changes go out as they come. */
-  goLive (backlog: OrderStatusEvent[]): void {
+  goLive (backlog: OrderStatusChange[]): void {
     for (const event of backlog) this.#send(event)
     for (const event of this.#pending ?? []) this.#send(event)
     this.#pending = undefined
   }
 
-  deliver (event: OrderStatusEvent): void {
+  deliver (event: OrderStatusChange): void {
     if (this.#pending !== undefined) this.#pending.push(event)
     else this.#send(event)
   }
@@ -210,11 +210,11 @@ export class SseStream implements RegisteredStream, OrderEventListener {
 
   /** The client went away, or the stream ended: nothing more is sent to it. */
   disconnected (): void {
-    this.events.unlisten(this.owner.clientId, this)
+    this.statusChanges.unlisten(this.owner.clientId, this)
     this.registry.release(this)
   }
 
-  #send (event: OrderStatusEvent): void {
+  #send (event: OrderStatusChange): void {
     if (!streamIdAfter(event.id, this.#lastSent)) return
     this.#lastSent = event.id
     this.#write(frame(event))

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify'
 import { StreamsUnavailableError, TooManyStreamsError } from '../../lib/errors.js'
-import type { OrderStatusEvent } from '../../plugins/app/orders/status-events.js'
+import type { OrderStatusChange } from '../../plugins/app/orders/status-changes.js'
 import { SseStream } from '../../plugins/app/sse-streams.js'
 import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 
@@ -59,9 +59,9 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
   }, async (request, reply) => {
     const { sub, jti, exp } = request.user
     const resumeFrom = resumableEventId(request.headers['last-event-id'])
-    const { orderEvents, sseStreams } = fastify
+    const { statusChanges, sseStreams } = fastify
     const owner = { clientId: Number(sub), jti, exp, idleUntil: request.session?.idleExpiresAt }
-    const stream = new SseStream(owner, reply.raw, sseStreams, orderEvents, resumeFrom)
+    const stream = new SseStream(owner, reply.raw, sseStreams, statusChanges, resumeFrom)
     const refusal = stream.open()
     if (refusal === 'user_limit') throw new TooManyStreamsError(SSE_MAX_STREAMS_PER_USER)
     if (refusal === 'instance_limit') {
@@ -90,10 +90,10 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     // joined to the first frame).
     reply.raw.flushHeaders()
     reply.raw.write('retry: 3000\n\n')
-    let backlog: OrderStatusEvent[] = []
+    let backlog: OrderStatusChange[] = []
     if (resumeFrom !== undefined) {
       try {
-        backlog = await orderEvents.backlog(stream.owner.clientId, resumeFrom)
+        backlog = await statusChanges.backlog(stream.owner.clientId, resumeFrom)
       } catch (error) {
         request.log.warn({ err: error }, 'event backlog unavailable: the stream starts with new events')
       }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { OrderEvents } from './status-events.js'
+import { OrderStatusChanges } from './status-changes.js'
 import { IdempotencyKeys } from './idempotency.js'
 import { OrderPlacement } from './placement.js'
 import { PlacementStore } from './placement-store.js'
@@ -15,7 +15,7 @@ import { ordersPendingPart, placementsPart } from './measures.js'
 declare module 'fastify' {
   interface FastifyInstance {
     orders: OrderStore
-    orderEvents: OrderEvents
+    statusChanges: OrderStatusChanges
     orderPlacement: OrderPlacement
     orderIdempotencyKeys: IdempotencyKeys
     /** The periodic reconciliation of orders with the upstreams (one instance a round). */
@@ -41,7 +41,7 @@ const BACKLOG_RETENTION_SECONDS = 86_400
 
 async function orders (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT_MS } = fastify.config
-  const orderEvents = new OrderEvents({
+  const statusChanges = new OrderStatusChanges({
     redis: fastify.redis,
     pubsub: fastify.pubsub,
     keyPrefix: REDIS_KEY_PREFIX,
@@ -50,7 +50,7 @@ async function orders (fastify: FastifyInstance) {
     commandTimeoutMs: REDIS_COMMAND_TIMEOUT_MS,
     log: fastify.log
   })
-  await orderEvents.start()
+  await statusChanges.start()
   const store = new OrderStore(fastify.pg.pool)
   const pendingOrders = new PendingOrderStore(fastify.pg.pool)
   const { billing, billingQueue, crm, crmQueue, config } = fastify
@@ -59,7 +59,7 @@ async function orders (fastify: FastifyInstance) {
   const claimMs = 3 * config.DATABASE_QUERY_TIMEOUT_MS + 2 * config.BILLING_QUEUE_TIMEOUT_MS + 2 * config.CRM_QUEUE_TIMEOUT_MS
   const orderPlacement = new OrderPlacement({
     placements,
-    events: orderEvents,
+    statusChanges,
     upstreams: {
       addBillingOrder: (order) => billingQueue.run((deadline) => billing.addOrder(order, deadline)),
       createCrmOrder: (fields) => crmQueue.run((deadline) => crm.createOrder(fields, deadline)),
@@ -84,7 +84,7 @@ async function orders (fastify: FastifyInstance) {
   })
   fastify.decorate('orders', store)
   fastify.decorate('pendingOrders', pendingOrders)
-  fastify.decorate('orderEvents', orderEvents)
+  fastify.decorate('statusChanges', statusChanges)
   fastify.decorate('orderPlacement', orderPlacement)
   fastify.decorate('orderIdempotencyKeys', idempotencyKeys)
   fastify.decorate('orderReconciliation', reconciliation)
@@ -93,7 +93,7 @@ async function orders (fastify: FastifyInstance) {
   fastify.monitoring.register('ordersPending', ordersPendingPart(pendingOrders))
   fastify.addHook('onClose', async () => {
     await reconciliation.stop()
-    orderEvents.stop()
+    statusChanges.stop()
   })
 }
 

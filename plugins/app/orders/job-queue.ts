@@ -100,7 +100,7 @@ async function jobQueue (fastify: FastifyInstance) {
     config,
     deps: {
       orders: fastify.orders,
-      orderEvents: fastify.orderEvents,
+      statusChanges: fastify.statusChanges,
       billing: fastify.billing,
       crm: fastify.crm,
       telecom: fastify.telecom,

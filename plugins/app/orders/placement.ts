@@ -6,7 +6,7 @@ import { QueueFullError } from '../../../lib/request-queue.js'
 import { CrmApiError } from '../../../integrations/crm/errors.js'
 import { OrderNotPendingError, PaymentMethodRefusedError } from '../../../integrations/billing/errors.js'
 import type { BillingOrderSummary } from '../../../integrations/billing/mapping.js'
-import type { OrderEvents } from './status-events.js'
+import type { OrderStatusChanges } from './status-changes.js'
 import type { Order } from './store.js'
 import type { NewPlacement, Placement, PlacementStore } from './placement-store.js'
 
@@ -44,7 +44,7 @@ export interface OrderPlacementUpstreams {
 
 export interface OrderPlacementOptions {
   placements: PlacementStore
-  events: OrderEvents
+  statusChanges: OrderStatusChanges
   upstreams: OrderPlacementUpstreams
   /** The Account of the CRM orders (CRM_ORDER_ACCOUNT_ID); unset, none. */
   crmAccountId: string | undefined
@@ -145,7 +145,7 @@ export class OrderPlacement {
   async cancel (orderId: string, reason: string): Promise<Order | null> {
     const cancelling = await this.options.placements.cancel(orderId, reason, this.options.claimMs)
     if (cancelling === null) return null
-    if (cancelling.step === 'compensated') await this.options.events.publish(cancelling.order)
+    if (cancelling.step === 'compensated') await this.options.statusChanges.publish(cancelling.order)
     else await this.#compensate(cancelling)
     return cancelling.order
   }
@@ -211,7 +211,7 @@ export class OrderPlacement {
       throw new OrderIncompleteError()
     }
     if (byRecovery) this.options.log.warn({ orderId: linked.order.id, crmOrderId }, 'the recovery linked an order placement to the CRM order it found')
-    await this.options.events.publish(linked.order)
+    await this.options.statusChanges.publish(linked.order)
     return linked.order
   }
 
@@ -231,7 +231,7 @@ export class OrderPlacement {
       }
     }
     const published = await placements.compensated(id)
-    if (published !== null) await this.options.events.publish(published.order)
+    if (published !== null) await this.options.statusChanges.publish(published.order)
   }
 
   /**

@@ -5,7 +5,7 @@ import type { Activation, ActivationRequest } from '../../../integrations/teleco
 import type { Deadline } from '../../../lib/deadline.js'
 import { UpstreamFailure, classifyFailure } from '../../../lib/errors.js'
 import { inSpan } from '../../../lib/tracing.js'
-import type { OrderEvents } from './status-events.js'
+import type { OrderStatusChanges } from './status-changes.js'
 import type { Order, OrderStatus, OrderStore } from './store.js'
 
 /** The BullMQ job states the provisioning job queue reports. */
@@ -25,7 +25,7 @@ interface Queue {
 /** What provisioning needs of each upstream. */
 export interface ProvisioningDependencies {
   orders: OrderStore
-  orderEvents: OrderEvents
+  statusChanges: OrderStatusChanges
   billing: {
     acceptOrder (billingOrderId: number, deadline: Deadline): Promise<void>
     /** The billing order's status; null when there is no such order. */
@@ -48,7 +48,7 @@ export class OrderNotStoredError extends Error {
 async function changeStatus (deps: ProvisioningDependencies, order: Order, status: OrderStatus, failureReason: string | null = null): Promise<Order> {
   const changed = await deps.orders.changeStatus(order.id, status, failureReason)
   if (changed === null) return order
-  await deps.orderEvents.publish(changed)
+  await deps.statusChanges.publish(changed)
   return changed
 }
 
@@ -87,7 +87,7 @@ export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId
     return
   }
   let { order } = started
-  if (started.statusChanged) await deps.orderEvents.publish(order)
+  if (started.statusChanged) await deps.statusChanges.publish(order)
 
   await step('telecom activation', order.telecomActivationId !== null, async () => {
     // The CRM order id is the idempotency key: a repeat returns the first activation.
@@ -128,7 +128,7 @@ export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId
   })
   // Null: another run of this job, which had lost its lock, made it Active and announced it first.
   if (active === null || active === undefined) return
-  await deps.orderEvents.publish(active)
+  await deps.statusChanges.publish(active)
   deps.log.info({ orderId: active.id, crmOrderId, attempts: active.provisioningAttempts }, 'order provisioned')
 }
 

@@ -24,7 +24,7 @@ function received (stream: SseClient): Array<{ orderId: string, status: OrderSta
 async function changeStatus (app: FastifyInstance, order: Order, status: OrderStatus): Promise<Order> {
   const changed = await app.orders.changeStatus(order.id, status)
   if (changed === null) throw new Error(`order ${order.id} already ${status}`)
-  await app.orderEvents.publish(changed)
+  await app.statusChanges.publish(changed)
   return changed
 }
 

@@ -6,7 +6,7 @@ import { buildTestApp, startTestSandbox } from '../../helpers/app.js'
 import { waitFor } from '../../helpers/processes.js'
 import { buildTestAppOnPrivateRedis } from '../../helpers/private-redis.js'
 import { SseClient } from '../../helpers/sse.js'
-import { LIVENESS_INTERVAL_MS } from '../../../plugins/app/orders/status-events.js'
+import { LIVENESS_INTERVAL_MS } from '../../../plugins/app/orders/status-changes.js'
 import { bearer, login } from '../../helpers/tokens.js'
 
 function statuses (client: SseClient): string[] {

@@ -6,7 +6,7 @@ import { orderStatusBacklogKey, orderStatusChannel } from '../redis-keys.js'
 import type { PubSub } from '../pubsub.js'
 
 /** What an SSE client sees when one of its orders changes status. */
-export interface OrderStatusEvent {
+export interface OrderStatusChange {
   /** The Redis stream entry id: the SSE `id:`, from which `Last-Event-ID` resumes. */
   id: string
   orderId: string
@@ -17,8 +17,8 @@ export interface OrderStatusEvent {
 }
 
 /** An instance's stream of one client's changes. */
-export interface OrderEventListener {
-  deliver (event: OrderStatusEvent): void
+export interface StatusChangeListener {
+  deliver (event: OrderStatusChange): void
   /** Redis failed or stopped answering: the changes no longer arrive, and the stream must end. */
   drop (): void
 }
@@ -26,7 +26,7 @@ export interface OrderEventListener {
 /** How often, while streams are open, the pub/sub connection is asked whether Redis answers. */
 export const LIVENESS_INTERVAL_MS = 5000
 
-export interface OrderEventsOptions {
+export interface OrderStatusChangesOptions {
   redis: Redis
   pubsub: PubSub
   keyPrefix: string
@@ -51,9 +51,9 @@ export function streamIdAfter (a: string, b: string): boolean {
  * Redis stream (the backlog that `Last-Event-ID` resumes from) and are announced on one pub/sub
  * channel, which each instance fans out to its own connections.
  */
-export class OrderEvents {
-  readonly #listeners = new Map<number, Set<OrderEventListener>>()
-  readonly #all = new Set<OrderEventListener>()
+export class OrderStatusChanges {
+  readonly #listeners = new Map<number, Set<StatusChangeListener>>()
+  readonly #all = new Set<StatusChangeListener>()
   readonly #channel: string
   #liveness: NodeJS.Timeout | undefined
   /** A PING not answered yet: while there is one, Redis has not answered since it was sent. */
@@ -62,9 +62,9 @@ export class OrderEvents {
   readonly #redis: Redis
   readonly #pubsub: PubSub
   readonly #prefix: string
-  readonly #options: OrderEventsOptions
+  readonly #options: OrderStatusChangesOptions
 
-  constructor (options: OrderEventsOptions) {
+  constructor (options: OrderStatusChangesOptions) {
     const { redis, pubsub, keyPrefix } = options
     this.#redis = redis
     this.#pubsub = pubsub
@@ -87,7 +87,7 @@ export class OrderEvents {
   /** Announces a status change; a Redis failure is logged, not thrown: the status is in PostgreSQL. */
   async publish (order: Order): Promise<void> {
     if (order.billingClientId === null) return
-    const event: Omit<OrderStatusEvent, 'id'> = { orderId: order.id, crmOrderId: order.crmOrderId, status: order.status, failureReason: order.failureReason, at: order.updatedAt }
+    const event: Omit<OrderStatusChange, 'id'> = { orderId: order.id, crmOrderId: order.crmOrderId, status: order.status, failureReason: order.failureReason, at: order.updatedAt }
     try {
       const key = this.#backlogKey(order.billingClientId)
       const results = await this.#redis.multi()
@@ -105,20 +105,20 @@ export class OrderEvents {
   }
 
   /** The client's changes after `lastEventId`, oldest first. */
-  async backlog (clientId: number, lastEventId: string): Promise<OrderStatusEvent[]> {
+  async backlog (clientId: number, lastEventId: string): Promise<OrderStatusChange[]> {
     const entries = await this.#redis.xrange(this.#backlogKey(clientId), `(${lastEventId}`, '+')
-    return entries.map(([id, fields]) => ({ id, ...JSON.parse(fields[1] ?? '{}') as Omit<OrderStatusEvent, 'id'> }))
+    return entries.map(([id, fields]) => ({ id, ...JSON.parse(fields[1] ?? '{}') as Omit<OrderStatusChange, 'id'> }))
   }
 
   /** Listens to one client's changes until `unlisten`. */
-  listen (clientId: number, listener: OrderEventListener): void {
+  listen (clientId: number, listener: StatusChangeListener): void {
     const listeners = this.#listeners.get(clientId) ?? new Set()
     listeners.add(listener)
     this.#listeners.set(clientId, listeners)
     this.#all.add(listener)
   }
 
-  unlisten (clientId: number, listener: OrderEventListener): void {
+  unlisten (clientId: number, listener: StatusChangeListener): void {
     const listeners = this.#listeners.get(clientId)
     listeners?.delete(listener)
     if (listeners?.size === 0) this.#listeners.delete(clientId)
@@ -126,7 +126,7 @@ export class OrderEvents {
   }
 
   #deliver (message: string): void {
-    let parsed: { clientId: number, event: OrderStatusEvent }
+    let parsed: { clientId: number, event: OrderStatusChange }
     try {
       parsed = JSON.parse(message)
     } catch {
