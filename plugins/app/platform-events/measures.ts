@@ -5,6 +5,11 @@ import { HOLDER_STATES, SUBSCRIPTION_STATES, type HolderView, type SubscriptionS
 import type { EventSubscription } from './subscription.js'
 import type { ParkedEvents } from './parked-events.js'
 
+/** A state gauge's samples: 1 for the current state, 0 for every other, so each series always exists. */
+function stateSamples (states: readonly string[], current: string) {
+  return states.map((state) => ({ labels: { state }, value: state === current ? 1 : 0 }))
+}
+
 /** The `events` check: fails while no instance holds a connected subscription, the specification's silent outage made loud. */
 export function eventsCheck (subscription: Pick<EventSubscription, 'holder'>): HealthCheck {
   return async () => {
@@ -30,7 +35,7 @@ export function holderPart (subscription: Pick<EventSubscription, 'holderView'>)
         name: 'portal_bff_event_subscription_holder_state',
         help: 'The platform-event subscription\'s lease holder as this instance sees it, 1 for the current state: none (no instance holds the lease), the holder\'s own report, stale (its report is older than two renewals), unknown (older than a takeover takes), disabled (CRM_EVENTS_ENABLED is not true here)',
         type: 'gauge',
-        samples: ({ state: current }) => HOLDER_STATES.map((state) => ({ labels: { state }, value: state === current ? 1 : 0 }))
+        samples: ({ state }) => stateSamples(HOLDER_STATES, state)
       },
       {
         name: 'portal_bff_event_subscription_holder_state_age_seconds',
@@ -61,7 +66,7 @@ export function subscriberPart (subscription: Pick<EventSubscription, 'stats'>, 
         name: 'portal_bff_event_subscriber_state',
         help: 'The platform-event subscription\'s state (1 for the current one)',
         type: 'gauge',
-        samples: ({ state: current }) => SUBSCRIPTION_STATES.map((state) => ({ labels: { state }, value: state === current ? 1 : 0 }))
+        samples: ({ state }) => stateSamples(SUBSCRIPTION_STATES, state)
       },
       { name: 'portal_bff_event_subscriber_events_received_total', help: 'Platform events received', type: 'counter', samples: ({ received }) => [{ value: received }] },
       { name: 'portal_bff_event_subscriber_reconnects_total', help: 'Reconnections of the platform-event subscription', type: 'counter', samples: ({ reconnects }) => [{ value: reconnects }] },
