@@ -37,7 +37,9 @@ t.test('failed sign-ins of one account are limited across addresses, never reach
   }
   const known = await signIn(app, '198.51.100.9', 'jane@example.com')
   const unknown = await signIn(app, '198.51.100.9', 'nobody@example.com')
-  t.same([known.statusCode, known.json().code, known.json().message], [unknown.statusCode, unknown.json().code, unknown.json().message], 'an existing and a made-up account are answered alike')
+  // Alike but for the seconds left: each account's window started at its own first failure.
+  const answer = (response: typeof known) => [response.statusCode, response.json().code, String(response.json().message).replace(/\d+ seconds/, 'N seconds')]
+  t.same(answer(known), answer(unknown), 'an existing and a made-up account are answered alike')
   t.match(known.json(), { code: 'TOO_MANY_FAILED_SIGN_INS' })
   t.ok(Number(known.headers['retry-after']) > 0, 'retry-after says when')
 
