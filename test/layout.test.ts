@@ -2,12 +2,12 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, join, posix, relative, sep } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { ESLint } from 'eslint'
 import t from 'tap'
 import ts from 'typescript'
+import { projectRoot } from '../lib/project-root.js'
 
-const root = fileURLToPath(new URL('..', import.meta.url))
+const root = projectRoot
 // The page whose `## Layout` section draws the tree.
 const LAYOUT_DOCUMENT = join(root, 'docs', 'development.md')
 

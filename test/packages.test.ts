@@ -4,6 +4,7 @@ import { join, relative } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import t from 'tap'
 import { projectRoot } from '../lib/project-root.js'
+import { DEV_BUILD } from '../dev/tools/service-process.js'
 import { tempDir } from './helpers/made.js'
 import { DEBIAN_PACKAGES, skipWithout, type PackagedProgram } from './helpers/packages.js'
 
@@ -55,24 +56,24 @@ t.test('a skip names each missing program and its Debian package', async (t) => 
   t.equal(skipWithout(['haproxy'], '/nonexistent:'), skipWithout(['haproxy'], '/nonexistent'), 'an empty PATH entry is no directory')
 })
 
-// The test files' TypeScript loaders, as this file runs under them.
-const loaderEnv = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] =>
-  /^(TS_NODE_|_TAPJS_)/.test(entry[0]) && entry[1] !== undefined))
+// What tap gives a test process: the child runs the same files as tap's.
+const tapEnv = Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] =>
+  /^_TAPJS_/.test(entry[0]) && entry[1] !== undefined))
 
 const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 t.test('with none of the programs on the PATH, each of those tests skips, naming the Debian package', async (t) => {
-  // One process imports every file: compiling what they share once keeps this test cheap.
+  // One process imports every file: loading what they share once keeps this test cheap.
   const directory = tempDir('no-packages')
   const entry = join(directory, 'entry.mjs')
   const files = [...new Set(PACKAGED_TESTS.map(({ file }) => file))]
-  writeFileSync(entry, files.map((file) => `await import(${JSON.stringify(pathToFileURL(join(projectRoot, file)).href)})\n`).join(''))
+  writeFileSync(entry, files.map((file) => `await import(${JSON.stringify(pathToFileURL(join(DEV_BUILD, file.replace(/\.ts$/, '.js'))).href)})\n`).join(''))
   const run = spawnSync(process.execPath, [...process.execArgv, entry], {
     cwd: projectRoot,
     encoding: 'utf8',
     timeout: 120_000,
     // One pattern, for the top-level tests (a second line would filter their subtests); the PATH an empty directory.
-    env: { ...loaderEnv, PATH: directory, TAP_GREP: PACKAGED_TESTS.map(({ test }) => escaped(test)).join('|') }
+    env: { ...tapEnv, PATH: directory, TAP_GREP: PACKAGED_TESTS.map(({ test }) => escaped(test)).join('|') }
   })
   t.equal(run.status, 0, 'the files pass', { output: run.stdout + run.stderr })
   const results = run.stdout.split('\n').filter((text) => /^ok \d+ - /.test(text))

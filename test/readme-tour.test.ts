@@ -2,13 +2,13 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
+import { projectRoot } from '../lib/project-root.js'
 import { ensureTestDatabase, tempDir, testEnv, testSchemaUrl } from './helpers/app.js'
 import { exited, waitFor } from './helpers/processes.js'
 import { startService } from './helpers/service-process.js'
 
-const root = fileURLToPath(new URL('..', import.meta.url))
+const root = projectRoot
 
 // The tour is written for a reader's `npm start`; the test's instance listens elsewhere.
 const TOUR_BASE_URL = 'http://localhost:3000'

@@ -13,7 +13,7 @@ if (!Number.isFinite(minutes) || minutes < 1) {
   process.exit(2)
 }
 const seconds = Math.round(minutes * 60)
-const tap = spawn('npx', ['tap', '--disable-coverage', `--timeout=${seconds + 300}`, 'test/app/soak.slow.test.ts'], {
+const tap = spawn('npx', ['tap', '--disable-coverage', `--timeout=${seconds + 300}`, 'dist-dev/test/app/soak.slow.test.js'], {
   cwd: projectRoot,
   env: { ...process.env, SOAK_SECONDS: String(seconds) },
   stdio: 'inherit'

@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { existsSync, readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { startSandbox } from '../../../dev/sandbox/index.js'
+import { DEV_BUILD } from '../../../dev/tools/service-process.js'
 
 const sandbox = await startSandbox({ crm: { streaming: { connectTimeoutMs: 200 } } })
 t.teardown(() => sandbox.close())
@@ -77,7 +78,7 @@ t.test('CRM controls: orders, limits, events, sessions', async t => {
 })
 
 t.test('the CLI prints the settings, writes the key to a file and stops on SIGTERM', async t => {
-  const cli = spawn(process.execPath, [...process.execArgv, fileURLToPath(new URL('../../../dev/sandbox/cli.ts', import.meta.url))], {
+  const cli = spawn(process.execPath, [join(DEV_BUILD, 'dev', 'sandbox', 'cli.js')], {
     env: { ...process.env, SANDBOX_BILLING_PORT: '0', SANDBOX_CRM_PORT: '0', SANDBOX_TELECOM_PORT: '0' },
     stdio: ['ignore', 'pipe', 'inherit']
   })
