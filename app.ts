@@ -86,7 +86,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     logController: new RequestLogController(),
     bodyLimit: BODY_LIMIT_BYTES,
     // Fastify turns off Node's bound on receiving a request (0): a client that never finishes its
-    // headers or body would hold its connection for good. Responses (the event stream) are not bounded by it.
+    // headers or body would hold its connection for good. Responses (an SSE stream) are not bounded by it.
     requestTimeout: config.REQUEST_RECEIVE_TIMEOUT_MS,
     http: { headersTimeout: config.REQUEST_RECEIVE_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
     trustProxy: config.trustProxy,

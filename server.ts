@@ -61,11 +61,8 @@ export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pag
       // After an uncaught error the process is not fit to take more requests: close at once.
       app.log.fatal({ err }, 'shutting down after an unexpected error')
     } else {
-      // Serve on until the balancer has stopped sending here. Readiness fails at once, so HAProxy
-      // (`inter 1s fall 2`) marks the instance down within inter × fall = 2 s, and a Kubernetes
-      // readiness probe (period 2 s, 2 failures) within 4 s: the 5 s default covers both with room
-      // for a late check; a balancer with slower checks needs more than its inter × fall.
-      // Responses meanwhile say `Connection: close`, so keep-alive clients reconnect elsewhere.
+      // Serve on while the balancer's checks see readiness fail and stop sending here.
+      // Why: docs/decisions/0014-graceful-shutdown.md
       app.log.info({ signal, delayMs: config.SHUTDOWN_DELAY_MS }, 'shutting down: readiness fails; serving until SHUTDOWN_DELAY_MS has passed, then draining; a second signal (Ctrl-C) exits at once')
       await sleep(config.SHUTDOWN_DELAY_MS)
     }

@@ -43,8 +43,8 @@ export const OrderCancelledError = definePublicError('ORDER_CANCELLED', 'The CRM
 export const OrderIncompleteError = definePublicError('ORDER_INCOMPLETE', 'The order could not be completed now: the service completes or cancels it within minutes; retry with the same Idempotency-Key to learn which', 503)
 export const IdempotencyKeyInUseError = definePublicError('IDEMPOTENCY_KEY_IN_USE', 'A request with this Idempotency-Key is still being processed: retry shortly', 409)
 export const IdempotencyKeyReusedError = definePublicError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with a different request body', 422)
-export const TooManyStreamsError = definePublicError('TOO_MANY_STREAMS', 'This account holds the most event streams it may (%s); close one first', 429)
-export const StreamsUnavailableError = definePublicError('STREAMS_UNAVAILABLE', 'This instance holds the most event streams it may; retry shortly', 503)
+export const TooManyStreamsError = definePublicError('TOO_MANY_STREAMS', 'This account holds the most SSE streams it may (%s); close one first', 429)
+export const StreamsUnavailableError = definePublicError('STREAMS_UNAVAILABLE', 'This instance holds the most SSE streams it may; retry shortly', 503)
 export const TooManyFailedSignInsError = definePublicError('TOO_MANY_FAILED_SIGN_INS', 'Too many failed sign-ins: retry in %s', 429)
 
 /**

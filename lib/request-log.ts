@@ -44,7 +44,7 @@ export function answeredDuringOutage (request: FastifyRequest): void {
 
 type ResponseSchemas = Record<string, { content?: Record<string, unknown> } | undefined>
 
-/** A route whose answer is an event stream: it lasts as long as its client stays. */
+/** A route whose answer is an SSE stream: it lasts as long as its client stays. */
 function eventStream (request: FastifyRequest): boolean {
   const responses = request.routeOptions.schema?.response as ResponseSchemas | undefined
   return responses?.['200']?.content?.['text/event-stream'] !== undefined

@@ -131,7 +131,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'signOut',
       tags: ['auth'],
       summary: 'Sign out: ends the cookie session, or revokes the access token until it expires',
-      description: 'Every instance ends the event streams opened with the session or token. With the cookie, the answer clears it.',
+      description: 'Every instance ends the SSE streams opened with the session or token. With the cookie, the answer clears it.',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       response: { 204: Type.Null({ description: 'signed out' }), ...signOutErrorResponses }
     }
@@ -151,7 +151,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'signOutEverywhere',
       tags: ['auth'],
       summary: 'Sign out everywhere: ends every session and revokes every access token of the signed-in client',
-      description: 'On every instance, with their event streams; the caller\'s own session or token too.',
+      description: 'On every instance, with their SSE streams; the caller\'s own session or token too.',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       response: { 204: Type.Null({ description: 'signed out everywhere' }), ...signOutErrorResponses }
     }

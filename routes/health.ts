@@ -78,13 +78,8 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       }
     }
   }, async (_request, reply) => {
-    // Readiness says whether this instance should get traffic, which only its own state decides:
-    // 503 while draining. (Before every plugin is ready, onReady hooks included, nothing answers:
-    // Fastify listens only once ready.) PostgreSQL and Redis are shared by every instance: failing
-    // readiness on them would take every instance out at once, and the balancer would answer 503
-    // for everything, requests that need neither included, then put them all back at once. Their
-    // checks show in the body (`degraded`) and /health answers 503 for monitoring. Nor does the
-    // probe wait for a run: a hung dependency would outlast the probe's timeout, a failure too.
+    // 503 only while draining; the last finished run's checks are reported, never waited for.
+    // Why: docs/decisions/0041-readiness-and-shared-dependencies.md
     const { coreHealth, lifecycle } = fastify
     let results = coreHealth.reusable
     if (results === undefined) {

@@ -63,7 +63,7 @@ interface Step {
   what: string
   /** Which block of the tour this step is. */
   block: RegExp
-  /** The event stream: run in the background, as in a terminal of its own. */
+  /** The SSE stream: run in the background, as in a terminal of its own. */
   background?: true
   check?: (t: Test, outcome: Outcome, vars: Record<string, string>) => void
   /** What must have happened before the next block runs, as a reader would wait for it. */
@@ -91,10 +91,10 @@ function tourSteps (stream: () => string): Step[] {
       }
     },
     {
-      what: 'watch the event stream',
+      what: 'watch the SSE stream',
       block: /curl .*-N .*\/api\/events/,
       background: true,
-      until: () => waitFor('the event stream to open', async () => stream().includes('retry: 3000'), 10_000)
+      until: () => waitFor('the SSE stream to open', async () => stream().includes('retry: 3000'), 10_000)
     },
     {
       what: 'place an order',

@@ -82,7 +82,7 @@ export const SECTIONS: readonly Section[] = [
     settings: ['PROVISIONING_CONCURRENCY', 'PROVISIONING_ATTEMPTS', 'PROVISIONING_BACKOFF_MS', 'PROVISIONING_LOCK_MS']
   },
   {
-    title: 'Order status streams',
+    title: 'SSE streams',
     settings: ['SSE_MAX_STREAMS_PER_USER', 'SSE_MAX_STREAMS']
   },
   {

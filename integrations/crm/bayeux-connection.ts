@@ -127,7 +127,7 @@ export class BayeuxConnection {
       }
       if (unsuccessful >= CONNECT_RETRIES) throw interruption
       unsuccessful++
-      this.context.log.warn({ channel: this.context.channel, attempt: unsuccessful }, `platform event stream: ${interruption.message}; connecting again`)
+      this.context.log.warn({ channel: this.context.channel, attempt: unsuccessful }, `platform-event subscription: ${interruption.message}; connecting again`)
       await sleep(backoff.delayMs(unsuccessful - 1), undefined, { signal })
     }
   }
@@ -137,7 +137,7 @@ export class BayeuxConnection {
     try {
       await this.transport.send([{ ...disconnectMessage(this.clientId), id: this.context.nextId() }], this.session.accessToken, DISCONNECT_TIMEOUT_MS)
     } catch (error) {
-      this.context.log.debug({ channel: this.context.channel, failure: interruptionOf(error).failure }, 'platform event stream: /meta/disconnect failed')
+      this.context.log.debug({ channel: this.context.channel, failure: interruptionOf(error).failure }, 'platform-event subscription: /meta/disconnect failed')
     }
   }
 

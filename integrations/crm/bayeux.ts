@@ -176,11 +176,11 @@ export class PlatformEventSubscriber {
       const details = { channel: this.channel, failure: interruption.failure, ...(interruption.cause === undefined ? {} : { err: interruption.cause }) }
       const { atOnce, waitMs: retryInMs } = this.#pacing.next(interruption)
       if (atOnce) {
-        this.#log.info({ ...details, ...(retryInMs > 0 ? { retryInMs } : {}) }, `platform event stream: ${interruption.message}; handshaking again`)
+        this.#log.info({ ...details, ...(retryInMs > 0 ? { retryInMs } : {}) }, `platform-event subscription: ${interruption.message}; handshaking again`)
         if (retryInMs > 0) await sleep(retryInMs, undefined, { signal }).catch(ignore)
         continue
       }
-      this.#log.warn({ ...details, retryInMs }, `platform event stream failed: ${interruption.message}`)
+      this.#log.warn({ ...details, retryInMs }, `platform-event subscription failed: ${interruption.message}`)
       this.#setState('failed', retryInMs)
       await sleep(retryInMs, undefined, { signal }).catch(ignore)
     }
@@ -223,7 +223,7 @@ export class PlatformEventSubscriber {
     const connection = await BayeuxConnection.handshake(this.#context, transport, session, signal)
     // Degraded, not failed: the stream works, but what is published while it is down is lost.
     this.#replaySupported = connection.replaySupported
-    if (!this.#replaySupported) this.#log.warn({ channel: this.channel, replaySupported: false }, 'platform event stream degraded: the handshake grants no replay extension; events published while disconnected are lost')
+    if (!this.#replaySupported) this.#log.warn({ channel: this.channel, replaySupported: false }, 'platform-event subscription degraded: the handshake grants no replay extension; events published while disconnected are lost')
     this.#connection = connection
     return connection
   }
@@ -250,7 +250,7 @@ export class PlatformEventSubscriber {
       this.#dropped++
       this.#lastError = defect
       this.#log.error({ channel: this.channel, failure: defect, dropped: this.#dropped, replayId },
-        `platform event stream: an event without its ${defect === 'event_without_replay_id' ? 'replayId' : 'payload'}; skipped`)
+        `platform-event subscription: an event without its ${defect === 'event_without_replay_id' ? 'replayId' : 'payload'}; skipped`)
     }
     if (events.length > 0) await this.#deliver(events, signal)
   }

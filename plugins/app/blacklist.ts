@@ -75,7 +75,7 @@ export class TokenBlacklist {
     })
   }
 
-  /** Stores the revocation, in PostgreSQL first, then Redis; then announces it: every instance ends the token's event streams. */
+  /** Stores the revocation, in PostgreSQL first, then Redis; then announces it: every instance ends the token's SSE streams. */
   async revoke (jti: string, expiresAtSeconds: number): Promise<void> {
     const { redis, pool, announcements, log } = this.options
     const { rows } = await pool.query<{ number: string }>(
@@ -93,7 +93,7 @@ export class TokenBlacklist {
       throw new AuthUnavailableError({ cause: error })
     }
     await redis.publish(announcements, jti).catch((error: unknown) => {
-      log.warn({ err: error }, 'revocation stored but not announced: open event streams of the token end at its expiry')
+      log.warn({ err: error }, 'revocation stored but not announced: open SSE streams of the token end at its expiry')
     })
   }
 

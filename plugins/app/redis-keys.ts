@@ -13,7 +13,7 @@ export const revokedKey = (prefix: string, jti: string) => `${prefix}auth:blackl
 /** The highest revocation number Redis holds: missing or behind, Redis lost revocations. */
 export const revocationEpochKey = (prefix: string) => `${prefix}auth:blacklist-epoch`
 
-/** Channel: each revocation's id, so that every instance ends the event streams opened with it. */
+/** Channel: each revocation's id, so that every instance ends the SSE streams opened with it. */
 export const revocationChannel = (prefix: string) => `${prefix}auth:revoked`
 
 /** A live cookie session, by the hash of its cookie. */
@@ -52,5 +52,5 @@ export const jobsEpochKey = (prefix: string) => `${prefix}provisioning:epoch`
 /** A client's last order status changes (a Redis stream), which `Last-Event-ID` resumes from. */
 export const orderStatusBacklogKey = (prefix: string, clientId: number) => `${prefix}orders:events:${clientId}`
 
-/** Channel: every order status change, for every instance's event streams. */
+/** Channel: every order status change, for every instance's SSE streams. */
 export const orderStatusChannel = (prefix: string) => `${prefix}orders:status`

@@ -89,14 +89,14 @@ export class SessionStore {
     return session
   }
 
-  /** When the session idles out now, or undefined once it has ended: an open event stream asks at its idle end. */
+  /** When the session idles out now, or undefined once it has ended: an open SSE stream asks at its idle end. */
   async idleExpiresAt (id: string): Promise<number | undefined> {
     const { revoked, value } = await this.options.blacklist.lookup(id, this.#key(id))
     if (revoked || value === null) return undefined
     return deserialize(id, value)?.idleExpiresAt
   }
 
-  /** Ends one session on every instance: its event streams end with it. */
+  /** Ends one session on every instance: its SSE streams end with it. */
   async end (session: Session): Promise<void> {
     await this.options.blacklist.revoke(session.id, Math.ceil(session.expiresAt / 1000))
     // The revocation ends it already; the key would only expire later.

@@ -5,14 +5,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 
 export interface SecurityHeadersOptions {
-  /** What the scope's routes answer: pages a browser renders, or API responses (JSON, an event stream) it never renders. */
+  /** What the scope's routes answer: pages a browser renders, or API responses (JSON, an SSE stream) it never renders. */
   serves: 'pages' | 'api'
 }
 
 /**
  * Helmet for responses a browser never renders, as OWASP's REST security cheat sheet advises:
  * nothing may load in them or frame them, and the headers that only a document heeds are left out
- * (an event stream keeps its headers for its whole life: 1 KB a stream with Helmet's defaults).
+ * (an SSE stream keeps its headers for its whole life: 1 KB a stream with Helmet's defaults).
  */
 const API_POLICY: Readonly<HelmetOptions> = {
   contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },

@@ -17,7 +17,7 @@ function completions (logDir: string, path: string): LogLine[] {
 }
 
 // A stream its client left writes no completion line: its response never finishes.
-t.test('an event stream that ends normally (logout, shutdown), however long it lasted, completes at info without slow: its length is its client\'s', async (t) => {
+t.test('an SSE stream that ends normally (logout, shutdown), however long it lasted, completes at info without slow: its length is its client\'s', async (t) => {
   const app = await buildTestApp(t)
   const url = await app.listen({ port: 0, host: '127.0.0.1' })
   const logDir = app.config.LOG_DIR

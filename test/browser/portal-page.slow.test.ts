@@ -51,7 +51,7 @@ async function portalService (t: Teardown, corsOrigin?: string): Promise<{ app: 
 }
 
 /**
- * What a tab received: every response body, every message of its event streams (read through the
+ * What a tab received: every response body, every message of its SSE streams (read through the
  * DevTools protocol: an open stream has no body to read), and every script error.
  */
 interface Received { bodies: Array<Promise<string>>, streamMessages: string[], streamRequests: string[], problems: string[] }

@@ -116,5 +116,5 @@ t.test('HAProxy: the configuration checks readiness on the service\'s port withi
   t.ok(settings.servers.length >= 2 && settings.servers.every((server) => server.port === DEFAULT_PORT), `every server on the service's port (${DEFAULT_PORT})`)
   t.ok(settings.interMs * settings.fall < DELAY_MS / 2,
     `inter x fall (${settings.interMs * settings.fall} ms) leaves SHUTDOWN_DELAY_MS (${DELAY_MS} ms) room for a late check`)
-  t.ok((settings.timeoutServerMs ?? 0) > HEARTBEAT_MS, 'an idle event stream outlives no server timeout: the heartbeat comes first')
+  t.ok((settings.timeoutServerMs ?? 0) > HEARTBEAT_MS, 'an idle SSE stream outlives no server timeout: the heartbeat comes first')
 })

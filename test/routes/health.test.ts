@@ -49,7 +49,7 @@ t.test('a private Redis hung, resumed, killed and restarted', async (t) => {
   t.equal(hung.statusCode, 503, 'SIGSTOP turns /health degraded')
   t.same(hung.body, { status: 'degraded', checks: { database: 'ok', cache: 'fail' } })
   t.ok(hung.elapsed <= BOUND_MS, `answered in ${Math.round(hung.elapsed)} ms, within ${BOUND_MS} ms`)
-  // Readiness judges only what this instance can change; the cache is shared by every instance.
+  // Readiness does not follow a failing shared dependency. Why: docs/decisions/0041-readiness-and-shared-dependencies.md
   await sleep(REUSE_MS)
   const readyStarted = performance.now()
   const ready = await app.inject('/health/ready')

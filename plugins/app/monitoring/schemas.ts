@@ -89,7 +89,7 @@ export const StatusSummary = Type.Object({
       user_limit: Count('refused: the user held SSE_MAX_STREAMS_PER_USER'),
       instance_limit: Count('refused: the instance held SSE_MAX_STREAMS')
     }, { additionalProperties: false })
-  }, { additionalProperties: false }), 'this instance\'s event streams; null when there is no data'),
+  }, { additionalProperties: false }), 'this instance\'s SSE streams; null when there is no data'),
   blacklist: Nullable(Type.Object({
     mode: StringEnum(['fail-closed', 'fail-open'], { description: 'what token checks do while Redis is down (AUTH_BLACKLIST_FAIL_CLOSED)' }),
     available: Type.Boolean({ description: 'whether the last blacklist command reached Redis' }),

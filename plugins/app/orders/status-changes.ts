@@ -149,7 +149,7 @@ export class OrderStatusChanges {
 
   #dropAll (reason: string): void {
     if (this.#all.size === 0) return
-    this.#options.log.info(`order event streams dropped: ${reason} (${this.#all.size} streams)`)
+    this.#options.log.info(`SSE streams dropped: ${reason} (${this.#all.size} streams)`)
     for (const listener of [...this.#all]) listener.drop()
   }
 
