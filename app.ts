@@ -35,7 +35,6 @@ import orders from './plugins/app/orders/index.js'
 import sseStreams from './plugins/app/sse-streams.js'
 import jobQueue from './plugins/app/orders/job-queue.js'
 import platformEvents from './plugins/app/platform-events/index.js'
-import orderCrmStatus from './plugins/app/orders/crm-status.js'
 import healthRoutes from './routes/health.js'
 import queueRoutes from './routes/queues.js'
 import servicesCacheRoutes from './routes/services-cache.js'
@@ -148,7 +147,6 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(sseStreams)
     await app.register(jobQueue)
     await app.register(platformEvents)
-    await app.register(orderCrmStatus)
 
     await app.register(healthRoutes)
     await app.register(queueRoutes)
@@ -169,6 +167,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
       await scope.register(async function api (api) {
         await api.register(securityHeaders, { serves: 'api' })
         await api.register(authRoutes)
+        // With the orders feature scope: placing orders and the reconciliation (decision 0075).
         await api.register(portalApi)
       })
     })

@@ -101,3 +101,25 @@ export async function buildTestApp (t: Teardown, overrides: Record<string, strin
   t.teardown(() => app.close())
   return app
 }
+
+/**
+ * The first encapsulated scope of the app, root first, whose instance carries `decorator`: how a
+ * test reaches what a feature scope keeps off the root (the orders scope's `orderReconciliation`).
+ * Fastify offers no public way to a child instance, so this walks its list of children.
+ */
+export function scopeWith (app: FastifyInstance, decorator: string): FastifyInstance {
+  const found = findScope(app, decorator)
+  if (found === undefined) throw new Error(`no scope of the app carries ${decorator}`)
+  return found
+}
+
+function findScope (instance: FastifyInstance, decorator: string): FastifyInstance | undefined {
+  if (instance.hasDecorator(decorator)) return instance
+  const children = Object.getOwnPropertySymbols(instance).find((symbol) => symbol.description === 'fastify.children')
+  if (children === undefined) throw new Error('Fastify no longer keeps its children under the symbol this helper reads')
+  for (const child of (instance as unknown as Record<symbol, FastifyInstance[]>)[children]!) {
+    const found = findScope(child, decorator)
+    if (found !== undefined) return found
+  }
+  return undefined
+}

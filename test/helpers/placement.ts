@@ -2,7 +2,7 @@ import pg from 'pg'
 import type { Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import type { Sandbox } from '../../dev/sandbox/index.js'
-import { buildTestApp, ensureTestDatabase, startTestSandbox, testSchemaUrl } from './app.js'
+import { buildTestApp, ensureTestDatabase, scopeWith, startTestSandbox, testSchemaUrl } from './app.js'
 import { waitFor } from './processes.js'
 import { login } from './tokens.js'
 
@@ -81,7 +81,7 @@ export function recovered (sandbox: Sandbox, databaseUrl: string, timeoutMs = RE
 /** A reconciliation round now, as the next interval brings one: the leases of the last round are given up first. */
 export async function nextRound (app: FastifyInstance): Promise<void> {
   await app.pg.query('DELETE FROM reconciliation_leases')
-  await app.orderReconciliation.runOnce()
+  await scopeWith(app, 'orderReconciliation').orderReconciliation.runOnce()
 }
 
 /** A sandbox, a database schema and an app of the test's own with FAST_RECOVERY, and Jane signed in. */

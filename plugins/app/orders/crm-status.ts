@@ -128,6 +128,7 @@ export class CrmStatusReconciliation implements ReconciliationTask {
   }
 }
 
+// Registered in the orders feature scope (routes/api/index.ts), beside the reconciliation it joins.
 declare module 'fastify' {
   interface FastifyInstance {
     /** The reconciliation's task that judges the orders in Pending Review by the CRM's word. */
@@ -167,6 +168,6 @@ async function orderCrmStatus (fastify: FastifyInstance) {
 export default fp(orderCrmStatus, {
   name: 'order-crm-status',
   fastify: '5.x',
-  dependencies: ['orders', 'job-queue', 'platform-events', 'upstreams', 'request-queues', 'monitoring'],
+  dependencies: ['orders', 'order-placement', 'job-queue', 'platform-events', 'upstreams', 'request-queues', 'monitoring'],
   decorators: { fastify: ['config'] }
 })

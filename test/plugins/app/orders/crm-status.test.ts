@@ -1,5 +1,6 @@
 import t from 'tap'
 import { nextRound, placementTestApp, placementViolations, storedPlacements } from '../../../helpers/placement.js'
+import { scopeWith } from '../../../helpers/app.js'
 import { waitFor } from '../../../helpers/processes.js'
 import { placeOrder, provisioningOutcome } from '../../../helpers/provisioning.js'
 import { bearer } from '../../../helpers/tokens.js'
@@ -80,7 +81,8 @@ t.test('approved but not received: provisioned through its job exactly once, tho
   sandbox.crm.updateOrder(order.crmOrderId, { Status: 'Approved' })
   const counted = await metric('portal_bff_orders_approved_not_received_total')
   const { signal } = new AbortController()
-  await Promise.all([app.orderCrmStatus.run(signal), app.orderCrmStatus.run(signal)])
+  const { orderCrmStatus } = scopeWith(app, 'orderCrmStatus')
+  await Promise.all([orderCrmStatus.run(signal), orderCrmStatus.run(signal)])
   await nextRound(app)
   await waitFor('the order Active', async () => (await apiStatus(order)).status === 'Active')
   t.match(provisioningOutcome(sandbox, [order.crmOrderId]), { activations: 1, keysUsedOnce: 1, billingAccepted: 1, crmActivated: 1 }, 'one activation, its key used once')

@@ -1,0 +1,74 @@
+import { randomUUID } from 'node:crypto'
+import { hostname } from 'node:os'
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { IdempotencyKeys } from './idempotency.js'
+import { OrderPlacement } from './placement.js'
+import { PlacementStore } from './placement-store.js'
+import { placementRecovery, expiredIdempotencyKeys } from './recovery.js'
+import { Reconciliation } from './reconciliation.js'
+import type { Counted } from './pending-orders.js'
+import { placementsPart } from './measures.js'
+
+// Registered in the orders feature scope (routes/api/index.ts): only the order routes and the
+// reconciliation's tasks read these, so they are not on the root instance.
+declare module 'fastify' {
+  interface FastifyInstance {
+    orderPlacement: OrderPlacement
+    orderIdempotencyKeys: IdempotencyKeys
+    /** The periodic reconciliation of orders with the upstreams (one instance a round). */
+    orderReconciliation: Reconciliation
+  }
+}
+
+declare module '../monitoring/index.js' {
+  interface MonitoringParts {
+    /** Order placements not yet finished or undone. */
+    placementsUnfinished: Counted
+  }
+}
+
+async function orderPlacement (fastify: FastifyInstance) {
+  const { billing, billingQueue, crm, crmQueue, config, statusChanges } = fastify
+  const placements = new PlacementStore(fastify.pg.pool)
+  // Long enough for every step of a request's placement to have run out its own bound.
+  const claimMs = 3 * config.DATABASE_QUERY_TIMEOUT_MS + 2 * config.BILLING_QUEUE_TIMEOUT_MS + 2 * config.CRM_QUEUE_TIMEOUT_MS
+  const placement = new OrderPlacement({
+    placements,
+    statusChanges,
+    upstreams: {
+      addBillingOrder: (order) => billingQueue.run((deadline) => billing.addOrder(order, deadline)),
+      createCrmOrder: (fields) => crmQueue.run((deadline) => crm.createOrder(fields, deadline)),
+      findCrmOrder: (billingOrderId) => crmQueue.run((deadline) => crm.findOrderIdByBillingOrderId(billingOrderId, deadline)),
+      cancelBillingOrder: (billingOrderId) => billingQueue.run((deadline) => billing.cancelOrder(billingOrderId, deadline)),
+      pendingBillingOrders: (clientId) => billingQueue.run((deadline) => billing.getPendingOrders(clientId, deadline))
+    },
+    crmAccountId: config.CRM_ORDER_ACCOUNT_ID,
+    claimMs,
+    log: fastify.log
+  })
+  const idempotencyKeys = new IdempotencyKeys({ pool: fastify.pg.pool, placements, retentionSeconds: config.ORDERS_IDEMPOTENCY_KEY_TTL_S })
+  const reconciliation = new Reconciliation({
+    pool: fastify.pg.pool,
+    intervalMs: config.ORDERS_RECONCILE_INTERVAL_S * 1000,
+    holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    tasks: [
+      placementRecovery({ placements, placement, log: fastify.log }),
+      expiredIdempotencyKeys(idempotencyKeys)
+    ],
+    log: fastify.log
+  })
+  fastify.decorate('orderPlacement', placement)
+  fastify.decorate('orderIdempotencyKeys', idempotencyKeys)
+  fastify.decorate('orderReconciliation', reconciliation)
+  fastify.addHook('onReady', async () => { reconciliation.start() })
+  fastify.monitoring.register('placementsUnfinished', placementsPart(placements))
+  fastify.addHook('onClose', async () => { await reconciliation.stop() })
+}
+
+export default fp(orderPlacement, {
+  name: 'order-placement',
+  fastify: '5.x',
+  dependencies: ['orders', 'db', 'upstreams', 'request-queues', 'monitoring'],
+  decorators: { fastify: ['config'] }
+})

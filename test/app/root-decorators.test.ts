@@ -1,0 +1,50 @@
+import Fastify from 'fastify'
+import t from 'tap'
+import { buildTestApp, scopeWith } from '../helpers/app.js'
+
+/**
+ * What the service decorates its root instance with: what every plugin and route of any scope
+ * can read. The list is written out so that a new root decorator is a conscious change; a concern's
+ * own parts belong in its feature scope (decision 0075).
+ */
+const ROOT_DECORATORS = [
+  // The third-party plugins' (plugins/external).
+  'assert', 'httpErrors', 'to', 'pg', 'redis', 'jwt', 'parseCookie', 'serializeCookie', 'rateLimit', 'createRateLimit', 'swagger',
+  // app.ts
+  'config', 'reopenLogFiles', 'logFor',
+  // The service's plugins (plugins/app), in the order app.ts registers them.
+  'metrics', 'monitoring', 'requestObserver',
+  'coreHealth', 'integrationHealth', 'lifecycle',
+  'requireDatabase',
+  'pubsub',
+  'billingQueue', 'crmQueue',
+  'servicesCache',
+  'billing', 'crm', 'telecom', 'crmUsage', 'upstreamCalls',
+  'tokenBlacklist',
+  'sessions', 'sessionCookieHeader',
+  'authenticate', 'authenticateSession', 'requireSameSite',
+  'requireOpsToken',
+  'orders', 'pendingOrders', 'statusChanges',
+  'sseStreams',
+  'jobQueue',
+  'parkedEvents', 'eventHandOff', 'eventSubscription'
+]
+
+/** What the orders feature scope keeps to itself: read by the order routes and the reconciliation only. */
+const ORDER_SCOPE_DECORATORS = ['orderPlacement', 'orderIdempotencyKeys', 'orderReconciliation', 'orderCrmStatus']
+
+/** The instance's own properties that a bare Fastify instance does not have: its decorators. */
+async function decoratorsOf (app: object): Promise<string[]> {
+  const bare = Fastify()
+  await bare.ready()
+  const own = new Set(Object.keys(bare))
+  await bare.close()
+  return Object.keys(app).filter((key) => !own.has(key)).sort()
+}
+
+t.test('the root instance carries the listed decorators, and no others; the orders scope its own', async (t) => {
+  const app = await buildTestApp(t)
+  t.same(await decoratorsOf(app), [...ROOT_DECORATORS].sort())
+  const orderScope = scopeWith(app, 'orderPlacement')
+  t.same(ORDER_SCOPE_DECORATORS.filter((name) => !orderScope.hasDecorator(name)), [], 'the orders scope carries its parts')
+})
