@@ -246,7 +246,7 @@ t.test('the lint rule refuses an import against the layers', async (t) => {
 const TOP_LEVEL_NAMES = new Set([
   'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.dev.json', 'app.ts', 'server.ts', 'settings.ts',
   'plugins', 'routes', 'integrations', 'schemas', 'lib', 'test', 'dev', 'Dockerfile', '.dockerignore', 'migrations',
-  'public', 'deploy', 'docs', 'README.md', 'BENCHMARKS.md', 'dist', 'dist-dev', 'eslint.config.js', '.taprc', '.c8rc.json'
+  'public', 'deploy', 'docs', 'README.md', 'BENCHMARKS.md', 'dist', 'dist-dev', 'eslint.config.js', '.c8rc.json'
 ])
 const KNOWN_EXTENSION = /\.(?:ts|mts|cts|js|mjs|cjs|json|md|yml|yaml|sql|html|css|sh)$/
 const MEDIA_TYPE = /^(?:application|text|image|audio|video|multipart|font)\//

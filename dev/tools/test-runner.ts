@@ -1,0 +1,116 @@
+import { spawn } from 'node:child_process'
+import { readdirSync, rmSync } from 'node:fs'
+import { join, relative } from 'node:path'
+import { parseArgs } from 'node:util'
+import { projectRoot } from '../../lib/project-root.js'
+import { DEV_BUILD } from './service-process.js'
+import TestReporter from './test-reporter.js'
+
+/*
+ * Runs the compiled test files (dist-dev/test/), each a tap script under plain node, a few side by
+ * side, and reports their TAP through dev/tools/test-reporter.ts. tap's own runner preloads two
+ * module loaders into every test process (@tapjs/processinfo, @tapjs/mock), which on Node 20 cost a
+ * file about 3.5 s of CPU, half the suite's (decision 0076). The files use tap's library as before.
+ *
+ *   node dist-dev/dev/tools/test-runner.js [--slow] [--jobs N] [--coverage] [test/x.test.ts ...]
+ *
+ * Without files: every *.test.js but the slow ones (--slow: the slow ones alone).
+ */
+const { values: options, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    slow: { type: 'boolean', default: false },
+    jobs: { type: 'string', default: '4' },
+    coverage: { type: 'boolean', default: false },
+    timeout: { type: 'string', default: '180' }
+  }
+})
+
+// Where c8 (.c8rc.json) reads the coverage the files write.
+const COVERAGE_DIRECTORY = join(projectRoot, '.tap', 'coverage')
+const timeoutSeconds = Number(options.timeout)
+// Past its own timeout, a file's tap ends it; a file that cannot even do that is killed.
+const KILL_GRACE_MS = 30_000
+
+function testFiles (directory: string): string[] {
+  return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(directory, entry.name)
+    if (entry.isDirectory()) return testFiles(path)
+    return entry.name.endsWith('.test.js') ? [relative(projectRoot, path)] : []
+  }).sort()
+}
+
+/** A source name (test/x.test.ts) or a compiled one (dist-dev/test/x.test.js), as the build's file. */
+function compiled (file: string): string {
+  const name = file.replace(/^\.\//, '')
+  return name.endsWith('.ts') ? join(relative(projectRoot, DEV_BUILD), name.replace(/\.ts$/, '.js')) : name
+}
+
+const files = positionals.length > 0
+  ? positionals.map(compiled)
+  : testFiles(join(DEV_BUILD, 'test')).filter((file) => file.endsWith('.slow.test.js') === options.slow)
+
+interface Result { file: string, ok: boolean, output: string, ms: number, total: number, pass: number }
+
+function run (file: string): Promise<Result> {
+  const started = performance.now()
+  const child = spawn(process.execPath, ['--enable-source-maps', file], {
+    cwd: projectRoot,
+    env: {
+      ...process.env,
+      TAP_TIMEOUT: String(timeoutSeconds),
+      ...options.coverage && { NODE_V8_COVERAGE: COVERAGE_DIRECTORY }
+    },
+    stdio: ['ignore', 'pipe', 'inherit']
+  })
+  let output = ''
+  child.stdout.setEncoding('utf8')
+  child.stdout.on('data', (chunk: string) => { output += chunk })
+  const kill = setTimeout(() => child.kill('SIGKILL'), timeoutSeconds * 1000 + KILL_GRACE_MS)
+  return new Promise((resolve) => {
+    child.on('close', (code, signal) => {
+      clearTimeout(kill)
+      const totals = /^# \{ total: (\d+)(?:, pass: (\d+))?/m.exec(output)
+      const failed = code !== 0 || /^not ok /m.test(output)
+      if (signal !== null) output += `\nnot ok 1 - killed by ${signal} after ${timeoutSeconds + KILL_GRACE_MS / 1000} s\n`
+      else if (failed && !/^\s*not ok /m.test(output)) output += `\nnot ok 1 - exited with code ${String(code)}\n`
+      resolve({ file, ok: !failed, output, ms: performance.now() - started, total: Number(totals?.[1] ?? 0), pass: Number(totals?.[2] ?? 0) })
+    })
+  })
+}
+
+/** A file's TAP as a subtest of the run's, as tap's runner writes it. */
+function asSubtest (result: Result, index: number): string {
+  const lines = result.output.split('\n').filter((line) => line !== '' && !line.startsWith('TAP version'))
+  return [
+    `# Subtest: ${result.file}`,
+    ...lines.map((line) => `    ${line}`),
+    `${result.ok ? 'ok' : 'not ok'} ${index} - ${result.file} # time=${result.ms.toFixed(0)}ms`,
+    ''
+  ].join('\n')
+}
+
+if (options.coverage) rmSync(COVERAGE_DIRECTORY, { recursive: true, force: true })
+const reporter = new TestReporter()
+reporter.pipe(process.stdout)
+reporter.write('TAP version 14\n')
+
+const queue = [...files]
+const results: Result[] = []
+async function worker (): Promise<void> {
+  for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
+    const result = await run(file)
+    results.push(result)
+    reporter.write(asSubtest(result, results.length))
+  }
+}
+await Promise.all(Array.from({ length: Math.max(1, Number(options.jobs)) }, () => worker()))
+
+const total = results.reduce((sum, { total }) => sum + total, 0)
+const pass = results.reduce((sum, { pass }) => sum + pass, 0)
+reporter.end(`1..${results.length}\n# { total: ${total}, pass: ${pass}${total > pass ? `, fail: ${total - pass}` : ''} }\n`)
+await new Promise((resolve) => reporter.once('end', resolve))
+// The files that set the run's length, for whoever wants it shorter.
+const slowest = [...results].sort((a, b) => b.ms - a.ms).slice(0, 8)
+process.stdout.write(`Longest files: ${slowest.map(({ file, ms }) => `${relative(join(relative(projectRoot, DEV_BUILD), 'test'), file)} ${(ms / 1000).toFixed(0)} s`).join(', ')}\n`)
+process.exitCode = results.every(({ ok }) => ok) && results.length > 0 ? 0 : 1
