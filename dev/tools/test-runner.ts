@@ -29,8 +29,9 @@ const { values: options, positionals } = parseArgs({
 // Where c8 (.c8rc.json) reads the coverage the files write.
 const COVERAGE_DIRECTORY = join(projectRoot, '.tap', 'coverage')
 const timeoutSeconds = Number(options.timeout)
-// Past its own timeout, a file's tap ends it; a file that cannot even do that is killed.
-const KILL_GRACE_MS = 30_000
+// Past its timeout, a file's tap ends it. A file may raise its own (t.setTimeout, the alerting
+// scenarios take 10 minutes); one that cannot even end itself is killed this long after the default.
+const KILL_GRACE_MS = 15 * 60_000
 
 function testFiles (directory: string): string[] {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
