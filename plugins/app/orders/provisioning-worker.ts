@@ -96,8 +96,9 @@ export class ProvisioningWorker {
     if (redisUp) {
       const deadline = AbortSignal.timeout(config.CRM_QUEUE_TIMEOUT_MS)
       await abortable(this.#worker.pause(), deadline).catch(() => log.warn('provisioning jobs did not finish in time; left to another instance once their lock expires'))
+      // Each close its own bound: the jobs' deadline may be spent already.
       await abortable(this.#worker.close(true), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).catch(() => {})
-      await abortable(this.queue.close(), deadline).catch(() => {})
+      await abortable(this.queue.close(), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).catch(() => {})
       await Promise.all([closeRedis(this.#producer), closeRedis(this.#consumer)])
       return
     }
