@@ -22,7 +22,7 @@ function failedLines (block: string[]): string[] {
 }
 
 /**
- * The test runner's reporter (`.taprc`): plain lines, no cursor codes, wherever the output goes.
+ * The test runner's reporter (dev/tools/test-runner.ts): plain lines, no cursor codes, wherever the output goes.
  * While the files run, one line per failed file; at the end every skipped test with its reason,
  * then each failure in full, and one summary line last.
  */
