@@ -37,6 +37,10 @@ const LEASE_TTL_MS = 6000
 // The events check reads the subscription holder's report, written at each lease renewal (a third
 // of CRM_EVENTS_LEASE_TTL_MS): after a CRM fault it may say so one renewal longer.
 const REPORT_LAG_MS = LEASE_TTL_MS / 3
+// A session drop and an expired token together can cost the subscription several failed attempts in
+// a row before it connects again, each followed by the backoff's jittered wait
+// (integrations/crm/backoff.ts): the allowance covers three, at most 0.5, 1 and 2 s.
+const RECONNECT_BACKOFF_MS = 500 + 1000 + 2000
 
 /**
  * A fault from its start to its end; `restoring` is when the end began (a restarted Redis may answer
@@ -157,7 +161,7 @@ t.test(`soak: ${SECONDS} s of mixed traffic and events through a Redis restart, 
   await fault('Redis restart', 0.25, () => redis.stop(), () => redis.start())
   await fault('PostgreSQL hang', 0.40, () => postgres.hang(), () => postgres.resume())
   await fault('billing black-hole', 0.55, () => sandbox.billing.injectFault({ kind: 'blackhole' }), () => sandbox.billing.clearFaults())
-  await fault('CRM session drop', 0.70, () => { sandbox.crm.dropAllSessions(); sandbox.crm.expireAccessTokens() }, () => {}, RECOVERY_MS + REPORT_LAG_MS)
+  await fault('CRM session drop', 0.70, () => { sandbox.crm.dropAllSessions(); sandbox.crm.expireAccessTokens() }, () => {}, RECOVERY_MS + REPORT_LAG_MS + RECONNECT_BACKOFF_MS)
 
   await at(1)
   const endKb = await retainedKb()
