@@ -10,7 +10,7 @@ import { waitFor } from '../helpers/processes.js'
 import { provisioningOutcome, seedCrmOrders } from '../helpers/provisioning.js'
 import { expectedStatuses, healthProbes, mixedTraffic, type Exchange } from '../helpers/soak-traffic.js'
 import { collectGarbage, inspectorUrl } from '../helpers/inspector.js'
-import { startServiceWith, type ServiceProcess } from '../helpers/service-process.js'
+import { startService, type ServiceProcess } from '../helpers/service-process.js'
 
 /*
  * The bounded soak: mixed traffic and a steady flow of platform events for SOAK_SECONDS (60 in CI;
@@ -90,7 +90,7 @@ t.test(`soak: ${SECONDS} s of mixed traffic and events through a Redis restart, 
   t.teardown(() => postgres.destroy())
   t.teardown(() => redis.kill())
 
-  const service = await startServiceWith(testEnv({
+  const service = await startService(testEnv({
     ...sandbox.settings,
     DATABASE_URL: postgres.url,
     REDIS_URL: redis.url,

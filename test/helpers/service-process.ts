@@ -16,12 +16,8 @@ export function runServer (env: Record<string, string>) {
   return processes.runServer({ entry, env: { ...NO_SHUTDOWN_DELAY, ...env } })
 }
 
-export function startService (env: Record<string, string>, timeoutMs?: number) {
-  return processes.startService({ entry, env: { ...NO_SHUTDOWN_DELAY, ...env } }, timeoutMs)
-}
-
-/** The development entry with node flags of its own (the soak's inspector). */
-export function startServiceWith (env: Record<string, string>, { execArgv = [], timeoutMs }: { execArgv?: string[], timeoutMs?: number } = {}) {
+/** `execArgv`: node flags of the service's own (the soak's inspector). */
+export function startService (env: Record<string, string>, { execArgv = [], timeoutMs }: { execArgv?: string[], timeoutMs?: number } = {}) {
   return processes.startService({ entry, execArgv, env: { ...NO_SHUTDOWN_DELAY, ...env } }, timeoutMs)
 }
 
