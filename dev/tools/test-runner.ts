@@ -51,7 +51,10 @@ const files = positionals.length > 0
   ? positionals.map(compiled)
   : testFiles(join(DEV_BUILD, 'test')).filter((file) => file.endsWith('.slow.test.js') === options.slow)
 
-interface Result { file: string, ok: boolean, output: string, ms: number, total: number, pass: number }
+/** A file's assertion counts, as its tap prints them last: total, pass, fail, skip, todo. */
+type Counts = Record<string, number>
+
+interface Result { file: string, ok: boolean, output: string, ms: number, counts: Counts }
 
 function run (file: string): Promise<Result> {
   const started = performance.now()
@@ -71,11 +74,12 @@ function run (file: string): Promise<Result> {
   return new Promise((resolve) => {
     child.on('close', (code, signal) => {
       clearTimeout(kill)
-      const totals = /^# \{ total: (\d+)(?:, pass: (\d+))?/m.exec(output)
+      const summary = /^# \{ (total: .*) \}$/m.exec(output)?.[1] ?? ''
+      const counts = Object.fromEntries([...summary.matchAll(/(\w+): (\d+)/g)].map(([, name, count]) => [name!, Number(count)]))
       const failed = code !== 0 || /^not ok /m.test(output)
       if (signal !== null) output += `\nnot ok 1 - killed by ${signal} after ${timeoutSeconds + KILL_GRACE_MS / 1000} s\n`
       else if (failed && !/^\s*not ok /m.test(output)) output += `\nnot ok 1 - exited with code ${String(code)}\n`
-      resolve({ file, ok: !failed, output, ms: performance.now() - started, total: Number(totals?.[1] ?? 0), pass: Number(totals?.[2] ?? 0) })
+      resolve({ file, ok: !failed, output, ms: performance.now() - started, counts })
     })
   })
 }
@@ -107,9 +111,9 @@ async function worker (): Promise<void> {
 }
 await Promise.all(Array.from({ length: Math.max(1, Number(options.jobs)) }, () => worker()))
 
-const total = results.reduce((sum, { total }) => sum + total, 0)
-const pass = results.reduce((sum, { pass }) => sum + pass, 0)
-reporter.end(`1..${results.length}\n# { total: ${total}, pass: ${pass}${total > pass ? `, fail: ${total - pass}` : ''} }\n`)
+const counts: Counts = {}
+for (const result of results) for (const [name, count] of Object.entries(result.counts)) counts[name] = (counts[name] ?? 0) + count
+reporter.end(`1..${results.length}\n# { ${Object.entries(counts).map(([name, count]) => `${name}: ${count}`).join(', ')} }\n`)
 await new Promise((resolve) => reporter.once('end', resolve))
 // The files that set the run's length, for whoever wants it shorter.
 const slowest = [...results].sort((a, b) => b.ms - a.ms).slice(0, 8)
