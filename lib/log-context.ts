@@ -10,17 +10,35 @@ export interface LogContext {
 
 /*
  * Node's AsyncLocalStorage, by hand: @fastify/request-context keeps a context per request only,
- * and provisioning jobs and platform events need one of their own too.
+ * and provisioning jobs and platform events need one of their own too. The same storage holds
+ * OpenTelemetry's context while tracing is on (lib/tracing-sdk.ts): with a second storage, every
+ * promise a request creates would carry two stores.
  */
-const storage = new AsyncLocalStorage<LogContext>()
+interface Scope {
+  readonly work: LogContext | undefined
+  /** OpenTelemetry's context, opaque here: this module loads nothing of OpenTelemetry's. */
+  readonly trace: unknown
+}
 
-/** Runs `work` (and everything it starts) as part of `context`. */
+const storage = new AsyncLocalStorage<Scope>()
+
+/** Runs `work` (and everything it starts) as part of `context`, in the current trace context. */
 export function runInContext<T> (context: LogContext, work: () => T): T {
-  return storage.run(context, work)
+  return storage.run({ work: context, trace: storage.getStore()?.trace }, work)
 }
 
 export function currentContext (): LogContext | undefined {
-  return storage.getStore()
+  return storage.getStore()?.work
+}
+
+/** Runs `work` in OpenTelemetry's context `trace`, keeping the current log context. */
+export function runInTrace<T> (trace: unknown, work: () => T): T {
+  return storage.run({ work: storage.getStore()?.work, trace }, work)
+}
+
+/** OpenTelemetry's current context, as `runInTrace` set it; undefined outside any. */
+export function currentTrace (): unknown {
+  return storage.getStore()?.trace
 }
 
 /**

@@ -1,6 +1,9 @@
+import { ROOT_CONTEXT, type Context } from '@opentelemetry/api'
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-node'
+import { currentTrace, runInTrace } from './log-context.js'
 import { OutageLog, type OutageLogger } from './outage-log.js'
 import { setTracingEnabled } from './tracing.js'
 
@@ -61,6 +64,31 @@ class WatchedExporter implements SpanExporter {
   }
 }
 
+/**
+ * OpenTelemetry's context in the log context's AsyncLocalStorage (lib/log-context.ts) instead of a
+ * storage of its own: Node 20 copies every enabled storage's value into each promise and callback
+ * made, so a second one cost every request 3 µs (BENCHMARKS.md). Binding (functions, emitters)
+ * stays the library's, written over `with` and `active`.
+ */
+class SharedContextManager extends AsyncLocalStorageContextManager {
+  override active (): Context {
+    return (currentTrace() as Context | undefined) ?? ROOT_CONTEXT
+  }
+
+  override with<A extends unknown[], F extends (...args: A) => ReturnType<F>> (context: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+    return runInTrace(context, () => fn.apply(thisArg, args))
+  }
+
+  /** Not part of the API this service's OpenTelemetry version calls; refused rather than kept in the unused storage. */
+  override attach (): never {
+    throw new Error('attach() is not supported: use context.with()')
+  }
+
+  override disable (): this {
+    return this
+  }
+}
+
 async function exporterFor (protocol: Protocol): Promise<SpanExporter> {
   // Each reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS and _TIMEOUT itself.
   if (protocol === 'http/json') return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter()
@@ -74,7 +102,7 @@ export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string): Pr
   const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })).merge(detectResources({ detectors: [envDetector] }))
   // The sampler comes from OTEL_TRACES_SAMPLER / _ARG (default parentbased_always_on).
   const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] })
-  provider.register()
+  provider.register({ contextManager: new SharedContextManager() })
   setTracingEnabled(true)
   return {
     logTo: (log) => exporter.logTo(log),
