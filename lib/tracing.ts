@@ -113,10 +113,15 @@ export function linkTo (traceparent: unknown): Link | undefined {
 
 const NO_IDS = {}
 
-/** `traceId` and `spanId` of the current span, for a log line (pino's mixin); nothing outside a span. */
+/**
+ * `traceId` and `spanId` of the current span, for a log line (pino's mixin); nothing outside a span,
+ * nor in one the sampler left out: no backend holds that trace, and two fields a line cost 5 µs.
+ */
 export function traceIdsOfLine (): { traceId?: string, spanId?: string } {
   const spanContext = currentSpanContext()
-  return spanContext === undefined ? NO_IDS : { traceId: spanContext.traceId, spanId: spanContext.spanId }
+  return spanContext === undefined || (spanContext.traceFlags & TraceFlags.SAMPLED) !== TraceFlags.SAMPLED
+    ? NO_IDS
+    : { traceId: spanContext.traceId, spanId: spanContext.spanId }
 }
 
 export { SpanKind }

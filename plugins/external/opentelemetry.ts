@@ -27,6 +27,8 @@ async function opentelemetry (fastify: FastifyInstance) {
     instrumentHandler: false,
     ...(!fastify.config.TRACE_PROBES && { ignorePaths: ({ url }) => probePath(url) }),
     requestHook: (span, request) => {
+      // A span the sampler left out keeps nothing: naming it would only cost the request.
+      if (!span.isRecording()) return
       span.updateName(`${request.method} ${request.routeOptions.url ?? 'unknown route'}`)
       span.setAttribute(CORRELATION_ATTRIBUTE, request.id)
     }

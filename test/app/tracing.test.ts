@@ -68,16 +68,22 @@ t.test('an incoming traceparent is the request span\'s parent', async (t) => {
   t.equal(request.parentSpanId, parentId)
 })
 
-t.test('a trace the caller did not sample: no span is made, and the upstream is told so in the traceparent', async (t) => {
+t.test('a trace the caller did not sample: no span is made, the upstream is told so in the traceparent, and the log lines name no trace', async (t) => {
   const { sandbox, app, token } = await signedIn(t)
   const traceId = '5bf92f3577b34da6a3ce929d0e0e4737'
-  t.equal((await app.inject({ url: '/api/invoices', headers: { ...bearer(token), traceparent: `00-${traceId}-00f067aa0ba902b7-00` } })).statusCode, 200)
+  const correlationId = 'trace-unsampled-1'
+  t.equal((await app.inject({ url: '/api/invoices', headers: { ...bearer(token), traceparent: `00-${traceId}-00f067aa0ba902b7-00`, 'x-correlation-id': correlationId } })).statusCode, 200)
   const sent = await sentTraceparent(sandbox)
   t.match(sent, new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`), 'the caller\'s trace, not sampled')
   // A traced request after it: once its span is in, any of the unsampled one's would be too.
   await app.inject({ url: '/api/invoices', headers: { 'x-correlation-id': 'trace-after-unsampled' } })
   await receiver.span('the request after', (span) => span.attributes['correlation.id'] === 'trace-after-unsampled')
   t.notOk(receiver.spans.some((span) => span.traceId === traceId), 'no span of the unsampled trace')
+
+  await app.close()
+  const lines = logLines(app.config.LOG_DIR).filter((line) => line.correlationId === correlationId)
+  t.ok(lines.length > 0, 'the unsampled request logged')
+  t.ok(lines.every((line) => line.traceId === undefined && line.spanId === undefined), 'no trace id no backend holds')
 })
 
 const PROBES = ['/health', '/health/live', '/health/ready', '/health/queues', '/metrics', '/status', '/status/summary']
