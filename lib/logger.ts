@@ -11,8 +11,8 @@ export interface LoggerSettings {
   logDir: string
   /** Tests turn this off: tap reads a test's stdout. */
   stdout?: boolean
-  /** Fields every line adds beside the specification's (the current span's ids while tracing). */
-  lineFields?: () => object
+  /** Fields a line adds beside the specification's (the current span's ids while tracing): a new object each call, or undefined for none. */
+  lineFields?: () => object | undefined
 }
 
 export interface ServiceLogger {
@@ -33,6 +33,19 @@ const REDACTED_PATHS = [
   'headers["set-cookie"]', 'password', 'password2', 'token', 'accessToken', 'access_token', 'secret', 'assertion',
   '*.password', '*.password2', '*.token', '*.accessToken', '*.access_token', '*.secret', '*.assertion', '*.authorization'
 ]
+
+const NO_FIELDS = Object.freeze({})
+
+/**
+ * pino's mixin result is merged into by each line (Object.assign onto it): the frozen `NO_FIELDS`
+ * is never merged into, the line's own fields are written as they are.
+ */
+function withLineFields (lineFields: () => object | undefined) {
+  return {
+    mixin: () => lineFields() ?? NO_FIELDS,
+    mixinMergeStrategy: (line: object, fields: object) => fields === NO_FIELDS ? line : Object.assign(fields, line)
+  }
+}
 
 export function createLogger ({ level, service, logDir, stdout = true, lineFields }: LoggerSettings): ServiceLogger {
   mkdirSync(logDir, { recursive: true })
@@ -65,7 +78,7 @@ export function createLogger ({ level, service, logDir, stdout = true, lineField
     base: { service },
     timestamp: () => `,"timestamp":"${new Date().toISOString()}"`,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
-    ...(lineFields !== undefined && { mixin: lineFields })
+    ...(lineFields !== undefined && withLineFields(lineFields))
   }, multistream(streams))
 
   return {

@@ -111,16 +111,14 @@ export function linkTo (traceparent: unknown): Link | undefined {
   return trace.isSpanContextValid(spanContext) ? { context: spanContext } : undefined
 }
 
-const NO_IDS = {}
-
 /**
  * `traceId` and `spanId` of the current span, for a log line (pino's mixin); nothing outside a span,
- * nor in one the sampler left out: no backend holds that trace, and two fields a line cost 5 µs.
+ * nor in one the sampler left out: no backend holds that trace.
  */
-export function traceIdsOfLine (): { traceId?: string, spanId?: string } {
+export function traceIdsOfLine (): { traceId: string, spanId: string } | undefined {
   const spanContext = currentSpanContext()
   return spanContext === undefined || (spanContext.traceFlags & TraceFlags.SAMPLED) !== TraceFlags.SAMPLED
-    ? NO_IDS
+    ? undefined
     : { traceId: spanContext.traceId, spanId: spanContext.spanId }
 }
 

@@ -1,7 +1,10 @@
 import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
-import { LazyChildLogger } from '../../lib/logger.js'
+import { LazyChildLogger, createLogger } from '../../lib/logger.js'
+import { tempDir } from '../helpers/made.js'
 
 function capture () {
   const lines: string[] = []
@@ -35,4 +38,23 @@ t.test('a request logger with its own level, serializers, or a line of an error,
   t.match(JSON.parse(lines[0]!), { correlationId: 'own', statusCode: 'serialized' }, 'the route\'s serializers apply')
   new LazyChildLogger(root, { correlationId: 'failed' }, {}).error(new Error('boom'))
   t.match(JSON.parse(lines[1]!), { correlationId: 'failed', err: { message: 'boom' } }, 'an error is logged as pino logs one')
+})
+
+t.test('fields added to every line (the span ids) stay on their own line: none carries an earlier line\'s fields', async (t) => {
+  const logDir = tempDir('logger-line-fields')
+  let ids: { traceId: string, spanId: string } | undefined
+  const logger = createLogger({ level: 'info', service: 'portal-bff', logDir, stdout: false, lineFields: () => ids === undefined ? undefined : { ...ids } })
+  await logger.ready
+  logger.system.info({ statusCode: 503, password: 'hunter2' }, 'outside a span')
+  ids = { traceId: 'a'.repeat(32), spanId: 'b'.repeat(16) }
+  logger.system.info({ route: '/api/invoices' }, 'in a span')
+  ids = undefined
+  logger.system.info('outside again')
+  logger.flush()
+  const lines = readFileSync(join(logDir, 'combined.log'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+  t.match(lines[0], { message: 'outside a span', statusCode: 503, password: '[redacted]' })
+  t.notOk('traceId' in lines[0]!, 'no ids outside a span')
+  t.match(lines[1], { message: 'in a span', route: '/api/invoices', traceId: 'a'.repeat(32), spanId: 'b'.repeat(16) })
+  t.notOk('statusCode' in lines[1]!, 'not the line before\'s fields')
+  t.same(Object.keys(lines[2]!).filter((key) => !['level', 'timestamp', 'service', 'correlationId', 'message'].includes(key)), [], 'the third line: its own fields only')
 })
