@@ -5,6 +5,7 @@ import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import { LazyChildLogger, createLogger } from '../../lib/logger.js'
 import { tempDir } from '../helpers/made.js'
+import { waitFor } from '../helpers/processes.js'
 
 function capture () {
   const lines: string[] = []
@@ -51,10 +52,13 @@ t.test('fields added to every line (the span ids) stay on their own line: none c
   ids = undefined
   logger.system.info('outside again')
   logger.flush()
-  const lines = readFileSync(join(logDir, 'combined.log'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
-  t.match(lines[0], { message: 'outside a span', statusCode: 503, password: '[redacted]' })
-  t.notOk('traceId' in lines[0]!, 'no ids outside a span')
-  t.match(lines[1], { message: 'in a span', route: '/api/invoices', traceId: 'a'.repeat(32), spanId: 'b'.repeat(16) })
-  t.notOk('statusCode' in lines[1]!, 'not the line before\'s fields')
-  t.same(Object.keys(lines[2]!).filter((key) => !['level', 'timestamp', 'service', 'correlationId', 'message'].includes(key)), [], 'the third line: its own fields only')
+  // The file is written asynchronously: a write still under way may land after a later flush's.
+  const read = () => readFileSync(join(logDir, 'combined.log'), 'utf8').trim().split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as Record<string, unknown>)
+  await waitFor('the three lines', async () => read().length === 3)
+  const line = (message: string) => read().find((written) => written.message === message)!
+  t.match(line('outside a span'), { statusCode: 503, password: '[redacted]' })
+  t.notOk('traceId' in line('outside a span'), 'no ids outside a span')
+  t.match(line('in a span'), { route: '/api/invoices', traceId: 'a'.repeat(32), spanId: 'b'.repeat(16) })
+  t.notOk('statusCode' in line('in a span'), 'not the line before\'s fields')
+  t.same(Object.keys(line('outside again')).filter((key) => !['level', 'timestamp', 'service', 'correlationId', 'message'].includes(key)), [], 'the third line: its own fields only')
 })
