@@ -26,6 +26,8 @@ export interface ProvisioningWorkerOptions {
 /** The BullMQ queue `provisioning` and its worker, on Redis connections of their own. */
 export class ProvisioningWorker {
   #closing = false
+  /** The jobs this instance is running: what a close waits for. */
+  readonly #running = new Set<Promise<void>>()
   readonly queue: Queue<ProvisioningJob>
   readonly #worker: Worker<ProvisioningJob>
   readonly #producer: Redis
@@ -54,7 +56,7 @@ export class ProvisioningWorker {
         removeOnFail: { age: 30 * 86_400 }
       }
     })
-    this.#worker = new Worker<ProvisioningJob>(PROVISIONING_QUEUE, (job) => this.#run(job),
+    this.#worker = new Worker<ProvisioningJob>(PROVISIONING_QUEUE, (job) => this.#track(this.#run(job)),
       { connection: this.#consumer, prefix, concurrency: config.PROVISIONING_CONCURRENCY, ...lockOptions(config.PROVISIONING_LOCK_MS) })
     // A job whose worker ended with it more often than BullMQ allows (a process killed each time it
     // provisions this order) is failed by BullMQ without being run: the order must say so, as after a
@@ -83,11 +85,11 @@ export class ProvisioningWorker {
 
   /**
    * With Redis answering, the worker takes no new job and finishes those it holds, within a queue
-   * deadline; then, or past it, its close is forced. (A graceful close past its deadline would go on
-   * renewing the locks of a job that never ends, a timer that keeps the process alive.) With Redis
-   * away or hung, BullMQ's close would wait for it, so nothing is waited on: the closes are forced
-   * and the connections dropped. A job given up is taken over by another instance once its lock
-   * expires.
+   * deadline; then it closes, gracefully when they finished, forced past the deadline. (A graceful
+   * close past it would go on renewing the locks of a job that never ends, a timer that keeps the
+   * process alive.) With Redis away or hung, BullMQ's close would wait for it, so nothing is waited
+   * on: the closes are forced and the connections dropped. A job given up is taken over by another
+   * instance once its lock expires.
    */
   async close (): Promise<void> {
     const { config, log } = this.options
@@ -95,9 +97,14 @@ export class ProvisioningWorker {
     const redisUp = await abortable(this.#consumer.ping(), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).then(() => true, () => false)
     if (redisUp) {
       const deadline = AbortSignal.timeout(config.CRM_QUEUE_TIMEOUT_MS)
-      await abortable(this.#worker.pause(), deadline).catch(() => log.warn('provisioning jobs did not finish in time; left to another instance once their lock expires'))
-      // Each close its own bound: the jobs' deadline may be spent already.
-      await abortable(this.#worker.close(true), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).catch(() => {})
+      // Not BullMQ's pause(), which waits for the jobs too but then connects its blocking client
+      // again: a job finishing past the deadline would open a connection that nothing closes.
+      await this.#worker.pause(true)
+      const finished = await abortable(Promise.allSettled([...this.#running]), deadline).then(() => true, () => false)
+      if (!finished) log.warn('provisioning jobs did not finish in time; left to another instance once their lock expires')
+      // Each close its own bound: the jobs' deadline may be spent already. A graceful close lets
+      // BullMQ record the finished jobs; a forced one leaves the unfinished to their locks.
+      await abortable(this.#worker.close(!finished), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).catch(() => {})
       await abortable(this.queue.close(), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).catch(() => {})
       await Promise.all([closeRedis(this.#producer), closeRedis(this.#consumer)])
       return
@@ -106,6 +113,13 @@ export class ProvisioningWorker {
     this.queue.close().catch(() => {})
     this.#producer.disconnect()
     this.#consumer.disconnect()
+  }
+
+  #track (run: Promise<void>): Promise<void> {
+    this.#running.add(run)
+    const settled = () => { this.#running.delete(run) }
+    run.then(settled, settled)
+    return run
   }
 
   async #run (job: Job<ProvisioningJob>): Promise<void> {
