@@ -11,7 +11,10 @@ export interface LoggerSettings {
   logDir: string
   /** Tests turn this off: tap reads a test's stdout. */
   stdout?: boolean
-  /** Fields a line adds beside the specification's (the current span's ids while tracing): a new object each call, or undefined for none. */
+  /**
+   * Fields a line adds beside the specification's (the current span's ids while tracing): a new
+   * object each call, or undefined for none.
+   */
   lineFields?: () => object | undefined
 }
 

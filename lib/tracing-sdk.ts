@@ -67,7 +67,7 @@ class WatchedExporter implements SpanExporter {
 /**
  * OpenTelemetry's context in the log context's AsyncLocalStorage (lib/log-context.ts) instead of a
  * storage of its own: Node 20 copies every enabled storage's value into each promise and callback
- * made, so a second one cost every request 3 µs (BENCHMARKS.md). Binding (functions, emitters)
+ * made, so a second one cost every request 3 µs (decision 0078). Binding (functions, emitters)
  * stays the library's, written over `with` and `active`.
  */
 class SharedContextManager extends AsyncLocalStorageContextManager {
@@ -79,7 +79,7 @@ class SharedContextManager extends AsyncLocalStorageContextManager {
     return runInTrace(context, () => fn.apply(thisArg, args))
   }
 
-  /** Not part of the API this service's OpenTelemetry version calls; refused rather than kept in the unused storage. */
+  /** Not called by the OpenTelemetry API this service uses (1.x): refused, not kept in a storage nothing reads. */
   override attach (): never {
     throw new Error('attach() is not supported: use context.with()')
   }

@@ -86,9 +86,9 @@ export class ProvisioningWorker {
   /**
    * With Redis answering, the worker takes no new job and finishes those it holds, within a queue
    * deadline; then its close is forced. (A graceful close past the deadline would go on renewing
-   * the locks of a job that never ends, a timer that keeps the process alive.) With Redis away or hung, BullMQ's close would wait for it, so nothing is waited
-   * on: the closes are forced and the connections dropped. A job given up is taken over by another
-   * instance once its lock expires.
+   * the locks of a job that never ends, a timer that keeps the process alive.) With Redis away or
+   * hung, BullMQ's close would wait for it, so nothing is waited on: the closes are forced and the
+   * connections dropped. A job given up is taken over by another instance once its lock expires.
    */
   async close (): Promise<void> {
     const { config, log } = this.options
@@ -103,7 +103,8 @@ export class ProvisioningWorker {
       if (!finished) log.warn('provisioning jobs did not finish in time; left to another instance once their lock expires')
       // Forced either way: a graceful close can wait on BullMQ's blocking client past any bound,
       // leaving it open. The finished jobs' results are already sent on the shared connection,
-      // which closes after (QUIT waits for them). Each close its own bound: the jobs' deadline may be spent.
+      // which closes after (QUIT waits for them). Each close has its own bound: the jobs' deadline
+      // may be spent.
       await abortable(this.#worker.close(true), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).catch(() => {})
       await abortable(this.queue.close(), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).catch(() => {})
       await Promise.all([closeRedis(this.#producer), closeRedis(this.#consumer)])
