@@ -70,14 +70,21 @@ function run (file: string): Promise<Result> {
   let output = ''
   child.stdout.setEncoding('utf8')
   child.stdout.on('data', (chunk: string) => { output += chunk })
-  const kill = setTimeout(() => child.kill('SIGKILL'), timeoutSeconds * 1000 + KILL_GRACE_MS)
+  let killed = false
+  const kill = setTimeout(() => {
+    killed = true
+    child.kill('SIGKILL')
+  }, timeoutSeconds * 1000 + KILL_GRACE_MS)
   return new Promise((resolve) => {
     child.on('close', (code, signal) => {
       clearTimeout(kill)
+      const seconds = Math.round((performance.now() - started) / 1000)
       const summary = /^# \{ (total: .*) \}$/m.exec(output)?.[1] ?? ''
       const counts = Object.fromEntries([...summary.matchAll(/(\w+): (\d+)/g)].map(([, name, count]) => [name!, Number(count)]))
       const failed = code !== 0 || /^not ok /m.test(output)
-      if (signal !== null) output += `\nnot ok 1 - killed by ${signal} after ${timeoutSeconds + KILL_GRACE_MS / 1000} s\n`
+      // tap ends a file past its timeout with SIGALRM, after printing what was still open.
+      if (killed) output += `\nnot ok 1 - killed by the runner after ${seconds} s\n`
+      else if (signal !== null) output += `\nnot ok 1 - ended by ${signal} after ${seconds} s${signal === 'SIGALRM' ? ' (its timeout)' : ''}\n`
       else if (failed && !/^\s*not ok /m.test(output)) output += `\nnot ok 1 - exited with code ${String(code)}\n`
       resolve({ file, ok: !failed, output, ms: performance.now() - started, counts })
     })

@@ -19,9 +19,10 @@ const passing = plant('passing.test.js', "t.test('adds', async (t) => { t.equal(
 const failing = plant('failing.test.js', "t.test('compares', async (t) => { t.equal(1, 2, 'one is two') })")
 const skipping = plant('skipping.test.js', "t.test('needs a program', { skip: 'haproxy is not installed' }, async () => {})")
 const crashing = plant('crashing.test.js', "t.pass('started')\nprocess.exit(3)")
+const hanging = plant('hanging.test.js', "t.test('waits', async () => { await new Promise(() => {}) })\nsetInterval(() => {}, 1000)")
 
-function runner (...files: string[]) {
-  const run = spawnSync(process.execPath, [join(DEV_BUILD, 'dev', 'tools', 'test-runner.js'), ...files], { cwd: projectRoot, encoding: 'utf8', timeout: 60_000 })
+function runner (...args: string[]) {
+  const run = spawnSync(process.execPath, [join(DEV_BUILD, 'dev', 'tools', 'test-runner.js'), ...args], { cwd: projectRoot, encoding: 'utf8', timeout: 60_000 })
   return { status: run.status, lines: run.stdout.trimEnd().split('\n') }
 }
 
@@ -49,4 +50,11 @@ t.test('a file that exits non-zero without a failed assertion fails the run too'
   t.equal(status, 1)
   t.ok(lines.includes(`✖ ${crashing} failed (in full at the end)`), 'named', { lines })
   t.ok(lines.some((line) => line.includes('not ok 1 - exited with code 3')), 'with its exit code', { lines })
+})
+
+t.test('a file past its timeout fails the run, said as its own timeout with the seconds it ran', async (t) => {
+  const { status, lines } = runner('--timeout=2', hanging)
+  t.equal(status, 1)
+  const ended = lines.find((line) => line.includes('not ok 1 - ended by SIGALRM after'))
+  t.match(ended, /ended by SIGALRM after [1-9]\d? s \(its timeout\)$/, 'the seconds it ran, not the runner\'s kill bound', { lines })
 })
