@@ -83,10 +83,6 @@ class SharedContextManager extends AsyncLocalStorageContextManager {
   override attach (): never {
     throw new Error('attach() is not supported: use context.with()')
   }
-
-  override disable (): this {
-    return this
-  }
 }
 
 async function exporterFor (protocol: Protocol): Promise<SpanExporter> {
