@@ -1,3 +1,4 @@
+import './lib/runtime-check.js'
 import { realpathSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -91,6 +92,7 @@ export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pag
     await onClosed?.()
     process.exit(1)
   })
+  app.log.info({ nodeVersion: process.version }, `running on Node.js ${process.versions.node}`)
   return app
 }
 

@@ -4,10 +4,9 @@
  * parent once the work is done.
  *
  * Written by hand because it sits on every upstream call: AbortSignal.timeout's timer cannot be
- * cleared (it outlives the call by the whole deadline), and AbortSignal.any costs tens of
- * microseconds a call on Node 20 — more than the rest of the request queue together. For the same
- * reason its signal is made only when read (an AbortSignal costs 2-4 µs to make on Node 20), and a
- * deadline handed down is nested (`nested`) rather than chained through a signal of its own.
+ * cleared (it outlives the call by the whole deadline). Its signal is made only when read, and a
+ * deadline handed down is nested (`nested`) rather than chained through AbortSignal.any, which
+ * costs 1.3 µs a call on Node 24 (an AbortSignal 0.1-0.2 µs to make).
  */
 export class Deadline {
   #controller: AbortController | undefined

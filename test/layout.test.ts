@@ -149,9 +149,9 @@ t.test('the production build holds the product only', async (t) => {
   t.test('the checks find what they are meant to find', async (t) => {
     t.strictSame(buildListingProblems(['app.ts', 'lib/a.ts', 'dev/sandbox/index.ts', 'test/helpers/app.ts', 'tools.ts']).length, 3)
     t.strictSame(runtimeStageProblems([
-      'FROM node:20 AS build',
+      'FROM node:24 AS build',
       'COPY . .',
-      'FROM node:20',
+      'FROM node:24',
       'COPY package.json ./',
       'COPY --from=build /app/dist ./dist',
       'COPY dev/sandbox \\',
@@ -161,7 +161,7 @@ t.test('the production build holds the product only', async (t) => {
       'line 6: COPY dev/sandbox: only package.json, package-lock.json, migrations, public, docs/runbooks may come from the build context',
       'line 8: COPY --from=build /app/node_modules: only /app/dist may come from the build stage'
     ])
-    t.strictSame(runtimeStageProblems('FROM node:20 AS build\nFROM build AS runtime\n').length, 1, 'a runtime stage based on the build stage')
+    t.strictSame(runtimeStageProblems('FROM node:24 AS build\nFROM build AS runtime\n').length, 1, 'a runtime stage based on the build stage')
     t.strictSame(dockerignoreProblems('node_modules\n/dev/\ntest/**\n!dev/sandbox\n', ['dev', 'test']), ['!dev/sandbox brings part of dev/ back into the context'])
     t.strictSame(dockerignoreProblems('node_modules\n', ['dev']), ['dev is not listed'])
   })

@@ -9,8 +9,8 @@ import TestReporter from './test-reporter.js'
 /*
  * Runs the compiled test files (dist-dev/test/), each a tap script under plain node, a few side by
  * side, and reports their TAP through dev/tools/test-reporter.ts. tap's own runner preloads two
- * module loaders into every test process (@tapjs/processinfo, @tapjs/mock), which on Node 20 cost a
- * file about 3.5 s of CPU, half the suite's (decision 0076). The files use tap's library as before.
+ * module loaders into every test process (@tapjs/processinfo, @tapjs/mock), which cost a file
+ * seconds of CPU (decision 0076). The files use tap's library as before.
  *
  *   node dist-dev/dev/tools/test-runner.js [--slow] [--jobs N] [--coverage] [test/x.test.ts ...]
  *
