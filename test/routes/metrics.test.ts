@@ -72,13 +72,17 @@ t.test('HTTP metrics: route patterns, no probes, and one registry per app instan
   t.match((await second.inject('/metrics')).body, /^portal_bff_http_request_duration_seconds_count\{route="\/api\/invoices\/:id",method="GET",status_class="4xx"\} 0$/m, 'the other instance has its own registry')
 })
 
-t.test('with Redis hung, /metrics answers within 250 ms, serving what does not answer as last read, and soon says the cache check fails', async (t) => {
-  const { redis, app } = await buildTestAppOnPrivateRedis(t, { HEALTH_CHECK_TIMEOUT_MS: '1000', REDIS_COMMAND_TIMEOUT_MS: '1000' })
+// A scrape that waited on the hung Redis would take its whole command timeout: each one answers in
+// under half of it, a bound a loaded machine keeps (a quiet one answers in milliseconds).
+const HUNG_REDIS_TIMEOUT_MS = 2000
+
+t.test('with Redis hung, /metrics answers without waiting on it, serving what does not answer as last read, and soon says the cache check fails', async (t) => {
+  const { redis, app } = await buildTestAppOnPrivateRedis(t, { HEALTH_CHECK_TIMEOUT_MS: String(HUNG_REDIS_TIMEOUT_MS), REDIS_COMMAND_TIMEOUT_MS: String(HUNG_REDIS_TIMEOUT_MS) })
   t.match((await app.inject('/metrics')).body, /^portal_bff_health_check_up\{check="cache"\} 1$/m, 'the cache up before')
   redis.hang()
   const timings: number[] = []
   let failing = false
-  for (let i = 0; i < 12 && !failing; i++) {
+  for (let i = 0; i < 30 && !failing; i++) {
     const started = performance.now()
     const body = (await app.inject('/metrics')).body
     timings.push(performance.now() - started)
@@ -88,7 +92,7 @@ t.test('with Redis hung, /metrics answers within 250 ms, serving what does not a
   }
   redis.resume()
   t.ok(failing, 'the failing cache check reaches /metrics, for the core-status alert to fire')
-  t.ok(Math.max(...timings) < 250, `every scrape answered within 250 ms (the longest ${Math.round(Math.max(...timings))} ms)`)
+  t.ok(Math.max(...timings) < HUNG_REDIS_TIMEOUT_MS / 2, `no scrape waited on Redis (the longest ${Math.round(Math.max(...timings))} ms)`)
 })
 
 t.test('every known label set is there at 0 before its first event, so that rate() sees the first failure', async (t) => {
