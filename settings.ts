@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs'
 import type { TObject, TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { UPSTREAMS } from './integrations/registry.js'
+import { originsOf } from './lib/setting-schemas.js'
 import {
   DEVELOPMENT_DEFAULTS, productionRequired, settingsSchema, upstreamSettingNames,
   type Config, type RedisSentinel, type Settings, type UpstreamSettingGroup
@@ -68,6 +69,7 @@ export function formOf (schema: TSchema): string | undefined {
       return minimum === undefined ? 'a whole number' : `a whole number of at least ${minimum}`
     case 'string':
       if (schema.format === 'url') return 'a URL'
+      if (schema.format === 'origins') return 'comma-separated origins, scheme://host[:port] without a path'
       if (typeof schema.pattern === 'string') return `text matching ${schema.pattern}`
       if (typeof schema.minLength === 'number' && schema.minLength > 1) return `at least ${schema.minLength} characters`
       return undefined
@@ -196,7 +198,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: rea
   problems.push(...schemaProblems(schema, settings).filter(({ setting }) => !named.has(setting)))
   const groupSettings = new Set(upstreamSettingNames(upstreams))
   const own = Object.fromEntries(Object.entries(settings).filter(([name]) => !groupSettings.has(name))) as Settings
-  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses, ...rest } = own
+  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses, CORS_ORIGIN: corsOrigin, PUBLIC_ORIGIN: publicOrigin, ...rest } = own
 
   // The CRM's key may come from its file instead.
   const values: Record<string, unknown> = { ...settings, CRM_PRIVATE_KEY: checked(() => privateKeyOf(settings.CRM_PRIVATE_KEY as string | undefined, keyPath)) }
@@ -210,6 +212,9 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: rea
     trustProxy: checked(() => trustProxyOf(trustProxy)) ?? false,
     redisSentinel: checked(() => redisSentinelOf(sentinels, sentinelName, sentinelPassword)),
     crmOrderCancelledStatuses: checked(() => cancelledStatusesOf(cancelledStatuses)) ?? [],
+    // Checked by the schema already: a value that is not a list of origins is named above.
+    corsOrigins: originsOf(corsOrigin ?? '') ?? [],
+    publicOrigins: originsOf(publicOrigin ?? '') ?? [],
     isProduction,
     upstreamSettings,
     missingUpstreamSettings

@@ -99,7 +99,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: Type.Ref(SessionInfo, { description: 'signed in: the `Set-Cookie` header carries the session' }),
         ...signInErrorResponses,
-        403: errorResponse(`${signInErrorResponses[403].description}; or the request comes from another site (\`Sec-Fetch-Site: cross-site\`, or an \`Origin\` that is neither this service's nor \`CORS_ORIGIN\`): \`CSRF_REJECTED\``)
+        403: errorResponse(`${signInErrorResponses[403].description}; or the request comes from another site (\`Sec-Fetch-Site: cross-site\`, or an \`Origin\` that is none of this service's own, \`PUBLIC_ORIGIN\` and \`CORS_ORIGIN\`): \`CSRF_REJECTED\``)
       }
     }
   }, async (request, reply) => {

@@ -1,5 +1,5 @@
 import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox'
-import { Secret, Url } from '../lib/setting-schemas.js'
+import { Origins, Secret, Url } from '../lib/setting-schemas.js'
 
 const Milliseconds = (defaultValue: number, description: string) =>
   Type.Integer({ minimum: 1, maximum: 600_000, default: defaultValue, description })
@@ -79,7 +79,8 @@ export const ServiceSettingsSchema = Type.Object({
   ORDERS_IDEMPOTENCY_KEY_TTL_S: Type.Integer({ minimum: 1, maximum: 2_592_000, default: 86_400, description: 'how long an Idempotency-Key of POST /api/orders is kept: the same key within it returns the first answer and never places a second order' }),
   REQUEST_RECEIVE_TIMEOUT_MS: Milliseconds(30_000, 'the longest a client may take to send a whole request, headers and body'),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'secret that signs portal access tokens (HS256), the same on every instance; unset outside production, a random one per start, with a warning' })),
-  CORS_ORIGIN: Type.Optional(Url('the portal origin'))
+  CORS_ORIGIN: Type.Optional(Origins('comma-separated origins of portal pages on other origins (a sibling subdomain, a staging portal): CORS allows each, with credentials, and a cookie request from one passes the Origin check; unset, no cross-origin access at all')),
+  PUBLIC_ORIGIN: Type.Optional(Origins('comma-separated origins at which browsers reach the service through a proxy (https://portal.example.com); a cookie request\'s Origin must be one of them, the request\'s own origin or one of CORS_ORIGIN. Unset, the request\'s own origin only, which is the proxy\'s when it keeps the Host (or sends X-Forwarded-Host) and X-Forwarded-Proto and TRUST_PROXY trusts it'))
 })
 
 export type Settings = Static<typeof ServiceSettingsSchema>
@@ -92,10 +93,14 @@ export interface RedisSentinel {
   password: string | undefined
 }
 
-export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME' | 'REDIS_SENTINEL_PASSWORD' | 'CRM_ORDER_CANCELLED_STATUSES'> {
+export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME' | 'REDIS_SENTINEL_PASSWORD' | 'CRM_ORDER_CANCELLED_STATUSES' | 'CORS_ORIGIN' | 'PUBLIC_ORIGIN'> {
   JWT_SECRET: string
   /** CRM_ORDER_CANCELLED_STATUSES, one Status each. */
   crmOrderCancelledStatuses: readonly string[]
+  /** CORS_ORIGIN, each origin as a browser's Origin header spells it; empty when unset. */
+  corsOrigins: readonly string[]
+  /** PUBLIC_ORIGIN, the same way. */
+  publicOrigins: readonly string[]
   /** TRUST_PROXY as Fastify's `trustProxy` option takes it. */
   trustProxy: boolean | string | ((address: string, hop: number) => boolean)
   /** REDIS_SENTINELS, REDIS_SENTINEL_NAME and REDIS_SENTINEL_PASSWORD; unset, REDIS_URL's host is Redis. */

@@ -15,8 +15,8 @@ import { DEBIAN_PACKAGES, skipWithout, type PackagedProgram } from './helpers/pa
  * before they start.
  */
 const PACKAGED_TESTS: Array<{ file: string, test: string, programs: PackagedProgram[] }> = [
-  { file: 'test/deploy/manifests.test.ts', test: 'HAProxy: haproxy -c accepts the configuration', programs: ['haproxy'] },
-  { file: 'test/scale/rolling-restart.slow.test.ts', test: 'rolling restart of three instances behind HAProxy', programs: ['haproxy'] },
+  { file: 'test/deploy/manifests.test.ts', test: 'HAProxy: haproxy -c accepts the configuration', programs: ['haproxy', 'openssl'] },
+  { file: 'test/scale/rolling-restart.slow.test.ts', test: 'rolling restart of three instances behind HAProxy', programs: ['haproxy', 'openssl'] },
   { file: 'test/plugins/app/db-pgbouncer.test.ts', test: 'migrations through PgBouncer', programs: ['pgbouncer'] },
   { file: 'test/monitoring/rules.test.ts', test: 'promtool: ', programs: ['promtool'] },
   { file: 'test/monitoring/alertmanager.test.ts', test: 'amtool: ', programs: ['amtool'] },
@@ -31,11 +31,12 @@ const PACKAGED_TESTS: Array<{ file: string, test: string, programs: PackagedProg
   { file: 'test/browser/portal-page.slow.test.ts', test: 'the reference page, served by the service itself', programs: ['chromium'] },
   { file: 'test/browser/portal-page.slow.test.ts', test: 'the reference page, served from another origin', programs: ['chromium'] },
   { file: 'test/browser/portal-page.slow.test.ts', test: 'sign out everywhere: a tab learns it', programs: ['chromium'] },
-  { file: 'test/browser/portal-page.slow.test.ts', test: 'CSRF: a form on another site', programs: ['chromium'] }
+  { file: 'test/browser/portal-page.slow.test.ts', test: 'CSRF: a form on another site', programs: ['chromium'] },
+  { file: 'test/browser/tls-proxy.slow.test.ts', test: 'TLS at the edge', programs: ['haproxy', 'openssl', 'chromium'] }
 ]
 
 // What in a test file runs a packaged program: such a file must be in the list above.
-const RUNS_A_PROGRAM = /startHaproxy\(|checkHaproxyConfig\(|PrivatePgBouncer\.|PrometheusServer\.|AlertmanagerServer\.|runAmtool\(|promtool\(\['(check', 'rules|test')|findProgram\('chromium'\)/
+const RUNS_A_PROGRAM = /startHaproxy\(|selfSignedCertificate\(|checkHaproxyConfig\(|PrivatePgBouncer\.|PrometheusServer\.|AlertmanagerServer\.|runAmtool\(|promtool\(\['(check', 'rules|test')|findProgram\('chromium'\)|portalBrowser\(/
 
 function testFiles (directory: string): string[] {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {

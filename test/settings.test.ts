@@ -31,6 +31,10 @@ const invalid: Array<[string, string]> = [
   ['CRM_DAILY_API_LIMIT', '0'],
   ['JWT_SECRET', 'short'],
   ['CORS_ORIGIN', 'portal'],
+  ['CORS_ORIGIN', 'https://portal.example.com,ftp://files.example.com'],
+  ['PUBLIC_ORIGIN', 'https://portal.example.com/app'],
+  ['PUBLIC_ORIGIN', 'portal.example.com'],
+  ['PUBLIC_ORIGIN', ' , '],
   ['CRM_PRIVATE_KEY', 'not a key'],
   ['CRM_PRIVATE_KEY_PATH', '/nonexistent/key.pem'],
   ['BILLING_PAYMENT_METHOD', 'Bank Transfer'],
@@ -89,6 +93,16 @@ t.test('CRM_ORDER_CANCELLED_STATUSES: Cancelled and Rejected unless set, a comma
   t.same(loadConfig({ ...base, CRM_ORDER_CANCELLED_STATUSES: ' Declined,Withdrawn ,Declined' }).config.crmOrderCancelledStatuses, ['Declined', 'Withdrawn'])
 })
 
+t.test('PUBLIC_ORIGIN and CORS_ORIGIN: comma-separated origins, each as a browser\'s Origin header spells it, once; unset, none', async (t) => {
+  const { config } = loadConfig({ ...base, PUBLIC_ORIGIN: ' https://Portal.Example.com:443/ , http://localhost:8443,https://portal.example.com', CORS_ORIGIN: 'https://portal.example.com' })
+  t.same(config.publicOrigins, ['https://portal.example.com', 'http://localhost:8443'])
+  t.same(config.corsOrigins, ['https://portal.example.com'])
+  t.same(loadConfig(base).config.publicOrigins, [])
+  t.same(loadConfig(base).config.corsOrigins, [])
+  const error = t.throws(() => loadConfig({ ...base, PUBLIC_ORIGIN: 'https://portal.example.com/app' })) as ConfigError
+  t.equal(error.message, 'Invalid setting PUBLIC_ORIGIN: must be comma-separated origins, scheme://host[:port] without a path (got \'https://portal.example.com/app\')')
+})
+
 t.test('production without the platform-event subscription starts, and says that approved orders reach provisioning only through the reconciliation', async (t) => {
   const { warnings } = loadConfig(COMPLETE_PRODUCTION)
   t.equal(warnings.filter((warning) => /^CRM_EVENTS_ENABLED is not true: .*only through the reconciliation, which asks the CRM every ORDERS_RECONCILE_INTERVAL_S \(300 s\)$/.test(warning)).length, 1, 'one warning')
@@ -120,6 +134,10 @@ t.test('the server exits non-zero with one line naming the setting', async (t) =
   const bad = runServer({ NODE_ENV: 'test', PORT: 'eighty' })
   t.not(await bad.exit, 0)
   t.match(bad.stderr().trim(), /^Invalid setting PORT: .*'eighty'/)
+
+  const publicOrigin = runServer({ NODE_ENV: 'test', PUBLIC_ORIGIN: 'https://portal.example.com/portal/' })
+  t.not(await publicOrigin.exit, 0)
+  t.match(publicOrigin.stderr().trim(), /^Invalid setting PUBLIC_ORIGIN: must be comma-separated origins/)
 
   const production = runServer({ NODE_ENV: 'production', DATABASE_URL: 'postgres://db/x', REDIS_URL: 'redis://r:6379' })
   t.not(await production.exit, 0)

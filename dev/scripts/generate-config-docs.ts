@@ -27,7 +27,7 @@ export interface Section {
 export const SECTIONS: readonly Section[] = [
   {
     title: 'Server',
-    settings: ['NODE_ENV', 'PORT', 'HOST', 'SERVICE_NAME', 'REQUEST_RECEIVE_TIMEOUT_MS', 'TRUST_PROXY', 'CORS_ORIGIN']
+    settings: ['NODE_ENV', 'PORT', 'HOST', 'SERVICE_NAME', 'REQUEST_RECEIVE_TIMEOUT_MS', 'TRUST_PROXY', 'PUBLIC_ORIGIN', 'CORS_ORIGIN']
   },
   {
     title: 'PostgreSQL',
@@ -177,6 +177,7 @@ function valuesCell (name: string, schema: TSchema): string {
   }
   if (KindGuard.IsString(schema)) {
     if (schema.format === 'url') return 'URL'
+    if (schema.format === 'origins') return 'comma-separated origins'
     if (schema.pattern !== undefined) return `string matching ${code(schema.pattern)}`
     if (schema.minLength === 1) return 'non-empty string'
     if (schema.minLength !== undefined) return `string of at least ${schema.minLength} characters`

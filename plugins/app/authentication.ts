@@ -31,27 +31,31 @@ export const CSRF_HEADER = 'x-csrf'
 
 /**
  * Why an unsafe request made with the session cookie is refused, if it is: the custom header is
- * missing, the browser says it comes from another site, or it names an origin that is neither the
- * service's own nor the portal's (`CORS_ORIGIN`).
+ * missing, the browser says it comes from another site, or it names an origin that is none of the
+ * allowed ones (PUBLIC_ORIGIN, CORS_ORIGIN) and not the request's own.
  */
-export function csrfRefusal (request: FastifyRequest, portalOrigin: string | undefined): string | undefined {
+export function csrfRefusal (request: FastifyRequest, allowedOrigins: ReadonlySet<string>): string | undefined {
   if (SAFE_METHODS.has(request.method)) return undefined
   if (request.headers[CSRF_HEADER] !== '1') return 'no x-csrf: 1 header'
-  return crossSiteRefusal(request, portalOrigin)
+  return crossSiteRefusal(request, allowedOrigins)
 }
 
-/** Why a request is taken to come from another site, if it is. */
-function crossSiteRefusal (request: FastifyRequest, portalOrigin: string | undefined): string | undefined {
+/**
+ * Why a request is taken to come from another site, if it is. Its own origin is the one Fastify
+ * sees: behind a TLS-terminating proxy, that is the browser's only with TRUST_PROXY and a proxy that
+ * forwards the scheme and host; PUBLIC_ORIGIN names it otherwise.
+ */
+function crossSiteRefusal (request: FastifyRequest, allowedOrigins: ReadonlySet<string>): string | undefined {
   if (request.headers['sec-fetch-site'] === 'cross-site') return 'Sec-Fetch-Site: cross-site'
   const origin = request.headers.origin
-  if (origin !== undefined && origin !== portalOrigin && origin !== `${request.protocol}://${request.host}`) return 'a foreign Origin'
+  if (origin !== undefined && !allowedOrigins.has(origin) && origin !== `${request.protocol}://${request.host}`) return 'a foreign Origin'
   return undefined
 }
 
 async function authentication (fastify: FastifyInstance) {
-  const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, CORS_ORIGIN } = fastify.config
+  const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, publicOrigins, corsOrigins } = fastify.config
   const failures = new FailureLimiter(fastify.redis, { keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX), max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
-  const portalOrigin = CORS_ORIGIN === undefined ? undefined : new URL(CORS_ORIGIN).origin
+  const allowedOrigins = new Set([...publicOrigins, ...corsOrigins])
   fastify.decorateRequest('session', undefined)
 
   /**
@@ -84,7 +88,7 @@ async function authentication (fastify: FastifyInstance) {
   async function bySession (request: FastifyRequest, reply: FastifyReply, renew: boolean): Promise<void> {
     const cookie = sessionCookie(request)
     if (cookie === undefined) return await refuse(request, reply)
-    refuseIf(request, csrfRefusal(request, portalOrigin))
+    refuseIf(request, csrfRefusal(request, allowedOrigins))
     const session = await fastify.sessions.read(cookie, renew)
     if (session === undefined) return await refuse(request, reply, cookie)
     request.session = session
@@ -101,7 +105,7 @@ async function authentication (fastify: FastifyInstance) {
     if (await fastify.tokenBlacklist.isRevoked(request.user.jti)) await refuse(request, reply)
   })
   fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => bySession(request, reply, false))
-  fastify.decorate('requireSameSite', async (request: FastifyRequest) => refuseIf(request, crossSiteRefusal(request, portalOrigin)))
+  fastify.decorate('requireSameSite', async (request: FastifyRequest) => refuseIf(request, crossSiteRefusal(request, allowedOrigins)))
 }
 
 export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['jwt', 'blacklist', 'sessions', 'cookie', 'redis'], decorators: { fastify: ['config'] } })

@@ -54,15 +54,15 @@ const OUTAGE_CODES = new Set(['AUTH_UNAVAILABLE', 'DATABASE_UNAVAILABLE'])
 
 async function errorHandler (fastify: FastifyInstance) {
   fastify.addSchema(ErrorResponse)
-  const { CORS_ORIGIN } = fastify.config
-  const portalOrigin = CORS_ORIGIN === undefined ? undefined : new URL(CORS_ORIGIN).origin
+  const portalOrigins = new Set(fastify.config.corsOrigins)
 
   // A path no route takes lies outside the browser-facing scope and its CORS hook: the portal's
   // page must still read the 404, not a network error.
   function notFound (request: FastifyRequest, reply: FastifyReply): FastifyReply {
-    if (portalOrigin !== undefined && request.headers.origin === portalOrigin) {
+    const origin = request.headers.origin
+    if (origin !== undefined && portalOrigins.has(origin)) {
       reply.headers({
-        'access-control-allow-origin': portalOrigin,
+        'access-control-allow-origin': origin,
         'access-control-allow-credentials': 'true',
         'access-control-expose-headers': EXPOSED_HEADERS.join(', '),
         vary: 'Origin'

@@ -58,14 +58,14 @@ export const EXPOSED_HEADERS = ['x-correlation-id', 'retry-after', 'x-ratelimit-
 export const PREFLIGHT_MAX_AGE_S = 7200
 
 /**
- * CORS for the portal's origin, once for every browser-facing route (its preflight route is
+ * CORS for the portal's origins (CORS_ORIGIN), once for every browser-facing route (its preflight route is
  * global). Credentialed: the page on a sibling origin sends the session cookie. A 404 gets the
  * same headers from the not-found handler, which lies outside this scope.
  */
 async function cors (fastify: FastifyInstance) {
   // Unset CORS_ORIGIN means no cross-origin access at all.
   await fastify.register(fastifyCors, {
-    origin: fastify.config.CORS_ORIGIN === undefined ? false : new URL(fastify.config.CORS_ORIGIN).origin,
+    origin: fastify.config.corsOrigins.length === 0 ? false : [...fastify.config.corsOrigins],
     credentials: true,
     methods: ['GET', 'POST'],
     allowedHeaders: ['authorization', 'content-type', 'x-correlation-id', 'last-event-id', 'x-csrf', 'idempotency-key'],

@@ -1,19 +1,19 @@
 import t from 'tap'
 import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyInstance } from 'fastify'
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import type { BrowserContext, Page } from 'playwright-core'
 import portalPage from '../../dev/portal/index.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
 import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
-import { findProgram, skipWithout } from '../helpers/packages.js'
+import { skipWithout } from '../helpers/packages.js'
+import { portalBrowser, signInOnPage } from '../helpers/portal-browser.js'
 import { waitFor } from '../helpers/processes.js'
 import { JANE as JANE_SIGN_IN } from '../helpers/sessions.js'
 
 // The reference portal page (dev/portal/) in real Chromium, against the real service: a cookie
 // session that no script can read, and a native EventSource.
 
-const CHROMIUM = findProgram('chromium')
 const skip = skipWithout(['chromium'])
 // Three base64url parts, the first a JSON object: a JWT, whatever it carries.
 const JWT = /eyJ[\w-]{10,}\.[\w-]{10,}\.[\w-]*/
@@ -21,17 +21,6 @@ const JANE = { ...JANE_SIGN_IN, clientId: '1', invoices: 5 }
 const WAIT_MS = 15_000
 
 interface Teardown { teardown (fn: () => unknown): void }
-
-/** Headless Chromium with one fresh profile, closed when the test ends. */
-async function browserContext (t: Teardown): Promise<BrowserContext> {
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM!,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
-  })
-  t.teardown(() => browser.close())
-  return browser.newContext()
-}
 
 /** A web server of the test's own on 127.0.0.1, named by `host` (localhost is another site than 127.0.0.1). */
 async function webServer (t: Teardown, host: 'localhost' | '127.0.0.1', routes: (server: FastifyInstance) => Promise<void>): Promise<string> {
@@ -77,12 +66,8 @@ async function watch (context: BrowserContext, page: Page): Promise<Received> {
   return received
 }
 
-async function signIn (page: Page, user = JANE): Promise<void> {
-  await page.waitForSelector('body[data-state=signed-out]', { timeout: WAIT_MS })
-  await page.fill('#sign-in [name=email]', user.email)
-  await page.fill('#sign-in [name=password]', user.password)
-  await page.click('#sign-in button[type=submit]')
-  await page.waitForSelector('body[data-state=signed-in]', { timeout: WAIT_MS })
+function signIn (page: Page, user = JANE): Promise<void> {
+  return signInOnPage(page, user, WAIT_MS)
 }
 
 async function ordersOf (app: FastifyInstance, clientId = 1): Promise<number> {
@@ -134,7 +119,7 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
     const { app, sandbox, origin: service } = await portalService(t, pageOrigin)
     const url = pageOrigin === undefined ? `${service}/portal/` : `${pageOrigin}/portal/?api=${encodeURIComponent(service)}`
     const api = pageOrigin === undefined ? '' : service
-    const context = await browserContext(t)
+    const context = await portalBrowser(t)
     const page = await context.newPage()
     const received = await watch(context, page)
 
@@ -213,7 +198,7 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
 
 t.test('sign out everywhere: a tab learns it from its stream, a tab without one from its next call\'s 401 or its stream\'s refused reconnection; a wrong password is refused with its message', { skip }, async (t) => {
   const { origin } = await portalService(t)
-  const context = await browserContext(t)
+  const context = await portalBrowser(t)
   const page = await context.newPage()
   await page.goto(`${origin}/portal/`)
   await page.waitForSelector('body[data-state=signed-out]', { timeout: WAIT_MS })
@@ -258,7 +243,7 @@ t.test('sign out everywhere: a tab learns it from its stream, a tab without one 
 
 t.test('an order whose placement failed is retried with its Idempotency-Key; the next order gets a new one', { skip }, async (t) => {
   const { app, sandbox, origin } = await portalService(t)
-  const context = await browserContext(t)
+  const context = await portalBrowser(t)
   const page = await context.newPage()
   const keys: Array<string | undefined> = []
   page.on('request', (request) => {
@@ -296,7 +281,7 @@ t.test('CSRF: a form on another site, or on another origin of the same site, pla
   }
   const otherSite = await webServer(t, '127.0.0.1', attack)
   const sameSite = await webServer(t, 'localhost', attack)
-  const context = await browserContext(t)
+  const context = await portalBrowser(t)
   const page = await context.newPage()
   await page.goto(`${portalOrigin}/portal/?api=${encodeURIComponent(service)}`)
   await signIn(page)

@@ -8,6 +8,7 @@ import { HEARTBEAT_MS } from '../../plugins/app/sse-streams.js'
 import { buildTestApp } from '../helpers/app.js'
 import { HAPROXY_CONFIG, checkHaproxyConfig, haproxySettings } from '../helpers/haproxy.js'
 import { skipWithout } from '../helpers/packages.js'
+import { selfSignedCertificate } from '../helpers/tls.js'
 
 const KUBERNETES = join(projectRoot, 'deploy', 'kubernetes', 'portal-bff.yaml')
 const { PORT, SHUTDOWN_DELAY_MS, SHUTDOWN_TIMEOUT_MS } = SettingsSchema.properties
@@ -99,9 +100,54 @@ t.test('Kubernetes: probes on routes of the service and its port, shutdown timin
   t.equal(portOf(service?.spec.ports[0]?.targetPort ?? ''), DEFAULT_PORT, 'the Service sends to the service\'s port')
 })
 
-t.test('HAProxy: haproxy -c accepts the configuration', { skip: skipWithout(['haproxy']) }, async (t) => {
-  const { status, output } = checkHaproxyConfig(HAPROXY_CONFIG)
+t.test('HAProxy: haproxy -c accepts the configuration, reading the certificate HAPROXY_TLS_CERT names', { skip: skipWithout(['haproxy', 'openssl']) }, async (t) => {
+  const { status, output } = checkHaproxyConfig(HAPROXY_CONFIG, selfSignedCertificate())
   t.equal(status, 0, `haproxy -c: ${output.trim()}`)
+  const missing = checkHaproxyConfig(HAPROXY_CONFIG, { pemPath: '/nonexistent/elsewhere.pem', ca: '' })
+  t.not(missing.status, 0, 'refused without its certificate')
+  t.match(missing.output, '/nonexistent/elsewhere.pem', 'the one HAPROXY_TLS_CERT names')
+})
+
+t.test('HAProxy: TLS ends at the balancer, plain HTTP is redirected, the scheme and host are forwarded; its comments name the service\'s settings', async (t) => {
+  const config = readFileSync(HAPROXY_CONFIG, 'utf8')
+  const settings = haproxySettings(config)
+  t.match(settings.tlsCertificate, /^"\$\{HAPROXY_TLS_CERT-\/\S+\.pem\}"$/, 'the certificate from HAPROXY_TLS_CERT, with a default path')
+  t.ok(settings.redirectsToHttps, 'HTTP redirected to HTTPS')
+  t.equal(settings.setHeaders['x-forwarded-proto'], 'https', 'X-Forwarded-Proto set, whatever a client sent')
+  t.equal(settings.setHeaders['x-forwarded-host'], '%[req.hdr(host)]', 'X-Forwarded-Host: the Host the browser sent')
+  t.notOk('host' in settings.setHeaders, 'the Host kept')
+  const comments = config.split('\n').filter((line) => line.trim().startsWith('#')).join('\n')
+  for (const setting of ['TRUST_PROXY', 'PUBLIC_ORIGIN', 'HAPROXY_TLS_CERT']) t.match(comments, setting, `the comments say what ${setting} is for`)
+})
+
+interface Ingress extends Manifest {
+  metadata: { name: string, annotations: Record<string, string> }
+  spec: {
+    tls: Array<{ hosts: string[], secretName: string }>
+    rules: Array<{ host: string, http: { paths: Array<{ path: string, backend: { service: { name: string, port: { name?: string, number?: number } } } }> } }>
+  }
+}
+
+t.test('Kubernetes: the Ingress ends TLS with a Secret and redirects HTTP to the Service\'s routes; the Pods know the origin browsers use', async (t) => {
+  const ingress = ofKind<Ingress>('Ingress')
+  const service = ofKind<Manifest & { spec: { ports: Array<{ name: string }> } }>('Service')
+  const container = ofKind<Deployment>('Deployment')?.spec.template.spec.containers[0]
+  if (ingress === undefined || service === undefined || container === undefined) throw new Error('no Ingress, Service or container')
+  const [tls] = ingress.spec.tls
+  t.ok(tls?.secretName, 'the certificate from a Secret')
+  t.equal(ingress.metadata.annotations['nginx.ingress.kubernetes.io/ssl-redirect'], 'true', 'HTTP redirected')
+  const app = await buildTestApp(t)
+  const env = new Map(container.env.map((variable) => [variable.name, variable.value]))
+  for (const rule of ingress.spec.rules) {
+    t.ok(tls?.hosts.includes(rule.host), `${rule.host} is served over TLS`)
+    t.ok(env.get('PUBLIC_ORIGIN')?.split(',').includes(`https://${rule.host}`), `PUBLIC_ORIGIN names https://${rule.host}`)
+    for (const { path, backend } of rule.http.paths) {
+      t.equal(backend.service.name, service.metadata.name, `${path} goes to the Service`)
+      t.ok(service.spec.ports.some((port) => port.name === backend.service.port.name), `on its port ${backend.service.port.name}`)
+      t.ok(app.printRoutes({ commonPrefix: false }).includes(`${path}/`), `${path} is where routes of the service are`)
+    }
+  }
+  t.ok(env.has('TRUST_PROXY'), 'TRUST_PROXY: the forwarded scheme, host and address are read')
 })
 
 t.test('HAProxy: the configuration checks readiness on the service\'s port within SHUTDOWN_DELAY_MS', async (t) => {

@@ -2,11 +2,13 @@ import { spawn, spawnSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
+import { Agent, request } from 'undici'
 import { projectRoot } from '../../lib/project-root.js'
 import { findProgram } from './packages.js'
 import { freePort } from './ports.js'
 import { exited, waitFor } from './processes.js'
 import { tempDir } from './made.js'
+import type { TestCertificate } from './tls.js'
 
 interface Teardown { teardown (fn: () => unknown): void }
 
@@ -36,6 +38,12 @@ export interface HaproxySettings {
   rise: number
   timeoutServerMs: number | undefined
   servers: HaproxyServer[]
+  /** The `crt` of the TLS listener, as written. */
+  tlsCertificate: string | undefined
+  /** Whether a request over plain HTTP is redirected to HTTPS. */
+  redirectsToHttps: boolean
+  /** The request headers set for the service: `http-request set-header`, name (lower case) to value. */
+  setHeaders: Record<string, string>
 }
 
 /** The significant lines: comments and blank lines dropped, indentation kept out. */
@@ -66,6 +74,9 @@ export function haproxySettings (config: string): HaproxySettings {
     fall: Number(argument(defaults, 'fall') ?? 3),
     rise: Number(argument(defaults, 'rise') ?? 2),
     timeoutServerMs: timeoutServer === undefined ? undefined : haproxyTimeMs(timeoutServer),
+    tlsCertificate: lines.filter((words) => words[0] === 'bind' && words.includes('ssl')).map((words) => argument(words, 'crt'))[0],
+    redirectsToHttps: find('http-request', 'redirect', 'scheme', 'https')?.slice(-4).join(' ') === 'unless { ssl_fc }',
+    setHeaders: Object.fromEntries(lines.filter((words) => words[0] === 'http-request' && words[1] === 'set-header').map((words) => [words[2]!.toLowerCase(), words.slice(3).join(' ')])),
     servers: lines.filter((words) => words[0] === 'server').map(([, name, address]) => {
       const colon = address!.lastIndexOf(':')
       return { name: name!, host: address!.slice(0, colon), port: Number(address!.slice(colon + 1)) }
@@ -73,14 +84,22 @@ export function haproxySettings (config: string): HaproxySettings {
   }
 }
 
-/** `haproxy -c`: whether HAProxy takes the configuration, and what it said. */
-export function checkHaproxyConfig (path: string): { status: number | null, output: string } {
-  const { status, stdout, stderr } = spawnSync(HAPROXY, ['-c', '-f', path], { encoding: 'utf8' })
+/** The environment of HAProxy on the shipped configuration: the TLS certificate it reads. */
+function haproxyEnv (certificate: TestCertificate): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH, HAPROXY_TLS_CERT: certificate.pemPath }
+}
+
+/** `haproxy -c` with a certificate to read: whether HAProxy takes the configuration, and what it said. */
+export function checkHaproxyConfig (path: string, certificate: TestCertificate): { status: number | null, output: string } {
+  const { status, stdout, stderr } = spawnSync(HAPROXY, ['-c', '-f', path], { encoding: 'utf8', env: haproxyEnv(certificate) })
   return { status, output: `${stdout}${stderr}` }
 }
 
+/** The test's listeners, in place of the configuration's: TLS, and plain HTTP (which redirects). */
+export interface HaproxyPorts { https: number, http: number }
+
 export interface RenderOptions {
-  bindPort: number
+  ports: HaproxyPorts
   /** Loopback ports of the instances, in place of the configuration's servers. */
   serverPorts: number[]
   /** A shorter check interval, so that a test need not wait seconds for each state change. */
@@ -88,16 +107,19 @@ export interface RenderOptions {
 }
 
 /**
- * deploy/haproxy/haproxy.cfg with the test's listener, instances and check interval, and only the
- * requests that were retried, redispatched or failed in its log; every other setting as shipped.
+ * deploy/haproxy/haproxy.cfg with the test's listeners (on loopback, TLS and its certificate as
+ * shipped), instances and check interval, and only the requests that were retried, redispatched or
+ * failed in its log; every other setting as shipped.
  */
-export function renderHaproxyConfig (config: string, { bindPort, serverPorts, interMs }: RenderOptions): string {
+export function renderHaproxyConfig (config: string, { ports, serverPorts, interMs }: RenderOptions): string {
   const lines: string[] = []
   let serversWritten = false
   for (const line of config.split('\n')) {
     const words = line.trim().split(/\s+/)
     if (words[0] === 'bind') {
-      lines.push(`    bind 127.0.0.1:${bindPort}`, '    option dontlog-normal')
+      const port = words.includes('ssl') ? ports.https : ports.http
+      lines.push(line.replace(/\bbind \S+/, `bind 127.0.0.1:${port}`))
+      if (port === ports.http) lines.push('    option dontlog-normal')
     } else if (words[0] === 'default-server') {
       lines.push(line.replace(/\binter \S+/, `inter ${interMs}ms`))
     } else if (words[0] === 'server') {
@@ -111,18 +133,30 @@ export function renderHaproxyConfig (config: string, { bindPort, serverPorts, in
 }
 
 export interface HaproxyProcess {
+  /** https://127.0.0.1:<port>, the TLS listener. */
   url: string
+  /** http://127.0.0.1:<port>, which redirects. */
+  httpUrl: string
+  ports: HaproxyPorts
+  /** An undici dispatcher that trusts the test's certificate. */
+  dispatcher: Agent
   pid: number
   /** Every line HAProxy logged: server state changes, and requests retried, redispatched or failed. */
   lines: Array<{ at: number, text: string }>
 }
 
-/** Runs HAProxy in the foreground on a configuration of the test's own; killed by PID at teardown. */
-export async function startHaproxy (t: Teardown, render: (bindPort: number) => string): Promise<HaproxyProcess> {
-  const bindPort = await freePort()
+/** Free ports for HAProxy's listeners, for a test that must name them before HAProxy starts. */
+export async function haproxyPorts (): Promise<HaproxyPorts> {
+  return { https: await freePort(), http: await freePort() }
+}
+
+/** Runs HAProxy in the foreground on a configuration of the test's own, with the certificate; killed by PID at teardown. */
+export async function startHaproxy (t: Teardown, certificate: TestCertificate, render: (ports: HaproxyPorts) => string, ports?: HaproxyPorts): Promise<HaproxyProcess> {
+  ports ??= await haproxyPorts()
   const path = join(tempDir('haproxy'), 'haproxy.cfg')
-  writeFileSync(path, render(bindPort))
-  const child = spawn(HAPROXY, ['-db', '-f', path], { stdio: ['ignore', 'pipe', 'pipe'] })
+  // HAProxy refuses a last line without its line feed.
+  writeFileSync(path, render(ports).replace(/\n?$/, '\n'))
+  const child = spawn(HAPROXY, ['-db', '-f', path], { stdio: ['ignore', 'pipe', 'pipe'], env: haproxyEnv(certificate) })
   const exit = exited(child)
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
@@ -132,10 +166,17 @@ export async function startHaproxy (t: Teardown, render: (bindPort: number) => s
   for (const stream of [child.stdout, child.stderr]) {
     createInterface({ input: stream }).on('line', (text) => lines.push({ at: performance.now(), text }))
   }
-  const url = `http://127.0.0.1:${bindPort}`
+  const dispatcher = new Agent({ connect: { ca: certificate.ca } })
+  t.teardown(() => dispatcher.close())
+  const url = `https://127.0.0.1:${ports.https}`
+  let failure: unknown
   await waitFor('HAProxy to listen', async () => {
-    if (child.exitCode !== null) throw new Error(`haproxy exited: ${lines.map((line) => line.text).join('\n')}`)
-    return (await fetch(`${url}/health/live`)).ok
-  }, 10_000)
-  return { url, pid: child.pid!, lines }
+    if (child.exitCode !== null) return false
+    const live = await request(`${url}/health/live`, { dispatcher }).catch((error: unknown) => { failure = error })
+    await live?.body.dump()
+    return live?.statusCode === 200
+  }, 10_000).catch((error: unknown) => {
+    throw new Error(`${String(error)} (haproxy ${child.exitCode === null ? 'running' : `exited ${child.exitCode}`}; last failure: ${String(failure)}): ${lines.map((line) => line.text).join('\n')}`)
+  })
+  return { url, httpUrl: `http://127.0.0.1:${ports.http}`, ports, dispatcher, pid: child.pid!, lines }
 }

@@ -4,6 +4,7 @@ import { delimiter, join } from 'node:path'
 /** The programs some tests run, each with the Debian package that installs it. */
 export const DEBIAN_PACKAGES = {
   haproxy: 'haproxy',
+  openssl: 'openssl',
   pgbouncer: 'pgbouncer',
   prometheus: 'prometheus',
   promtool: 'prometheus',
