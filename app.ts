@@ -121,6 +121,13 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
   app.decorate('reopenLogFiles', () => logger.reopen())
   app.decorate('logFor', (correlationId: string) => logger.root.child({ correlationId }) as FastifyBaseLogger)
   app.addHook('onClose', async () => logger.flush())
+  // Fastify drops its 'error' listener once the server listens: a connection the server fails to
+  // accept (file descriptors exhausted) would emit an error nobody hears, which ends the process.
+  // The server keeps listening: the error is the one connection's.
+  app.addHook('onListen', (done) => {
+    app.server.on('error', (error) => app.log.error({ err: error }, 'HTTP server: a connection could not be accepted; serving on'))
+    done()
+  })
 
   // A plugin that fails to start must not leave the others' pools and sockets open.
   try {
