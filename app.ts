@@ -21,7 +21,7 @@ import securityHeaders, { browserCors } from './plugins/external/security-header
 import errorHandler, { errorBody, handleClientError } from './plugins/app/error-handler.js'
 import correlation from './plugins/app/correlation.js'
 import health from './plugins/app/health.js'
-import db from './plugins/app/db.js'
+import db, { migrationBoundMs } from './plugins/app/db.js'
 import cache from './plugins/app/cache.js'
 import pubsub from './plugins/app/pubsub.js'
 import requestQueues from './plugins/app/request-queues.js'
@@ -71,6 +71,10 @@ export interface BuildOptions {
  */
 const TIMEOUT_CHECK_INTERVAL_MS = 1000
 
+/** Fastify's own plugin timeout, and what a plugin gets beyond its own bound to report it. */
+const DEFAULT_PLUGIN_TIMEOUT_MS = 10_000
+const PLUGIN_TIMEOUT_MARGIN_MS = 5000
+
 /** Builds the service, ready to inject requests into or to listen. */
 export async function build ({ config, logToStdout = true, pages: extraPages, upstreams = UPSTREAMS }: BuildOptions): Promise<FastifyInstance> {
   const logger = createLogger({ level: config.LOG_LEVEL, service: config.SERVICE_NAME, logDir: config.LOG_DIR, stdout: logToStdout, lineFields: tracingEnabled() ? traceIdsOfLine : undefined })
@@ -84,6 +88,8 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     requestIdHeader: false,
     logController: new RequestLogController(),
     bodyLimit: BODY_LIMIT_BYTES,
+    // The migration step bounds itself, naming its setting: Fastify's plugin timeout must not end it first.
+    pluginTimeout: Math.max(DEFAULT_PLUGIN_TIMEOUT_MS, migrationBoundMs({ connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS, migrationTimeoutMs: config.DATABASE_MIGRATION_TIMEOUT_MS }) + PLUGIN_TIMEOUT_MARGIN_MS),
     // Fastify turns off Node's bound on receiving a request (0): a client that never finishes its
     // headers or body would hold its connection for good. Responses (an SSE stream) are not bounded by it.
     requestTimeout: config.REQUEST_RECEIVE_TIMEOUT_MS,
@@ -115,6 +121,13 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
   app.decorate('reopenLogFiles', () => logger.reopen())
   app.decorate('logFor', (correlationId: string) => logger.root.child({ correlationId }) as FastifyBaseLogger)
   app.addHook('onClose', async () => logger.flush())
+  // Fastify drops its 'error' listener once the server listens: a connection the server fails to
+  // accept (file descriptors exhausted) would emit an error nobody hears, which ends the process.
+  // The server keeps listening: the error is the one connection's.
+  app.addHook('onListen', (done) => {
+    app.server.on('error', (error) => app.log.error({ err: error }, 'HTTP server: a connection could not be accepted; serving on'))
+    done()
+  })
 
   // A plugin that fails to start must not leave the others' pools and sockets open.
   try {

@@ -9,7 +9,8 @@ import { ReplayPositions } from '../plugins/app/platform-events/replay-positions
  * or the database cannot say (the service's own start reports that).
  */
 export async function firstReplayIdAfterStored (databaseUrl: string): Promise<number> {
-  const client = new pg.Pool({ connectionString: databaseUrl, max: 1, connectionTimeoutMillis: 2000 })
+  // Bounded both ways: a PostgreSQL that does not answer (a PAUSEd PgBouncer accepts the connect) is the service's start to report.
+  const client = new pg.Pool({ connectionString: databaseUrl, max: 1, connectionTimeoutMillis: 2000, query_timeout: 2000 })
   client.on('error', () => {})
   try {
     return (await new ReplayPositions(client).read(ORDER_PROVISION_CHANNEL) ?? 0) + 1

@@ -31,7 +31,7 @@ export const SECTIONS: readonly Section[] = [
   },
   {
     title: 'PostgreSQL',
-    settings: ['DATABASE_URL', 'DATABASE_POOL_MAX', 'DATABASE_CONNECT_TIMEOUT_MS', 'DATABASE_QUERY_TIMEOUT_MS']
+    settings: ['DATABASE_URL', 'DATABASE_POOL_MAX', 'DATABASE_CONNECT_TIMEOUT_MS', 'DATABASE_QUERY_TIMEOUT_MS', 'DATABASE_MIGRATION_TIMEOUT_MS']
   },
   {
     title: 'Redis',

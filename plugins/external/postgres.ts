@@ -1,6 +1,8 @@
 import fp from 'fastify-plugin'
 import fastifyPostgres from '@fastify/postgres'
 import type { FastifyInstance } from 'fastify'
+import { describeCause } from '../../lib/errors.js'
+import { reportLostConnections } from '../../lib/pg-pool.js'
 
 /**
  * Two pools: `pg` for business traffic, and `pg.probe`, one connection kept for health checks
@@ -23,10 +25,13 @@ async function postgres (fastify: FastifyInstance) {
     connectionTimeoutMillis: config.HEALTH_CHECK_TIMEOUT_MS,
     query_timeout: config.HEALTH_CHECK_TIMEOUT_MS
   })
-  // An idle client whose server goes away emits 'error' on its pool; unhandled, it would
-  // crash the process. The pool drops the client and the next query connects again.
-  for (const pool of [fastify.pg.pool, fastify.pg.probe?.pool]) {
-    pool?.on('error', (error) => fastify.log.warn({ err: error }, 'idle database connection lost'))
+  for (const [name, pool] of [['business', fastify.pg.pool], ['probe', fastify.pg.probe?.pool]] as const) {
+    if (pool === undefined) continue
+    // The error's message and code only: pg-pool hangs the whole client on it, settings included.
+    reportLostConnections(pool, (error) => fastify.log.warn({ pool: name, cause: describeCause(error), code: (error as { code?: unknown }).code },
+      'database connection lost: its query in flight fails, and the pool opens a new one when asked'))
+    // pg-pool re-emits an idle connection's error on the pool, already reported by the connection's own listener.
+    pool.on('error', () => {})
   }
 }
 

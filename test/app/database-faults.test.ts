@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import t from 'tap'
 import { placeOrder } from '../helpers/provisioning.js'
 import pg from 'pg'
-import { buildTestApp, startTestSandbox } from '../helpers/app.js'
+import { buildTestApp, startTestSandbox, tempDir } from '../helpers/app.js'
 import { PrivatePostgres } from '../helpers/private-postgres.js'
 import { waitFor } from '../helpers/processes.js'
 import { bearer, login } from '../helpers/tokens.js'
@@ -163,4 +165,60 @@ t.test('PostgreSQL at max_connections: 500 DATABASE_UNAVAILABLE at once, served 
   await Promise.all(held.splice(0).map((client) => client.end()))
   await waitFor('the orders to be served again', async () => (await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode === 200)
   t.pass('served again without restarting the service')
+})
+
+t.test('the health check drops the connection a placement holds inside its transaction: the process lives on and the request answers 500 DATABASE_UNAVAILABLE', async (t) => {
+  const cluster = await PrivatePostgres.start()
+  t.teardown(() => cluster.destroy())
+  const logDir = tempDir('logs')
+  const app = await buildTestApp(t, {
+    DATABASE_URL: cluster.url,
+    LOG_DIR: logDir,
+    // Ten minutes: only the check can end the placement's query within the test.
+    DATABASE_QUERY_TIMEOUT_MS: '600000',
+    HEALTH_CHECK_TIMEOUT_MS: '500',
+    HEALTH_CHECK_CACHE_MS: '0'
+  })
+  const token = await login(app)
+  const placement = { method: 'POST' as const, url: '/api/orders', headers: { ...bearer(token), 'idempotency-key': 'dropped-in-transaction' }, payload: { productId: 1, billingCycle: 'monthly' } }
+  // A transaction of the test's own holds the keys' table: the placement's first statement after
+  // BEGIN waits for it, its connection lent out and inside a transaction.
+  const holder = new pg.Client({ connectionString: cluster.url })
+  holder.on('error', () => {})
+  await holder.connect()
+  t.teardown(() => holder.end())
+  await holder.query('BEGIN')
+  await holder.query('LOCK TABLE order_idempotency_keys IN SHARE MODE')
+  const placing = app.inject(placement)
+  await waitFor('the placement waiting inside its transaction', async () => {
+    const client = new pg.Client({ connectionString: cluster.url })
+    await client.connect()
+    try {
+      const { rows } = await client.query<{ waiting: number }>(
+        'SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = \'Lock\' AND xact_start IS NOT NULL',
+        [app.config.SERVICE_NAME])
+      return rows[0]!.waiting === 1
+    } finally {
+      await client.end()
+    }
+  })
+  // Just now answered, so the check's probe has its connection open and its SELECT 1 is what hangs.
+  t.equal((await app.inject('/health')).json().checks.database, 'ok')
+  cluster.hang()
+  t.teardown(() => cluster.resume())
+  t.equal((await app.inject('/health')).json().checks.database, 'fail', 'the check times out, and drops the connections lent out')
+  // Without an 'error' listener on the lent connection, its closing ended this process here.
+  const response = await placing
+  t.same(response.json(), { ...DATABASE_UNAVAILABLE, correlationId: response.headers['x-correlation-id'] }, 'the placement: 500 DATABASE_UNAVAILABLE')
+  // The log file is written asynchronously.
+  const lost = () => readFileSync(join(logDir, 'combined.log'), 'utf8').split('\n').filter((line) => line.includes('database connection lost'))
+  await waitFor('the lost connection in the log', async () => lost().length > 0)
+  t.equal(lost().length, 1, 'one line for the one connection lost')
+  t.match(JSON.parse(lost()[0]!), { level: 40, pool: 'business', cause: 'Connection terminated unexpectedly' }, 'a warning, with the pool and the cause')
+  t.notMatch(lost()[0], /client|connectionString|postgres:\/\//, 'no connection settings')
+
+  cluster.resume()
+  await holder.query('ROLLBACK')
+  await waitFor('the same Idempotency-Key to place the order', async () => (await app.inject(placement)).statusCode === 201)
+  t.pass('the process served on, and placed the order once PostgreSQL answered')
 })

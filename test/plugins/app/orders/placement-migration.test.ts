@@ -26,7 +26,7 @@ t.test('orders placed before placement steps were recorded: linked ones placed, 
     (1, '1', 'monthly', 12, NULL, 'Failed'),
     (1, '1', 'monthly', 13, NULL, 'Pending Review'),
     (NULL, 'X', NULL, NULL, '801000000000014AAA', 'Pending Review')`)
-  await migrate(url, 5000)
+  await migrate(url, { connectTimeoutMs: 5000, migrationTimeoutMs: 30_000 })
   const { rows } = await client.query<{ billing_order_id: number | null, placement: string | null }>('SELECT billing_order_id, placement FROM orders ORDER BY billing_order_id NULLS LAST')
   t.same(rows, [
     { billing_order_id: 11, placement: 'placed' },
