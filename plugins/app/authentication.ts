@@ -88,7 +88,7 @@ async function authentication (fastify: FastifyInstance) {
     const session = await fastify.sessions.read(cookie, renew)
     if (session === undefined) return await refuse(request, reply, cookie)
     request.session = session
-    request.user = { sub: String(session.clientId), jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
+    request.user = { sub: String(session.clientId), clientId: session.clientId, jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
   }
 
   fastify.decorate('authenticate', async (request: FastifyRequest, reply: FastifyReply) => {
