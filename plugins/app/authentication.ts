@@ -48,6 +48,15 @@ function crossSiteRefusal (request: FastifyRequest, portalOrigin: string | undef
   return undefined
 }
 
+/** What an authenticated answer depends on besides its URL, added to what `Vary` names already (CORS's `Origin`). */
+const CREDENTIAL_HEADERS = ['Cookie', 'Authorization']
+
+function varyOnCredentials (reply: FastifyReply): void {
+  const named = String(reply.getHeader('vary') ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '')
+  const added = CREDENTIAL_HEADERS.filter((name) => !named.some((known) => known.toLowerCase() === name.toLowerCase()))
+  reply.header('vary', [...named, ...added].join(', '))
+}
+
 async function authentication (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, CORS_ORIGIN } = fastify.config
   const failures = new FailureLimiter(fastify.redis, { keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX), max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
@@ -92,6 +101,7 @@ async function authentication (fastify: FastifyInstance) {
   }
 
   fastify.decorate('authenticate', async (request: FastifyRequest, reply: FastifyReply) => {
+    varyOnCredentials(reply)
     if (request.headers.authorization === undefined) return await bySession(request, reply, true)
     try {
       await request.jwtVerify()
@@ -100,7 +110,10 @@ async function authentication (fastify: FastifyInstance) {
     }
     if (await fastify.tokenBlacklist.isRevoked(request.user.jti)) await refuse(request, reply)
   })
-  fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => bySession(request, reply, false))
+  fastify.decorate('authenticateSession', async (request: FastifyRequest, reply: FastifyReply) => {
+    varyOnCredentials(reply)
+    await bySession(request, reply, false)
+  })
   fastify.decorate('requireSameSite', async (request: FastifyRequest) => refuseIf(request, crossSiteRefusal(request, portalOrigin)))
 }
 

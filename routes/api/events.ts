@@ -81,7 +81,7 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     reply.raw.writeHead(200, {
       ...Object.fromEntries(headersSoFar),
       'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
+      'cache-control': 'no-store, no-transform',
       connection: 'keep-alive',
       'x-accel-buffering': 'no'
     })
