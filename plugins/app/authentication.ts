@@ -93,9 +93,12 @@ async function authentication (fastify: FastifyInstance) {
   async function bySession (request: FastifyRequest, reply: FastifyReply, renew: boolean): Promise<void> {
     const cookie = sessionCookie(request)
     if (cookie === undefined) return await refuse(request, reply)
-    refuseIf(request, csrfRefusal(request, portalOrigin))
-    const session = await fastify.sessions.read(cookie, renew)
+    // Authentication first: a cookie naming no live session is a 401 whatever else is wrong; a
+    // request refused as cross-site does not renew the session it names.
+    const refusal = csrfRefusal(request, portalOrigin)
+    const session = await fastify.sessions.read(cookie, renew && refusal === undefined)
     if (session === undefined) return await refuse(request, reply, cookie)
+    refuseIf(request, refusal)
     request.session = session
     request.user = { sub: String(session.clientId), clientId: session.clientId, jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
   }
