@@ -91,6 +91,7 @@ async function authentication (fastify: FastifyInstance) {
   }
 
   async function bySession (request: FastifyRequest, reply: FastifyReply, renew: boolean): Promise<void> {
+    varyOnCredentials(reply)
     const cookie = sessionCookie(request)
     if (cookie === undefined) return await refuse(request, reply)
     // Authentication first: a cookie naming no live session is a 401 whatever else is wrong; a
@@ -104,8 +105,8 @@ async function authentication (fastify: FastifyInstance) {
   }
 
   fastify.decorate('authenticate', async (request: FastifyRequest, reply: FastifyReply) => {
-    varyOnCredentials(reply)
     if (request.headers.authorization === undefined) return await bySession(request, reply, true)
+    varyOnCredentials(reply)
     try {
       await request.jwtVerify()
     } catch {
@@ -113,10 +114,7 @@ async function authentication (fastify: FastifyInstance) {
     }
     if (await fastify.tokenBlacklist.isRevoked(request.user.jti)) await refuse(request, reply)
   })
-  fastify.decorate('authenticateSession', async (request: FastifyRequest, reply: FastifyReply) => {
-    varyOnCredentials(reply)
-    await bySession(request, reply, false)
-  })
+  fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => bySession(request, reply, false))
   fastify.decorate('requireSameSite', async (request: FastifyRequest) => refuseIf(request, crossSiteRefusal(request, portalOrigin)))
 }
 
