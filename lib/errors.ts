@@ -23,6 +23,7 @@ export function isPublicError (code: unknown): boolean {
 
 export const DatabaseUnavailableError = definePublicError('DATABASE_UNAVAILABLE', 'Database is temporarily unavailable', 500)
 export const NotFoundError = definePublicError('NOT_FOUND', 'Route %s not found', 404)
+export const MethodNotAllowedError = definePublicError('METHOD_NOT_ALLOWED', 'Method %s is not served at %s: the Allow header lists those that are', 405)
 export const UnauthorizedError = definePublicError('UNAUTHORIZED', 'Missing, invalid or expired access token or session', 401)
 export const CsrfRejectedError = definePublicError('CSRF_REJECTED', 'A request made with the session cookie needs the header x-csrf: 1 and must come from the portal\'s own site', 403)
 export const OpsUnauthorizedError = definePublicError('OPS_UNAUTHORIZED', 'This operator endpoint needs the operations token (OPS_TOKEN)', 401)

@@ -46,6 +46,42 @@ function reusingCompiled<Definition, Compiled> (kind: string, context: unknown, 
   }
 }
 
+interface PartValidator {
+  (data: unknown): unknown
+  errors?: unknown
+}
+
+/**
+ * The name of the first property (or array item of one) of a converted part that holds a number
+ * no schema bound can judge: not finite, or past the integers a double holds exactly. Ajv converts
+ * `"Infinity"` and `"1e999"` to Infinity and then skips `minimum` and `maximum` for a number that
+ * is not finite, so without this check `?page=Infinity` reached the handler.
+ */
+function unboundedNumberIn (data: unknown): string | undefined {
+  if (typeof data !== 'object' || data === null) return undefined
+  for (const [name, value] of Object.entries(data)) {
+    for (const item of Array.isArray(value) ? value as unknown[] : [value]) {
+      if (typeof item === 'number' && !(Math.abs(item) <= Number.MAX_SAFE_INTEGER)) return name
+    }
+  }
+  return undefined
+}
+
+/** A converting validator that also refuses, as Ajv refuses a wrong type, a number past every bound. */
+function withBoundedNumbers<Validate extends PartValidator> (validate: Validate): Validate {
+  const bounded: PartValidator = (data) => {
+    const valid = validate(data)
+    bounded.errors = validate.errors
+    if (valid !== true) return valid
+    const name = unboundedNumberIn(data)
+    if (name === undefined) return true
+    bounded.errors = [{ instancePath: `/${name}`, schemaPath: '#/properties', keyword: 'type', params: {}, message: 'must be a finite number within bounds' }]
+    return false
+  }
+  // Fastify only calls a validator and reads its errors; the rest of Ajv's function type is not used.
+  return bounded as Validate
+}
+
 /**
  * Fastify's own Ajv validators, except that a body is validated as the client typed it. Fastify
  * coerces every part (`coerceTypes: 'array'`): right for the strings of a path, a query and
@@ -62,7 +98,8 @@ export function exactBodyValidator (): AjvCompiler.BuildCompilerFromPool {
       return (definition) => {
         const route = definition as RouteSchema
         if (route.httpPart === 'body') return exact(definition)
-        return coercing((route.httpPart === 'headers' ? { ...route, schema: lowerCaseHeaderNames(route.schema) } : route) as typeof definition)
+        // A JSON body holds no Infinity (JSON.parse makes one of 1e999, which Ajv's type check refuses unconverted).
+        return withBoundedNumbers(coercing((route.httpPart === 'headers' ? { ...route, schema: lowerCaseHeaderNames(route.schema) } : route) as typeof definition))
       }
     }
     return reusingCompiled('validator', [externalSchemas, options], (definition) => {

@@ -156,11 +156,11 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 204: Type.Null({ description: 'signed out everywhere' }), ...signOutErrorResponses }
     }
   }, async (request, reply) => {
-    const ended = await fastify.sessions.endEverywhere(Number(request.user.sub))
+    const ended = await fastify.sessions.endEverywhere(request.user.clientId)
     // A token issued before it was recorded (by an older release) is revoked all the same.
     if (request.session === undefined) await fastify.tokenBlacklist.revoke(request.user.jti, request.user.exp)
     else reply.header('set-cookie', fastify.sessionCookieHeader())
-    request.log.info({ clientId: Number(request.user.sub), ended }, 'signed out everywhere')
+    request.log.info({ clientId: request.user.clientId, ended }, 'signed out everywhere')
     return reply.code(204).send(null)
   })
 }

@@ -12,8 +12,8 @@ const metricsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       security: [{ opsToken: [] }],
       summary: 'Prometheus metrics: the measures of the monitoring thresholds, and the process',
       description: 'Prometheus text format 0.0.4. Live values are read at scrape time; the monitoring rules are in deploy/monitoring/prometheus/alerts.yml.',
-      produces: ['text/plain'],
-      response: { 200: Type.String({ description: 'Prometheus text exposition format' }), ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
+      // Only the metrics are text; a refusal or a failure is the JSON error body, as everywhere.
+      response: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: Type.String() } } }, ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
     }
   }, async (_request, reply) => {
     const text = await fastify.metrics.text()

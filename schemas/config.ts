@@ -14,7 +14,7 @@ export const ServiceSettingsSchema = Type.Object({
   SERVICE_NAME: Type.String({ minLength: 1, default: 'portal-bff', description: 'the service field of every log line, and the client name of the PostgreSQL and Redis connections' }),
   DATABASE_URL: Url('PostgreSQL connection URL'),
   REDIS_URL: Url('Redis connection URL'),
-  REDIS_KEY_PREFIX: Type.String({ pattern: '^[A-Za-z0-9:_.-]*$', default: '', description: 'prefix of every Redis key the service writes; instances of one deployment share it' }),
+  REDIS_KEY_PREFIX: Type.String({ pattern: '^[A-Za-z0-9:_.-]*$', default: '', description: 'prefix of every Redis key and pub/sub channel of the service; instances of one deployment share it. Deployments sharing one Redis server are kept apart, keys and channels alike, by a database of their own (REDIS_URL) or a prefix of their own' }),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)), { default: 'info', description: 'lowest level logged; debug adds the completion lines of the probes, silent logs nothing' }),
   LOG_DIR: Type.String({ minLength: 1, default: './logs', description: 'directory (created if missing) of combined.log, every line, and error.log, lines of level 50 and above; both reopened on SIGHUP, for logrotate' }),
   HEALTH_CHECK_TIMEOUT_MS: Milliseconds(1000, 'bound on one dependency check'),

@@ -154,8 +154,8 @@ export async function benchStreams (): Promise<void> {
   if (limit < needed) throw new Error(`ulimit -n is ${limit}: the service and the client process each hold a descriptor per stream; raise it to ${needed} at least`)
   await ensureDatabase()
   const keyPrefix = runKeyPrefix('streams')
-  // The service's channel of order status changes (OrderStatusChanges), which the bare server hears too.
-  const channel = orderStatusChannel(keyPrefix)
+  // The service's channel of order status changes (OrderStatusChanges), which the bare server hears too; REDIS_URL names database 0.
+  const channel = orderStatusChannel(keyPrefix, 0)
   const env = serviceEnv({
     DATABASE_URL,
     REDIS_KEY_PREFIX: keyPrefix,

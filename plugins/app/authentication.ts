@@ -52,6 +52,15 @@ function crossSiteRefusal (request: FastifyRequest, allowedOrigins: ReadonlySet<
   return undefined
 }
 
+/** What an authenticated answer depends on besides its URL, added to what `Vary` names already (CORS's `Origin`). */
+const CREDENTIAL_HEADERS = ['Cookie', 'Authorization']
+
+function varyOnCredentials (reply: FastifyReply): void {
+  const named = String(reply.getHeader('vary') ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '')
+  const added = CREDENTIAL_HEADERS.filter((name) => !named.some((known) => known.toLowerCase() === name.toLowerCase()))
+  reply.header('vary', [...named, ...added].join(', '))
+}
+
 async function authentication (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, publicOrigins, corsOrigins } = fastify.config
   const failures = new FailureLimiter(fastify.redis, { keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX), max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
@@ -86,17 +95,22 @@ async function authentication (fastify: FastifyInstance) {
   }
 
   async function bySession (request: FastifyRequest, reply: FastifyReply, renew: boolean): Promise<void> {
+    varyOnCredentials(reply)
     const cookie = sessionCookie(request)
     if (cookie === undefined) return await refuse(request, reply)
-    refuseIf(request, csrfRefusal(request, allowedOrigins))
-    const session = await fastify.sessions.read(cookie, renew)
+    // Authentication first: a cookie naming no live session is a 401 whatever else is wrong; a
+    // request refused as cross-site does not renew the session it names.
+    const refusal = csrfRefusal(request, allowedOrigins)
+    const session = await fastify.sessions.read(cookie, renew && refusal === undefined)
     if (session === undefined) return await refuse(request, reply, cookie)
+    refuseIf(request, refusal)
     request.session = session
-    request.user = { sub: String(session.clientId), jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
+    request.user = { sub: String(session.clientId), clientId: session.clientId, jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
   }
 
   fastify.decorate('authenticate', async (request: FastifyRequest, reply: FastifyReply) => {
     if (request.headers.authorization === undefined) return await bySession(request, reply, true)
+    varyOnCredentials(reply)
     try {
       await request.jwtVerify()
     } catch {

@@ -7,6 +7,7 @@ import { abortable } from '../../lib/abortable.js'
 import { Periodic } from '../../lib/periodic.js'
 import { OutageLog } from '../../lib/outage-log.js'
 import { revocationChannel, revocationEpochKey, revokedKey } from './redis-keys.js'
+import { databaseOf } from '../external/redis.js'
 
 export interface BlacklistStatus {
   mode: 'fail-closed' | 'fail-open'
@@ -246,7 +247,7 @@ async function blacklist (fastify: FastifyInstance) {
     failClosed: AUTH_BLACKLIST_FAIL_CLOSED,
     refillWaitMs: REDIS_COMMAND_TIMEOUT_MS,
     log: fastify.log,
-    announcements: revocationChannel(REDIS_KEY_PREFIX)
+    announcements: revocationChannel(REDIS_KEY_PREFIX, databaseOf(fastify.redis))
   })
   fastify.decorate('tokenBlacklist', blacklist)
   await blacklist.prepare().catch((error: unknown) => {

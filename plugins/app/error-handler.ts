@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import fp from 'fastify-plugin'
-import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { DatabaseUnavailableError, NotFoundError, isDatabaseUnavailable, isPublicError } from '../../lib/errors.js'
+import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify'
+import { DatabaseUnavailableError, MethodNotAllowedError, NotFoundError, isDatabaseUnavailable, isPublicError } from '../../lib/errors.js'
 import { CORRELATION_HEADER, answeredDuringOutage } from '../../lib/request-log.js'
 import { ErrorResponse } from '../../schemas/error.js'
 import { EXPOSED_HEADERS } from '../external/security-headers.js'
@@ -52,12 +52,26 @@ function toServiceError (error: FastifyError): FastifyError {
  */
 const OUTAGE_CODES = new Set(['AUTH_UNAVAILABLE', 'DATABASE_UNAVAILABLE'])
 
+/**
+ * The methods the app's routes serve at a request's path, asked of Fastify's router (`findRoute`
+ * matches a path as a request's would be): none when no route takes the path. OPTIONS is left
+ * out: its only route is the CORS plugin's on every path, which answers preflights and passes any
+ * other OPTIONS request on to this handler.
+ */
+function methodsServedAt (fastify: FastifyInstance, methods: Iterable<string>, path: string): string[] {
+  return [...methods].filter((method) => method !== 'OPTIONS' && fastify.findRoute({ method: method as HTTPMethods, url: path }) !== null).sort()
+}
+
 async function errorHandler (fastify: FastifyInstance) {
   fastify.addSchema(ErrorResponse)
   const portalOrigins = new Set(fastify.config.corsOrigins)
+  // Every method some route serves, from the routes of every scope (this hook is the root's).
+  const methods = new Set<string>()
+  fastify.addHook('onRoute', (route) => { for (const method of [route.method].flat()) methods.add(method) })
 
   // A path no route takes lies outside the browser-facing scope and its CORS hook: the portal's
-  // page must still read the 404, not a network error.
+  // page must still read the 404 (or 405), not a network error. A path served by other methods
+  // answers 405 with them in Allow (RFC 9110, 15.5.6).
   function notFound (request: FastifyRequest, reply: FastifyReply): FastifyReply {
     const origin = request.headers.origin
     if (origin !== undefined && portalOrigins.has(origin)) {
@@ -68,7 +82,13 @@ async function errorHandler (fastify: FastifyInstance) {
         vary: 'Origin'
       })
     }
-    const error = new NotFoundError(`${request.method} ${request.url.split('?')[0]}`)
+    const path = request.url.split('?')[0] ?? '/'
+    const allowed = methodsServedAt(fastify, methods, path)
+    if (allowed.length > 0) {
+      const error = new MethodNotAllowedError(request.method, path)
+      return reply.code(405).header('allow', allowed.join(', ')).send(errorBody(request, 405, error.code, error.message))
+    }
+    const error = new NotFoundError(`${request.method} ${path}`)
     return reply.code(404).send(errorBody(request, 404, error.code, error.message))
   }
 

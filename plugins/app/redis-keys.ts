@@ -2,6 +2,10 @@
  * Every Redis key, key prefix and pub/sub channel of the service, each under REDIS_KEY_PREFIX
  * (`prefix`): one place to see what the service keeps in Redis, and where two features could
  * collide. docs/architecture.md ("Where state lives") says what each holds.
+ *
+ * A key lives in the database of REDIS_URL; a channel is heard in every database of the server
+ * (Redis pub/sub ignores the number), so each channel names the database too (`database`): two
+ * deployments on one Redis meet on a channel only where they share every key as well (decision 0083).
  */
 
 /** Billing reads, cache-aside: `<kind>:<key>` follows (`client:<id>`, `invoices:<client>:…`, `invoice:<id>`). */
@@ -14,7 +18,7 @@ export const revokedKey = (prefix: string, jti: string) => `${prefix}auth:blackl
 export const revocationEpochKey = (prefix: string) => `${prefix}auth:blacklist-epoch`
 
 /** Channel: each revocation's id, so that every instance ends the SSE streams opened with it. */
-export const revocationChannel = (prefix: string) => `${prefix}auth:revoked`
+export const revocationChannel = (prefix: string, database: number) => `${prefix}db${database}:auth:revoked`
 
 /** A live cookie session, by the hash of its cookie. */
 export const sessionKey = (prefix: string, id: string) => `${prefix}session:${id}`
@@ -53,4 +57,4 @@ export const jobsEpochKey = (prefix: string) => `${prefix}provisioning:epoch`
 export const orderStatusBacklogKey = (prefix: string, clientId: number) => `${prefix}orders:events:${clientId}`
 
 /** Channel: every order status change, for every instance's SSE streams. */
-export const orderStatusChannel = (prefix: string) => `${prefix}orders:status`
+export const orderStatusChannel = (prefix: string, database: number) => `${prefix}db${database}:orders:status`

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { ServerResponse } from 'node:http'
 import { streamIdAfter, type StatusChangeListener, type OrderStatusChanges, type OrderStatusChange } from './orders/status-changes.js'
 import { revocationChannel } from './redis-keys.js'
+import { databaseOf } from '../external/redis.js'
 
 /** Who holds a stream: the portal user and the access token or cookie session it was opened with. */
 export interface StreamOwner {
@@ -244,7 +245,7 @@ async function sseStreams (fastify: FastifyInstance) {
   const streams = new SseStreams({ perUser: SSE_MAX_STREAMS_PER_USER, total: SSE_MAX_STREAMS, sessionIdleUntil: (id) => fastify.sessions.idleExpiresAt(id) })
   fastify.decorate('sseStreams', streams)
 
-  await fastify.pubsub.subscribe(revocationChannel(REDIS_KEY_PREFIX), (jti) => streams.endToken(jti))
+  await fastify.pubsub.subscribe(revocationChannel(REDIS_KEY_PREFIX, databaseOf(fastify.redis)), (jti) => streams.endToken(jti))
 
   // Before the listener closes: open streams would otherwise hold the shutdown until its timeout.
   fastify.addHook('preClose', async () => streams.close())

@@ -45,7 +45,7 @@ class ObservedStore implements FastifyRateLimitStore {
 
 /** Per billing client when the request carries a verified token, per IP otherwise. */
 function rateLimitKey (request: FastifyRequest): string {
-  const clientId = (request.user as { sub?: string } | undefined)?.sub
+  const clientId = (request.user as { clientId?: number } | undefined)?.clientId
   return clientId !== undefined ? `client:${clientId}` : `ip:${request.ip}`
 }
 

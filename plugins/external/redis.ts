@@ -60,6 +60,9 @@ class TidySentinelConnector extends SentinelConnector {
   }
 }
 
+/** The database a Redis client's keys live in (REDIS_URL's path): part of every pub/sub channel's name. */
+export const databaseOf = (redis: Pick<Redis, 'options'>): number => redis.options.db ?? 0
+
 /**
  * Where Redis is and how a connection follows it, for every Redis client of the service; each
  * client adds its own command behaviour. With REDIS_SENTINELS the Sentinels name the primary and

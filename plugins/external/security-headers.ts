@@ -26,6 +26,12 @@ const API_POLICY: Readonly<HelmetOptions> = {
 }
 
 /**
+ * What the API scope answers is a client's data, a token, or a refusal to give either: no cache,
+ * shared or the browser's own, may keep it (a shared computer's back button, a proxy).
+ */
+const PRIVATE_ANSWER = { 'cache-control': 'no-store' }
+
+/**
  * The headers Helmet sets for a policy that depends on nothing of the request (no nonces), which
  * Helmet writes once onto a recording response. @fastify/helmet builds Helmet's whole middleware
  * anew on every request: about 10 µs of CPU each, a tenth of a cached portal read.
@@ -45,7 +51,7 @@ function helmetHeaders (options: Readonly<HelmetOptions> = {}): Record<string, s
 async function securityHeaders (fastify: FastifyInstance, { serves }: SecurityHeadersOptions) {
   // Pages get Helmet's defaults. The API UI sets its own content security policy for its pages
   // (staticCSP in the swagger plugin), which replaces this one: it is set later in the request.
-  const headers = helmetHeaders(serves === 'api' ? API_POLICY : {})
+  const headers = serves === 'api' ? { ...helmetHeaders(API_POLICY), ...PRIVATE_ANSWER } : helmetHeaders()
   fastify.addHook('onRequest', (_request, reply, done) => {
     reply.headers(headers)
     done()

@@ -3,6 +3,19 @@ import fastifySwagger from '@fastify/swagger'
 import fastifySwaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 
+/**
+ * OpenAPI 3.0 reads `nullable: true` as allowing null besides the type, but not besides an `enum`,
+ * which must list null itself (the 3.0.3 clarification); @fastify/swagger writes a TypeBox union of
+ * an enum and null as the enum made nullable, which a client validating the answers then refuses.
+ */
+function nullInNullableEnums<T> (value: T): T {
+  if (Array.isArray(value)) return value.map(nullInNullableEnums) as T
+  if (typeof value !== 'object' || value === null) return value
+  const copy = Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, nullInNullableEnums(inner)])) as Record<string, unknown>
+  if (copy.nullable === true && Array.isArray(copy.enum) && !copy.enum.includes(null)) copy.enum = [...copy.enum, null]
+  return copy as T
+}
+
 async function swagger (fastify: FastifyInstance) {
   await fastify.register(fastifySwagger, {
     openapi: {
@@ -36,6 +49,8 @@ async function swagger (fastify: FastifyInstance) {
         }
       }
     },
+    // This plugin writes OpenAPI 3 only.
+    transformObject: (document) => nullInNullableEnums('openapiObject' in document ? document.openapiObject : document.swaggerObject),
     // Shared schemas are named by their $id (Order, Invoice, ...) rather than def-0, def-1: the names
     // a generated client gives its types, which must not change when a schema is added.
     refResolver: {

@@ -57,10 +57,10 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
       }
     }
   }, async (request, reply) => {
-    const { sub, jti, exp } = request.user
+    const { clientId, jti, exp } = request.user
     const resumeFrom = resumableEventId(request.headers['last-event-id'])
     const { statusChanges, sseStreams } = fastify
-    const owner = { clientId: Number(sub), jti, exp, idleUntil: request.session?.idleExpiresAt }
+    const owner = { clientId, jti, exp, idleUntil: request.session?.idleExpiresAt }
     const stream = new SseStream(owner, reply.raw, sseStreams, statusChanges, resumeFrom)
     const refusal = stream.open()
     if (refusal === 'user_limit') throw new TooManyStreamsError(SSE_MAX_STREAMS_PER_USER)
@@ -81,7 +81,7 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     reply.raw.writeHead(200, {
       ...Object.fromEntries(headersSoFar),
       'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
+      'cache-control': 'no-store, no-transform',
       connection: 'keep-alive',
       'x-accel-buffering': 'no'
     })

@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyRequest } from 'fastify'
 import type { InvoiceDetails as BillingInvoiceDetails } from '../../integrations/billing/mapping.js'
 import { BillingUnavailableError, InvoiceNotFoundError, UpstreamFailure } from '../../lib/errors.js'
 import { authenticatedErrorResponses, BILLING_UNAVAILABLE, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
@@ -10,10 +9,6 @@ const errors = {
   ...authenticatedErrorResponses,
   ...invalidRequestResponse,
   503: errorResponse(`${BILLING_UNAVAILABLE}; or ${TOKEN_CHECK_UNAVAILABLE}`)
-}
-
-function clientIdOf (request: FastifyRequest): number {
-  return Number(request.user.sub)
 }
 
 /** Any billing failure, a full queue or a missed deadline included, is the same 503 to the portal. */
@@ -35,7 +30,7 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Type.Ref(InvoiceList, { description: 'one page of the caller\'s invoices, with the total' }), ...errors }
     }
   }, async (request) => {
-    const clientId = clientIdOf(request)
+    const clientId = request.user.clientId
     const { status, page, limit } = request.query
     const key = `${clientId}:${status ?? 'any'}:${page}:${limit}`
     const result = await servicesCache.getOrLoad('invoices', key, () => billingQueue.run((deadline) =>
@@ -59,7 +54,7 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       billingQueue.run((deadline) => billing.getInvoice(id, deadline))
     ).catch(billingUnavailable)
     // Another client's invoice is as absent as one that does not exist.
-    if (invoice === null || invoice.clientId !== clientIdOf(request)) throw new InvoiceNotFoundError()
+    if (invoice === null || invoice.clientId !== request.user.clientId) throw new InvoiceNotFoundError()
     if (invoice.currencyCode !== null) return invoice
     // WHMCS's GetInvoice names no currency (GetInvoices does): an invoice is in its client's.
     const client = await servicesCache.getOrLoad('client', String(invoice.clientId), () =>

@@ -41,7 +41,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const { productId, billingCycle } = request.body
-    const clientId = Number(request.user.sub)
+    const clientId = request.user.clientId
     const order: OrderRequest = { clientId, productId: Number(productId), billingCycle }
     const header = request.headers['idempotency-key']
     if (header === undefined) return reply.code(201).send(await orderPlacement.place(order))
@@ -82,7 +82,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request) => {
     const { page, limit } = request.query
-    const { orders: list, total } = await orders.listForClient(Number(request.user.sub), limit, (page - 1) * limit)
+    const { orders: list, total } = await orders.listForClient(request.user.clientId, limit, (page - 1) * limit)
     return { orders: list, page, limit, total }
   })
 
@@ -96,7 +96,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Type.Ref(Order, { description: 'the order' }), ...errors, 404: errorResponse('The caller has no order with this id (`ORDER_NOT_FOUND`)') }
     }
   }, async (request) => {
-    const order = await orders.findForClient(Number(request.user.sub), request.params.id)
+    const order = await orders.findForClient(request.user.clientId, request.params.id)
     if (order === null) throw new OrderNotFoundError()
     return order
   })

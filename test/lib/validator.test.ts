@@ -32,6 +32,20 @@ t.test('a body is validated as typed; the query and headers are converted, heade
   t.match(missing.json(), { message: /headers must have required property 'x-count'/ })
 })
 
+t.test('a converted number is finite and within the integers a double holds exactly, whatever the schema bounds', async (t) => {
+  const app = await appWithRoute()
+  t.teardown(() => app.close())
+  for (const value of ['Infinity', '-Infinity', '1e999', '9007199254740993']) {
+    const inQuery = await app.inject({ method: 'POST', url: `/things?page=${value}`, headers: { 'x-count': '5' }, payload: { quantity: 3 } })
+    t.equal(inQuery.statusCode, 400, `page=${value} refused`)
+    t.match(inQuery.json(), { message: 'querystring/page must be a finite number within bounds' })
+    const inHeader = await app.inject({ method: 'POST', url: '/things?page=1', headers: { 'x-count': value }, payload: { quantity: 3 } })
+    t.equal(inHeader.statusCode, 400, `x-count: ${value} refused`)
+  }
+  const inBody = await app.inject({ method: 'POST', url: '/things?page=1', headers: { 'x-count': '5', 'content-type': 'application/json' }, payload: '{"quantity":1e999}' })
+  t.equal(inBody.statusCode, 400, 'a body\'s 1e999 (Infinity once parsed) refused too')
+})
+
 t.test('an app built again in the same process reuses the functions compiled for the same schemas, and compiles new ones', async (t) => {
   const compiledBy = async (maximum: number) => {
     const app = Fastify({ schemaController: { compilersFactory: { buildValidator: exactBodyValidator(), buildSerializer: reusingSerializer() } } })

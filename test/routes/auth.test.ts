@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto'
 import { buildTestApp, startTestSandbox, testEnv } from '../helpers/app.js'
 import { buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
 import { bearer, handMadeToken, login } from '../helpers/tokens.js'
+import { TOKEN_AUDIENCE, TOKEN_ISSUER } from '../../plugins/external/jwt.js'
 
 const SECRET = testEnv().JWT_SECRET!
 const ERROR_BODY = { statusCode: Number, error: String, message: String, code: String, correlationId: String }
@@ -87,13 +88,13 @@ t.test('logout revokes the token', async (t) => {
 t.test('expired, forged, alg none and garbage tokens are 401 with the error body', async (t) => {
   const app = await buildTestApp(t)
   const now = Math.floor(Date.now() / 1000)
-  const valid = { sub: '1', jti: randomUUID(), iat: now, exp: now + 600 }
+  const valid = { sub: '1', jti: randomUUID(), iat: now, exp: now + 600, iss: TOKEN_ISSUER, aud: TOKEN_AUDIENCE }
   const tokens = {
     expired: handMadeToken({ ...valid, iat: now - 1000, exp: now - 100 }, { secret: SECRET }),
     'wrongly signed': handMadeToken(valid, { secret: 'not-the-service-secret-but-just-as-long' }),
     'alg none': handMadeToken(valid, { alg: 'none' }),
     'other algorithm': handMadeToken(valid, { secret: SECRET, alg: 'HS512' }),
-    'no jti': handMadeToken({ sub: '1', iat: now, exp: now + 600 }, { secret: SECRET }),
+    'no jti': handMadeToken({ sub: '1', iat: now, exp: now + 600, iss: TOKEN_ISSUER, aud: TOKEN_AUDIENCE }, { secret: SECRET }),
     garbage: 'not.a.token',
     empty: ''
   }

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis'
 import { abortable } from '../../../lib/abortable.js'
 import type { Order, OrderStatus } from './store.js'
 import { orderStatusBacklogKey, orderStatusChannel } from '../redis-keys.js'
+import { databaseOf } from '../../external/redis.js'
 import type { PubSub } from '../pubsub.js'
 
 /** What an SSE client sees when one of its orders changes status. */
@@ -70,7 +71,7 @@ export class OrderStatusChanges {
     this.#pubsub = pubsub
     this.#prefix = keyPrefix
     this.#options = options
-    this.#channel = orderStatusChannel(keyPrefix)
+    this.#channel = orderStatusChannel(keyPrefix, databaseOf(redis))
     // Specification §6: when the cache fails, the streams drop, and clients reconnect.
     pubsub.onLost(() => this.#dropAll('Redis connection lost'))
   }

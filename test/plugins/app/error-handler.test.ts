@@ -111,18 +111,20 @@ t.test('unknown routes are 404 in the same shape, with the correlation id header
   t.same(response.json(), { statusCode: 404, error: 'Not Found', message: 'Route GET /api/nothing-here not found', code: 'NOT_FOUND', correlationId: 'lost-1' })
 })
 
-t.test('a path that exists, asked with a method it does not take, is the same 404 naming method and path', async (t) => {
+t.test('a path that exists, asked with a method it does not take, is a 405 naming method and path, with Allow', async (t) => {
   const app = await buildTestApp(t)
   const response = await app.inject({ method: 'DELETE', url: '/health?x=1' })
-  t.equal(response.statusCode, 404)
-  t.match(response.json(), { statusCode: 404, code: 'NOT_FOUND', message: 'Route DELETE /health not found' })
+  t.equal(response.statusCode, 405)
+  t.equal(response.headers.allow, 'GET, HEAD')
+  t.match(response.json(), { statusCode: 405, code: 'METHOD_NOT_ALLOWED', message: 'Method DELETE is not served at /health: the Allow header lists those that are' })
 })
 
-t.test('a method Fastify knows but no route takes (QUERY, without a body or content type) is the same 404', async (t) => {
+t.test('a method Fastify knows but no route takes (QUERY, without a body or content type): 405 on a path that exists, else 404', async (t) => {
   const app = await buildTestApp(t)
-  for (const url of ['/api/orders', '/no-such-route']) {
-    const response = await app.inject({ method: 'QUERY' as 'GET', url })
-    t.equal(response.statusCode, 404, `QUERY ${url}`)
-    t.match(response.json(), { statusCode: 404, code: 'NOT_FOUND', message: `Route QUERY ${url} not found` })
-  }
+  const served = await app.inject({ method: 'QUERY' as 'GET', url: '/api/orders' })
+  t.equal(served.statusCode, 405, 'QUERY /api/orders')
+  t.equal(served.headers.allow, 'GET, HEAD, POST')
+  const unknown = await app.inject({ method: 'QUERY' as 'GET', url: '/no-such-route' })
+  t.equal(unknown.statusCode, 404, 'QUERY /no-such-route')
+  t.match(unknown.json(), { statusCode: 404, code: 'NOT_FOUND', message: 'Route QUERY /no-such-route not found' })
 })

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ConfigError, loadConfig } from '../../../settings.js'
 import { redisConnectionOptions } from '../../../plugins/external/redis.js'
-import { revocationChannel } from '../../../plugins/app/redis-keys.js'
+import { orderStatusChannel, revocationChannel } from '../../../plugins/app/redis-keys.js'
 import { buildTestApp, testEnv } from '../../helpers/app.js'
 import { PrivateSentinelSet, SENTINEL_DOWN_AFTER_MS, SENTINEL_FAILOVER_TIMEOUT_MS } from '../../helpers/private-sentinel.js'
 import { waitFor } from '../../helpers/processes.js'
@@ -69,7 +69,7 @@ async function worksOnPromoted (t: Test, app: FastifyInstance, set: PrivateSenti
   const prefix = app.config.REDIS_KEY_PREFIX
   const promoted = set.replica.client(t)
   await waitFor('both channels subscribed on the promoted replica', async () => {
-    const [, revocations, , orderStatus] = await promoted.pubsub('NUMSUB', revocationChannel(prefix), `${prefix}orders:status`) as [string, number, string, number]
+    const [, revocations, , orderStatus] = await promoted.pubsub('NUMSUB', revocationChannel(prefix, 0), orderStatusChannel(prefix, 0)) as [string, number, string, number]
     return revocations >= 1 && orderStatus >= 1
   }, 5000)
   t.pass('the revocation and order status channels are subscribed on the promoted replica')

@@ -210,3 +210,20 @@ t.test('a bad body gets the answer the document describes', async (t) => {
     t.ok(documented.some(([, name, prefix]) => prefix === undefined ? code === name : code.startsWith(name!)), `${code} is among the codes documented for ${status}`)
   }
 })
+
+t.test('a nullable enum lists null, as OpenAPI 3.0 wants: a client validating the answers takes the null the service sends', async (t) => {
+  const app = await buildTestApp(t)
+  const found: unknown[][] = []
+  const visit = (value: unknown): void => {
+    if (Array.isArray(value)) value.forEach(visit)
+    if (typeof value !== 'object' || value === null) return
+    const { nullable, enum: members } = value as { nullable?: boolean, enum?: unknown[] }
+    if (nullable === true && Array.isArray(members)) found.push(members)
+    Object.values(value).forEach(visit)
+  }
+  visit((await app.inject('/docs/json')).json())
+  t.ok(found.length >= 1, `${found.length} nullable enums`)
+  t.ok(found.every((members) => members.includes(null)), 'each lists null')
+  const alerts = (await app.inject('/docs/json')).json().components.schemas.Alert.properties.priority
+  t.same(alerts.enum, ['P1', 'P2', 'P3', 'P4', null], 'the priority of an alert, null while ok')
+})
