@@ -19,7 +19,12 @@ import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
  * A few runs an operation in `npm test`; `npm run test:properties` runs many (PROPERTY_RUNS).
  */
 const RUNS = Number(process.env.PROPERTY_RUNS ?? 8)
-const SEED = process.env.PROPERTY_SEED === undefined ? undefined : Number(process.env.PROPERTY_SEED)
+/**
+ * A failed run again: PROPERTY_REPLAY holds the braces its report prints (`{ …: -1293436848, path: "0",
+ * endOnFailure: true }`), read as fast-check's parameters.
+ */
+const REPLAY = Object.fromEntries([...(process.env.PROPERTY_REPLAY ?? '').matchAll(/(\w+): ("[^"]*"|-?\d+|true|false)/g)]
+  .map(([, name, value]) => [name, JSON.parse(value!) as unknown]))
 
 type Auth = 'bearer' | 'cookie' | 'none'
 interface Case {
@@ -178,7 +183,7 @@ t.test('every operation of the OpenAPI document, tried with generated input: no 
       const validate = cases.validator(media.schema)
       if (!validate(JSON.parse(answer.body))) throw new Error(`a body its schema refuses (${JSON.stringify(validate.errors)}): ${what}`)
     })
-    await t.resolves(fc.assert(property, { numRuns: RUNS, endOnFailure: true, includeErrorInReport: true, ...(SEED !== undefined && { seed: SEED }) }), `${method} ${path}`)
+    await t.resolves(fc.assert(property, { numRuns: RUNS, endOnFailure: true, includeErrorInReport: true, ...REPLAY }), `${method} ${path}`)
     t.comment(`${method} ${path}: ${[...seen].sort().map(([kind, count]) => `${kind} x${count}`).join(', ')}`)
   }
 })

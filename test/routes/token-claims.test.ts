@@ -43,6 +43,8 @@ t.test('a token signed with the secret but naming no client id, or another issue
     'no issuer nor audience': handMadeToken({ sub: '1', jti: randomUUID(), iat: now, exp: now + 600 }, { secret: SECRET })
   }
   const operations = bearerOperations(app)
+  const apiPaths = Object.keys((app.swagger() as unknown as OpenApiDocument).paths).filter((path) => path.startsWith('/api/') && path !== '/api/health/services/cache')
+  t.same(apiPaths.filter((path) => !operations.some((operation) => operation.path === path.replaceAll(/\{[^}]+\}/g, '1'))), [], 'every /api/* path takes a token, but the public services cache report')
   t.ok(operations.length >= 8 && ['/api/invoices', '/api/orders', '/api/events', '/api/invoices/1', '/api/orders/1'].every((path) => operations.some((operation) => operation.path === path)), `${operations.length} operations take a token`)
   for (const { method, path } of operations) {
     for (const [kind, token] of Object.entries(refused)) {
