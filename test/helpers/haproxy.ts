@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { projectRoot } from '../../lib/project-root.js'
@@ -138,4 +138,15 @@ export async function startHaproxy (t: Teardown, render: (bindPort: number) => s
     return (await fetch(`${url}/health/live`)).ok
   }, 10_000)
   return { url, pid: child.pid!, lines }
+}
+
+/**
+ * The shipped configuration (deploy/haproxy/haproxy.cfg) in front of instances on these loopback
+ * ports, checking them every `interMs`: what a test of the deployment runs. Its settings come along,
+ * for a test that must agree with them.
+ */
+export async function startShippedHaproxy (t: Teardown, { serverPorts, interMs }: Omit<RenderOptions, 'bindPort'>): Promise<HaproxyProcess & { settings: HaproxySettings }> {
+  const shipped = readFileSync(HAPROXY_CONFIG, 'utf8')
+  const haproxy = await startHaproxy(t, (bindPort) => renderHaproxyConfig(shipped, { bindPort, serverPorts, interMs }))
+  return { ...haproxy, settings: haproxySettings(shipped) }
 }

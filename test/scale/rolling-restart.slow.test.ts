@@ -6,7 +6,7 @@ import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { ORDER_PROVISION_CHANNEL } from '../../plugins/app/platform-events/subscription.js'
 import { ensureTestDatabase, startTestSandbox, testEnv, testKeyPrefix, testSchemaUrl } from '../helpers/app.js'
-import { HAPROXY_CONFIG, haproxySettings, renderHaproxyConfig, startHaproxy } from '../helpers/haproxy.js'
+import { startShippedHaproxy } from '../helpers/haproxy.js'
 import { skipWithout } from '../helpers/packages.js'
 import { SHARED_REDIS } from '../helpers/made.js'
 import { freePort } from '../helpers/ports.js'
@@ -94,9 +94,8 @@ t.test('rolling restart of three instances behind HAProxy under load: no failed 
   const envOf = ports.map((port) => testEnv({ ...env, PORT: String(port) }))
   const instances = await all(envOf.map((instanceEnv) => start(t, instanceEnv)))
 
-  const shipped = readFileSync(HAPROXY_CONFIG, 'utf8')
-  const haproxy = await startHaproxy(t, (bindPort) => renderHaproxyConfig(shipped, { bindPort, serverPorts: ports, interMs: INTER_MS }))
-  const { fall, rise } = haproxySettings(shipped)
+  const haproxy = await startShippedHaproxy(t, { serverPorts: ports, interMs: INTER_MS })
+  const { fall, rise } = haproxy.settings
   t.ok(INTER_MS * fall * 2 < SHUTDOWN_DELAY_MS, `down within ${INTER_MS * fall} ms, under half the ${SHUTDOWN_DELAY_MS} ms delay`)
   const token = await signIn(haproxy.url)
 
