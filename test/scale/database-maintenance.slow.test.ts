@@ -127,7 +127,9 @@ t.test('database maintenance under three instances, HAProxy and PgBouncer: a PAU
     const heldFor = performance.now() - began
     if (heldFor < fault.holdMs) await sleep(fault.holdMs - heldFor)
     await fault.end()
+    const ended = performance.now()
     if (!await everyInstanceSays(`${fault.name}: database ok on every instance within ${RECOVERY_MS / 1000} s after it`, 'ok', RECOVERY_MS)) return
+    t.comment(`${fault.name}: fail on every instance ${Math.round(heldFor)} ms after it began (at most), ok on every instance ${Math.round(performance.now() - ended)} ms after it ended`)
   }
   await orders.stop()
   const byStatus = new Map<string, number>()
