@@ -32,11 +32,13 @@ const PACKAGED_TESTS: Array<{ file: string, test: string, programs: PackagedProg
   { file: 'test/browser/portal-page.slow.test.ts', test: 'the reference page, served from another origin', programs: ['chromium'] },
   { file: 'test/browser/portal-page.slow.test.ts', test: 'sign out everywhere: a tab learns it', programs: ['chromium'] },
   { file: 'test/browser/portal-page.slow.test.ts', test: 'CSRF: a form on another site', programs: ['chromium'] },
-  { file: 'test/browser/tls-proxy.slow.test.ts', test: 'TLS at the edge', programs: ['haproxy', 'openssl', 'chromium'] }
+  { file: 'test/browser/tls-proxy.slow.test.ts', test: 'TLS at the edge', programs: ['haproxy', 'openssl', 'chromium'] },
+  { file: 'test/server-dependencies.slow.test.ts', test: 'PostgreSQL that does not answer at start', programs: ['pgbouncer'] },
+  { file: 'test/scale/database-maintenance.slow.test.ts', test: 'database maintenance under three instances', programs: ['haproxy', 'openssl', 'pgbouncer'] }
 ]
 
 // What in a test file runs a packaged program: such a file must be in the list above.
-const RUNS_A_PROGRAM = /startHaproxy\(|selfSignedCertificate\(|checkHaproxyConfig\(|PrivatePgBouncer\.|PrometheusServer\.|AlertmanagerServer\.|runAmtool\(|promtool\(\['(check', 'rules|test')|findProgram\('chromium'\)|portalBrowser\(/
+const RUNS_A_PROGRAM = /startHaproxy\(|startShippedHaproxy\(|selfSignedCertificate\(|checkHaproxyConfig\(|PrivatePgBouncer\.|PrometheusServer\.|AlertmanagerServer\.|runAmtool\(|promtool\(\['(check', 'rules|test')|findProgram\('chromium'\)|portalBrowser\(/
 
 function testFiles (directory: string): string[] {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {

@@ -5,6 +5,7 @@ import { ensureTestDatabase, startTestSandbox, testConfig, testEnv } from './hel
 import { freePort } from './helpers/ports.js'
 import { runServer } from './helpers/service-process.js'
 import { PrivatePostgres } from './helpers/private-postgres.js'
+import { skipWithout } from './helpers/packages.js'
 import { PrivatePgBouncer } from './helpers/private-pgbouncer.js'
 
 // The bound the acceptance of a failed start sets: an orchestrator restarting the process, or a
@@ -52,7 +53,7 @@ t.test('the process: exit 1 with one line saying so, no stack trace, no credenti
   }
 })
 
-t.test('PostgreSQL that does not answer at start: the start fails within DATABASE_CONNECT_TIMEOUT_MS and a few seconds, naming PostgreSQL and DATABASE_URL', async (t) => {
+t.test('PostgreSQL that does not answer at start: the start fails within DATABASE_CONNECT_TIMEOUT_MS and a few seconds, naming PostgreSQL and DATABASE_URL', { skip: skipWithout(['pgbouncer']) }, async (t) => {
   const cluster = await PrivatePostgres.start()
   t.teardown(() => cluster.destroy())
   const bouncer = await PrivatePgBouncer.start({ database: 'postgres', poolSize: 2, server: cluster.url })

@@ -17,6 +17,13 @@ export function databaseCheck ({ probe, pool, log }: DatabaseCheckOptions): Heal
   // The one error line of a database outage: the API's refusals meanwhile are not logged each.
   const outage = new OutageLog(log, 'database: PostgreSQL', { level: 'error', consequence: 'the API answers 500 DATABASE_UNAVAILABLE' })
   const lent = new LentConnections(pool)
+  // A server that does not answer the probe within the check's bound, in its connect or its SELECT 1,
+  // answers no query: fail the business queries waiting on the same server now rather than at their
+  // query timeout (the gate refuses new ones from now on).
+  const dropLent = () => {
+    const dropped = lent.drop()
+    if (dropped > 0) log.warn({ connections: dropped }, 'database not answering: queries in flight failed at once instead of at DATABASE_QUERY_TIMEOUT_MS')
+  }
   const selectOne = async (signal: AbortSignal) => {
     const client = await probe.connect()
     let released = false
@@ -26,13 +33,11 @@ export function databaseCheck ({ probe, pool, log }: DatabaseCheckOptions): Heal
       signal.removeEventListener('abort', onAbort)
       client.release(error)
     }
-    // A server that does not answer SELECT 1 within the check's bound answers no query: drop the
-    // probe's connection rather than leave it in the pool, and fail the business queries waiting on
-    // the same server now rather than at their query timeout (the gate refuses new ones from now on).
-    const onAbort = () => {
-      release(new Error('health check abandoned'))
-      const dropped = lent.drop()
-      if (dropped > 0) log.warn({ connections: dropped }, 'database not answering: queries in flight failed at once instead of at DATABASE_QUERY_TIMEOUT_MS')
+    // The probe's connection is dropped rather than left in the pool.
+    const onAbort = () => release(new Error('health check abandoned'))
+    if (signal.aborted) {
+      onAbort()
+      throw new Error('health check abandoned while connecting')
     }
     signal.addEventListener('abort', onAbort, { once: true })
     try {
@@ -44,11 +49,14 @@ export function databaseCheck ({ probe, pool, log }: DatabaseCheckOptions): Heal
     }
   }
   return async (signal: AbortSignal) => {
+    signal.addEventListener('abort', dropLent, { once: true })
     try {
       await selectOne(signal)
     } catch (error) {
       outage.error(error)
       throw error
+    } finally {
+      signal.removeEventListener('abort', dropLent)
     }
     outage.recovered()
   }

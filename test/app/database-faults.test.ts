@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { placeOrder } from '../helpers/provisioning.js'
 import pg from 'pg'
 import { buildTestApp, startTestSandbox, tempDir } from '../helpers/app.js'
@@ -18,6 +18,18 @@ async function timed (app: FastifyInstance, request: InjectOptions) {
   const started = performance.now()
   const response = await app.inject(request)
   return { response, elapsed: performance.now() - started }
+}
+
+/**
+ * A PostgreSQL of the test's own, which it may hang, and an app on it, Jane signed in: its queries
+ * wait ten minutes for an answer, so within the test only the health check (500 ms, run by every
+ * request) can end them.
+ */
+async function hangableApp (t: Test, overrides: Record<string, string> = {}) {
+  const cluster = await PrivatePostgres.start()
+  t.teardown(() => cluster.destroy())
+  const app = await buildTestApp(t, { DATABASE_URL: cluster.url, DATABASE_QUERY_TIMEOUT_MS: '600000', HEALTH_CHECK_TIMEOUT_MS: '500', HEALTH_CHECK_CACHE_MS: '0', ...overrides })
+  return { cluster, app, token: await login(app) }
 }
 
 t.test('PostgreSQL hung or stopped: every API request answers 500 DATABASE_UNAVAILABLE in bounded time, then is served again', async (t) => {
@@ -84,16 +96,7 @@ t.test('PostgreSQL hung or stopped: every API request answers 500 DATABASE_UNAVA
 })
 
 t.test('PostgreSQL hung under requests already admitted: once the database check times out, their queries fail at once with 500 DATABASE_UNAVAILABLE, not at DATABASE_QUERY_TIMEOUT_MS', async (t) => {
-  const cluster = await PrivatePostgres.start()
-  t.teardown(() => cluster.destroy())
-  const app = await buildTestApp(t, {
-    DATABASE_URL: cluster.url,
-    // Ten minutes: only the check can end these queries within the test.
-    DATABASE_QUERY_TIMEOUT_MS: '600000',
-    HEALTH_CHECK_TIMEOUT_MS: '500',
-    HEALTH_CHECK_CACHE_MS: '0'
-  })
-  const token = await login(app)
+  const { cluster, app, token } = await hangableApp(t)
   t.equal((await app.inject('/health')).json().checks.database, 'ok')
   cluster.hang()
   t.teardown(() => cluster.resume())
@@ -108,6 +111,26 @@ t.test('PostgreSQL hung under requests already admitted: once the database check
   for (const response of answers ?? []) {
     t.same(response.json(), { ...DATABASE_UNAVAILABLE, correlationId: response.headers['x-correlation-id'] }, `${response.raw.req.method} /api/orders: 500 DATABASE_UNAVAILABLE`)
   }
+  cluster.resume()
+  await waitFor('the API to be served again', async () => (await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode === 200)
+})
+
+t.test('PostgreSQL hung while the check\'s probe has no connection open: the check times out in its connect, and the queries in flight still fail at once', async (t) => {
+  const { cluster, app, token } = await hangableApp(t)
+  t.equal((await app.inject('/health')).json().checks.database, 'ok')
+  // The probe's connection ended, as an idle one is after its idle timeout: the next check connects anew.
+  const admin = new pg.Client({ connectionString: cluster.url })
+  await admin.connect()
+  await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [`${app.config.SERVICE_NAME}-probe`])
+  await admin.end()
+  await waitFor('the probe pool empty', async () => app.pg.probe!.pool.totalCount === 0)
+  cluster.hang()
+  t.teardown(() => cluster.resume())
+  const admitted = app.inject({ url: '/api/orders', headers: bearer(token) })
+  await waitFor('the check to fail in its connect', async () => (await app.inject('/health')).json().checks.database === 'fail')
+  const answer = await Promise.race([admitted, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 5000))])
+  t.ok(answer !== undefined, 'the admitted request is answered once the check has seen the hang')
+  if (answer !== undefined) t.same(answer.json(), { ...DATABASE_UNAVAILABLE, correlationId: answer.headers['x-correlation-id'] }, 'GET /api/orders: 500 DATABASE_UNAVAILABLE')
   cluster.resume()
   await waitFor('the API to be served again', async () => (await app.inject({ url: '/api/orders', headers: bearer(token) })).statusCode === 200)
 })
@@ -168,18 +191,8 @@ t.test('PostgreSQL at max_connections: 500 DATABASE_UNAVAILABLE at once, served 
 })
 
 t.test('the health check drops the connection a placement holds inside its transaction: the process lives on and the request answers 500 DATABASE_UNAVAILABLE', async (t) => {
-  const cluster = await PrivatePostgres.start()
-  t.teardown(() => cluster.destroy())
   const logDir = tempDir('logs')
-  const app = await buildTestApp(t, {
-    DATABASE_URL: cluster.url,
-    LOG_DIR: logDir,
-    // Ten minutes: only the check can end the placement's query within the test.
-    DATABASE_QUERY_TIMEOUT_MS: '600000',
-    HEALTH_CHECK_TIMEOUT_MS: '500',
-    HEALTH_CHECK_CACHE_MS: '0'
-  })
-  const token = await login(app)
+  const { cluster, app, token } = await hangableApp(t, { LOG_DIR: logDir })
   const placement = { method: 'POST' as const, url: '/api/orders', headers: { ...bearer(token), 'idempotency-key': 'dropped-in-transaction' }, payload: { productId: 1, billingCycle: 'monthly' } }
   // A transaction of the test's own holds the keys' table: the placement's first statement after
   // BEGIN waits for it, its connection lent out and inside a transaction.

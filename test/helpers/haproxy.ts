@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { Agent, request } from 'undici'
@@ -8,7 +8,7 @@ import { findProgram } from './packages.js'
 import { freePort } from './ports.js'
 import { exited, waitFor } from './processes.js'
 import { tempDir } from './made.js'
-import type { TestCertificate } from './tls.js'
+import { selfSignedCertificate, type TestCertificate } from './tls.js'
 
 interface Teardown { teardown (fn: () => unknown): void }
 
@@ -179,4 +179,15 @@ export async function startHaproxy (t: Teardown, certificate: TestCertificate, r
     throw new Error(`${String(error)} (haproxy ${child.exitCode === null ? 'running' : `exited ${child.exitCode}`}; last failure: ${String(failure)}): ${lines.map((line) => line.text).join('\n')}`)
   })
   return { url, httpUrl: `http://127.0.0.1:${ports.http}`, ports, dispatcher, pid: child.pid!, lines }
+}
+
+/**
+ * The shipped configuration (deploy/haproxy/haproxy.cfg) in front of instances on these loopback
+ * ports, checking them every `interMs`: what a test of the deployment runs. Its settings come along,
+ * for a test that must agree with them.
+ */
+export async function startShippedHaproxy (t: Teardown, { serverPorts, interMs }: Omit<RenderOptions, 'ports'>): Promise<HaproxyProcess & { settings: HaproxySettings }> {
+  const shipped = readFileSync(HAPROXY_CONFIG, 'utf8')
+  const haproxy = await startHaproxy(t, selfSignedCertificate(), (ports) => renderHaproxyConfig(shipped, { ports, serverPorts, interMs }))
+  return { ...haproxy, settings: haproxySettings(shipped) }
 }

@@ -39,6 +39,8 @@ export class PrivatePgBouncer {
       `admin_users = ${server.username}`,
       'pool_mode = transaction',
       `default_pool_size = ${poolSize}`,
+      // After a failed login to the server (one restarting), PgBouncer waits this long before the next: 15 s by default.
+      'server_login_retry = 1',
       ''
     ].join('\n'))
     const user = runAs()

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis'
 import { request, type Dispatcher } from 'undici'
 import { ORDER_PROVISION_CHANNEL } from '../../plugins/app/platform-events/subscription.js'
 import { ensureTestDatabase, startTestSandbox, testEnv, testKeyPrefix, testSchemaUrl } from '../helpers/app.js'
-import { HAPROXY_CONFIG, haproxySettings, renderHaproxyConfig, startHaproxy } from '../helpers/haproxy.js'
+import { startShippedHaproxy } from '../helpers/haproxy.js'
 import { skipWithout } from '../helpers/packages.js'
 import { SHARED_REDIS } from '../helpers/made.js'
 import { freePort } from '../helpers/ports.js'
@@ -95,10 +95,8 @@ t.test('rolling restart of three instances behind HAProxy under load: no failed 
   const envOf = ports.map((port) => testEnv({ ...env, PORT: String(port) }))
   const instances = await all(envOf.map((instanceEnv) => start(t, instanceEnv)))
 
-  const shipped = readFileSync(HAPROXY_CONFIG, 'utf8')
-  // Over TLS, as shipped: the load's client takes any certificate, the sign-in trusts the test's.
-  const haproxy = await startHaproxy(t, selfSignedCertificate(), (haproxyPorts) => renderHaproxyConfig(shipped, { ports: haproxyPorts, serverPorts: ports, interMs: INTER_MS }))
-  const { fall, rise } = haproxySettings(shipped)
+  const haproxy = await startShippedHaproxy(t, { serverPorts: ports, interMs: INTER_MS })
+  const { fall, rise } = haproxy.settings
   t.ok(INTER_MS * fall * 2 < SHUTDOWN_DELAY_MS, `down within ${INTER_MS * fall} ms, under half the ${SHUTDOWN_DELAY_MS} ms delay`)
   const token = await signIn(haproxy.url, haproxy.dispatcher)
 
