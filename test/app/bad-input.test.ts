@@ -4,6 +4,7 @@ import { request } from 'undici'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildTestApp, tempDir } from '../helpers/app.js'
+import { waitFor } from '../helpers/processes.js'
 import { bearer, login } from '../helpers/tokens.js'
 
 interface Case {
@@ -154,8 +155,11 @@ t.test('a request refused before routing leaves a log line with its correlation 
   const badLine = await rawExchange(address, 'GET /health/live HTTP/1.1\r\nHost: x\r\nBroken header line\r\n\r\n')
   const badUrl = await app.inject('/api/orders/%E0%A4%A')
   await app.close()
-  const lines = readFileSync(join(logDir, 'combined.log'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
-  const refused = lines.filter((line) => line.message === 'request refused before routing')
+  // The log file is written asynchronously: on a busy machine the lines may land after the close.
+  const refusedLines = () => readFileSync(join(logDir, 'combined.log'), 'utf8').split('\n').filter(Boolean)
+    .map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.message === 'request refused before routing')
+  await waitFor('both refusals logged', async () => refusedLines().length >= 2)
+  const refused = refusedLines()
   const lineId = /x-correlation-id: ([0-9a-f-]{36})/.exec(badLine)?.[1]
   t.match(refused.find((line) => line.correlationId === lineId), { level: 30, statusCode: 400, code: 'MALFORMED_REQUEST' }, 'the bad request line')
   t.match(refused.find((line) => line.correlationId === badUrl.headers['x-correlation-id']), { level: 30, statusCode: 400, code: 'FST_ERR_BAD_URL' }, 'the malformed URL')

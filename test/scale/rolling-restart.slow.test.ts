@@ -13,7 +13,6 @@ import { freePort } from '../helpers/ports.js'
 import { waitFor } from '../helpers/processes.js'
 import { startProductService, type ServiceProcess } from '../helpers/service-process.js'
 import { SseClient } from '../helpers/sse.js'
-import { selfSignedCertificate } from '../helpers/tls.js'
 import { bearer } from '../helpers/tokens.js'
 
 // The shipped configuration checks every second and marks an instance down after 2 failures,
