@@ -9,7 +9,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /**
      * onRequest hook of the portal routes: a valid, unrevoked Bearer access token, or else a live
-     * cookie session, which it renews; an unsafe request made with the cookie must pass the CSRF checks.
+     * cookie session, renewed once the request has succeeded (unless its route's config says
+     * `renewsSession: false`); an unsafe request made with the cookie must pass the CSRF checks.
      */
     authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void>
     /** A live cookie session only, left as it is: asking about a session does not extend it. */
@@ -21,7 +22,14 @@ declare module 'fastify' {
     /** The cookie session the request was authenticated by; undefined with a bearer token. */
     session: Session | undefined
   }
+  interface FastifyContextConfig {
+    /** false: a request of this route never renews its session (an event stream, decision 0089). */
+    renewsSession?: boolean
+  }
 }
+
+/** Requests whose session is renewed if they succeed: a refused or failed request never renews one (decision 0089). */
+const renewIfSucceeded = new WeakSet<FastifyRequest>()
 
 /** Failed token checks are counted per client address over a minute. */
 const TOKEN_FAILURE_WINDOW_MS = 60_000
@@ -85,9 +93,10 @@ async function authentication (fastify: FastifyInstance) {
     const cookie = sessionCookie(request)
     if (cookie === undefined) return await refuse(request, reply)
     refuseIf(request, csrfRefusal(request, portalOrigin))
-    const session = await fastify.sessions.read(cookie, renew)
+    const session = await fastify.sessions.read(cookie)
     if (session === undefined) return await refuse(request, reply, cookie)
     request.session = session
+    if (renew && request.routeOptions.config.renewsSession !== false) renewIfSucceeded.add(request)
     request.user = { sub: String(session.clientId), jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
   }
 
@@ -101,6 +110,9 @@ async function authentication (fastify: FastifyInstance) {
     if (await fastify.tokenBlacklist.isRevoked(request.user.jti)) await refuse(request, reply)
   })
   fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => bySession(request, reply, false))
+  fastify.addHook('onResponse', async (request, reply) => {
+    if (reply.statusCode < 400 && renewIfSucceeded.has(request)) fastify.sessions.renew(request.session!)
+  })
   fastify.decorate('requireSameSite', async (request: FastifyRequest) => refuseIf(request, crossSiteRefusal(request, portalOrigin)))
 }
 

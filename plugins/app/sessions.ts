@@ -55,6 +55,8 @@ export class SessionStore {
   readonly renewalIntervalMs: number
   /** Sessions whose renewal this instance is writing: requests that come meanwhile do not write it again. */
   readonly #renewing = new Set<string>()
+  /** Each session read, with its value as Redis held it: a renewal writes only over that value. */
+  readonly #read = new WeakMap<Session, string>()
 
   constructor (private readonly options: SessionStoreOptions) {
     this.renewalIntervalMs = Math.min(RENEWAL_MAX_INTERVAL_MS, Math.ceil(options.idleTimeoutMs / RENEWAL_SHARE))
@@ -74,19 +76,36 @@ export class SessionStore {
     return { cookie, session }
   }
 
-  /**
-   * The live session of a cookie, or undefined: unknown, ended, idle or past its age. `renew`
-   * extends its idle end, written at most once a renewal interval.
-   */
-  async read (cookie: string, renew: boolean): Promise<Session | undefined> {
+  /** The live session of a cookie, or undefined: unknown, ended, idle or past its age. Reading it does not renew it. */
+  async read (cookie: string): Promise<Session | undefined> {
     const id = hash(cookie)
     const { revoked, value } = await this.options.blacklist.lookup(id, this.#key(id))
     if (revoked || value === null) return undefined
     const session = deserialize(id, value)
     const now = Date.now()
     if (session === undefined || now >= session.idleExpiresAt || now >= session.expiresAt) return undefined
-    if (renew) this.#renew(session, value, now)
+    this.#read.set(session, value)
     return session
+  }
+
+  /**
+   * Extends the idle end of a session this instance read, once the request that read it has
+   * succeeded (decision 0089): written at most once a renewal interval, without waiting for it.
+   */
+  renew (session: Session): void {
+    const read = this.#read.get(session)
+    const now = Date.now()
+    if (read === undefined) return
+    const renewedAt = session.idleExpiresAt - this.options.idleTimeoutMs
+    if (now - renewedAt < this.renewalIntervalMs || session.idleExpiresAt >= session.expiresAt || this.#renewing.has(session.id)) return
+    this.#renewing.add(session.id)
+    session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
+    // Written only over the value read: of the instances that read it at once, one writes, and a
+    // session ended meanwhile is not brought back. A lost renewal costs the user at most a renewal
+    // interval of idle time, so the request does not wait for it.
+    this.options.redis.eval(RENEW, 1, this.#key(session.id), read, serialize(session), session.idleExpiresAt - now)
+      .catch((error: unknown) => this.options.log.warn({ err: error }, 'session not renewed: Redis is unavailable'))
+      .finally(() => this.#renewing.delete(session.id))
   }
 
   /** When the session idles out now, or undefined once it has ended: an open SSE stream asks at its idle end. */
@@ -122,20 +141,6 @@ export class SessionStore {
   /** Forgets credentials that have expired. */
   async removeExpired (): Promise<void> {
     await this.options.pool.query('DELETE FROM credentials WHERE expires_at < now()')
-  }
-
-  /** `read`: the session's value as this instance read it. */
-  #renew (session: Session, read: string, now: number): void {
-    const renewedAt = session.idleExpiresAt - this.options.idleTimeoutMs
-    if (now - renewedAt < this.renewalIntervalMs || session.idleExpiresAt >= session.expiresAt || this.#renewing.has(session.id)) return
-    this.#renewing.add(session.id)
-    session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
-    // Written only over the value read: of the instances that read it at once, one writes, and a
-    // session ended meanwhile is not brought back. A lost renewal costs the user at most a renewal
-    // interval of idle time, so the request does not wait for it.
-    this.options.redis.eval(RENEW, 1, this.#key(session.id), read, serialize(session), session.idleExpiresAt - now)
-      .catch((error: unknown) => this.options.log.warn({ err: error }, 'session not renewed: Redis is unavailable'))
-      .finally(() => this.#renewing.delete(session.id))
   }
 
   async #record (id: string, kind: 'session' | 'token', clientId: number, expiresAtMs: number): Promise<void> {

@@ -30,6 +30,9 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
   fastify.get('/api/events', {
     // The stream never ends, so a HEAD of it would never send its headers: GET only.
     exposeHeadRoute: false,
+    // An open stream does not renew its session, so neither does opening or reopening one: a tab
+    // left open, or one whose reconnections the cap refuses, would otherwise never idle out.
+    config: { renewsSession: false },
     schema: {
       operationId: 'streamEvents',
       tags: ['events'],

@@ -1,9 +1,10 @@
 import t from 'tap'
+import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, startTestSandbox, testSchemaUrl } from '../helpers/app.js'
 import { buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
 import { waitFor } from '../helpers/processes.js'
-import { CSRF, ORDER, startSession, status } from '../helpers/sessions.js'
+import { CSRF, JOHN, ORDER, startSession, status } from '../helpers/sessions.js'
 import { SseClient } from '../helpers/sse.js'
 import { bearer, login } from '../helpers/tokens.js'
 import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
@@ -72,6 +73,37 @@ t.test('a stream of a session that idles out ends; one whose session is in use l
   t.ok(idleStream.ended, 'the idle session\'s stream ended')
   t.match(idleStream.events.at(-1), { event: 'session.ended', data: '{"reason":"expired"}' })
   t.notOk(usedStream.ended, 'the stream of a session in use lives past the idle timeout')
+})
+
+t.test('refused and failed requests, and stream reconnections, never renew a session: knocked on every second, it idles out', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { SESSION_IDLE_TIMEOUT_S: '3', SSE_MAX_STREAMS_PER_USER: '1' }, sandbox)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const [jane, john] = [await startSession(app), await startSession(app, JOHN)]
+  const open = await SseClient.open(`${url}/api/events`, jane.cookie)
+  t.teardown(() => open.close())
+  t.equal(open.status, 200, 'Jane holds the one stream she may')
+  const answers = { refusedStream: new Set<number>(), missingOrder: new Set<number>(), reconnect: new Set<number>() }
+  const stream = async (cookie: Record<string, string>) => {
+    const knock = await SseClient.open(`${url}/api/events`, cookie)
+    knock.close()
+    return knock.status
+  }
+  const signedIn = async (cookie: Record<string, string>) => await status(app, cookie, '/auth/session') === 200
+  await waitFor('both sessions idle out while knocked on every second', async () => {
+    if (await signedIn(jane.cookie)) {
+      answers.refusedStream.add(await stream(jane.cookie))
+      answers.missingOrder.add(await status(app, jane.cookie, `/api/orders/${randomUUID()}`))
+    }
+    if (await signedIn(john.cookie)) answers.reconnect.add(await stream(john.cookie))
+    await sleep(1000)
+    return !await signedIn(jane.cookie) && !await signedIn(john.cookie)
+  }, 60_000)
+  t.ok(answers.refusedStream.has(429), 'Jane\'s second stream was refused by the cap')
+  t.ok(answers.missingOrder.has(404), 'her reads of an order that does not exist failed')
+  t.ok(answers.reconnect.has(200), 'John\'s stream reconnected')
+  await waitFor('Jane\'s open stream ends', async () => open.ended)
+  t.match(open.events.at(-1), { event: 'session.ended', data: '{"reason":"expired"}' })
 })
 
 t.test('logout-all on one instance ends a cookie session and a bearer token of the client on another, and their streams', async (t) => {
