@@ -2,7 +2,7 @@ import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, startTestSandbox, testSchemaUrl } from '../helpers/app.js'
-import { buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
+import { buildTestAppOnPrivateRedis, PrivateRedis } from '../helpers/private-redis.js'
 import { waitFor } from '../helpers/processes.js'
 import { CSRF, JOHN, ORDER, startSession, status } from '../helpers/sessions.js'
 import { SseClient } from '../helpers/sse.js'
@@ -143,6 +143,28 @@ t.test('a Redis that comes back empty never signs an ended session back in; a ne
   t.equal(await status(app, live.cookie), 401, 'a live session is lost with Redis: its user signs in again')
   const again = await startSession(app)
   t.equal(await status(app, again.cookie), 200, 'a new sign-in works')
+})
+
+t.test('a Redis restored from a copy of its append-only files older than a logout, and a service restart, never sign the session back in', async (t) => {
+  const redis = await PrivateRedis.start({ persistent: true })
+  t.teardown(() => redis.kill())
+  const deployment = { REDIS_URL: redis.url, DATABASE_URL: await testSchemaUrl(t) }
+  const before = await buildTestApp(t, deployment)
+  const { cookie } = await startSession(before)
+  t.equal(await status(before, cookie), 200, 'signed in')
+  const backup = redis.copyData()
+  t.equal((await before.inject({ method: 'POST', url: '/auth/logout', headers: { ...cookie, ...CSRF } })).statusCode, 204)
+  await before.close()
+
+  await redis.restoreData(backup)
+  const restored = redis.client(t)
+  t.equal((await restored.keys(`${before.config.REDIS_KEY_PREFIX}session:*`)).length, 1, 'the restored Redis holds the logged-out session again')
+  t.equal((await restored.keys(`${before.config.REDIS_KEY_PREFIX}auth:blacklist:*`)).length, 0, 'and not its revocation')
+  const restarted = await buildTestApp(t, { ...deployment, REDIS_KEY_PREFIX: before.config.REDIS_KEY_PREFIX })
+  t.equal(await status(restarted, cookie), 401, 'the logged-out session stays ended')
+  t.equal(await status(restarted, cookie, '/auth/session'), 401)
+  const again = await startSession(restarted)
+  t.equal(await status(restarted, again.cookie), 200, 'a new sign-in works')
 })
 
 t.test('with Redis down, a cookie sign-in answers 503 AUTH_UNAVAILABLE, even failing open, and sets no cookie', async (t) => {
