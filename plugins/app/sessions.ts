@@ -6,7 +6,7 @@ import type { Pool } from 'pg'
 import { AuthUnavailableError } from '../../lib/errors.js'
 import { Periodic } from '../../lib/periodic.js'
 import type { TokenBlacklist } from './blacklist.js'
-import { sessionKey } from './redis-keys.js'
+import { revokedKey, sessionKey } from './redis-keys.js'
 
 /** The portal's session cookie: `__Host-` makes the browser insist on Secure, Path=/ and no Domain. */
 export const SESSION_COOKIE = '__Host-portal-session'
@@ -35,6 +35,8 @@ export interface SessionStoreOptions {
 /** Renewals are spaced a tenth of the idle timeout apart, at most a minute: a session in use costs a write that often, not one a request. */
 const RENEWAL_SHARE = 10
 const RENEWAL_MAX_INTERVAL_MS = 60_000
+/** Sessions asked after in one MGET (two keys each). */
+const ENDED_CHUNK = 1000
 
 // Sets the session's new value if it still holds the value read.
 const RENEW = `
@@ -108,11 +110,25 @@ export class SessionStore {
       .finally(() => this.#renewing.delete(session.id))
   }
 
-  /** When the session idles out now, or undefined once it has ended: an open SSE stream asks at its idle end. */
-  async idleExpiresAt (id: string): Promise<number | undefined> {
-    const { revoked, value } = await this.options.blacklist.lookup(id, this.#key(id))
-    if (revoked || value === null) return undefined
-    return deserialize(id, value)?.idleExpiresAt
+  /**
+   * Of these sessions, those that have ended: `logged_out` when revoked, `expired` when gone (idled
+   * out, past its age, or lost with Redis's data). One MGET a thousand sessions; rejects while
+   * Redis cannot answer.
+   */
+  async ended (ids: string[]): Promise<Map<string, 'logged_out' | 'expired'>> {
+    const ended = new Map<string, 'logged_out' | 'expired'>()
+    const now = Date.now()
+    for (let start = 0; start < ids.length; start += ENDED_CHUNK) {
+      const chunk = ids.slice(start, start + ENDED_CHUNK)
+      const values = await this.options.redis.mget(chunk.flatMap((id) => [revokedKey(this.options.prefix, id), this.#key(id)]))
+      chunk.forEach((id, index) => {
+        const [revoked, value] = [values[2 * index], values[2 * index + 1]]
+        const session = value == null ? undefined : deserialize(id, value)
+        if (revoked != null) ended.set(id, 'logged_out')
+        else if (session === undefined || now >= session.idleExpiresAt || now >= session.expiresAt) ended.set(id, 'expired')
+      })
+    }
+    return ended
   }
 
   /** Ends one session on every instance: its SSE streams end with it. */

@@ -167,6 +167,20 @@ t.test('a Redis restored from a copy of its append-only files older than a logou
   t.equal(await status(restarted, again.cookie), 200, 'a new sign-in works')
 })
 
+t.test('a stream ends with session.ended within 5 s of its session lost with Redis\'s data (FLUSHALL), not at its idle end', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const { app, redis } = await buildTestAppOnPrivateRedis(t, {}, sandbox)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const { cookie } = await startSession(app)
+  const stream = await SseClient.open(`${url}/api/events`, cookie)
+  t.teardown(() => stream.close())
+  t.equal(stream.status, 200)
+  await redis.client(t).flushall()
+  t.equal(await status(app, cookie), 401, 'the session is gone')
+  await waitFor('the stream ends', async () => stream.ended, 5000)
+  t.match(stream.events.at(-1), { event: 'session.ended', data: '{"reason":"expired"}' })
+})
+
 t.test('with Redis down, a cookie sign-in answers 503 AUTH_UNAVAILABLE, even failing open, and sets no cookie', async (t) => {
   const { app, redis } = await buildTestAppOnPrivateRedis(t, { AUTH_BLACKLIST_FAIL_CLOSED: 'false' })
   await redis.kill()
