@@ -131,6 +131,12 @@ export class SessionStore {
     return ended
   }
 
+  /** Ends the live session a cookie holds, if it holds one: a browser that signs in anew leaves none behind. */
+  async endHeldBy (cookie: string | undefined): Promise<void> {
+    const session = cookie === undefined ? undefined : await this.read(cookie)
+    if (session !== undefined) await this.end(session)
+  }
+
   /** Ends one session on every instance: its SSE streams end with it. */
   async end (session: Session): Promise<void> {
     await this.options.blacklist.revoke(session.id, Math.ceil(session.expiresAt / 1000))

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, startTestSandbox, testSchemaUrl } from '../helpers/app.js'
 import { buildTestAppOnPrivateRedis, PrivateRedis } from '../helpers/private-redis.js'
 import { waitFor } from '../helpers/processes.js'
-import { CSRF, JOHN, ORDER, startSession, status } from '../helpers/sessions.js'
+import { CSRF, JANE, JOHN, ORDER, startSession, status } from '../helpers/sessions.js'
 import { SseClient } from '../helpers/sse.js'
 import { bearer, login } from '../helpers/tokens.js'
 import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
@@ -104,6 +104,26 @@ t.test('refused and failed requests, and stream reconnections, never renew a ses
   t.ok(answers.reconnect.has(200), 'John\'s stream reconnected')
   await waitFor('Jane\'s open stream ends', async () => open.ended)
   t.match(open.events.at(-1), { event: 'session.ended', data: '{"reason":"expired"}' })
+})
+
+t.test('a new sign-in from a browser ends the session its old cookie held, and that session\'s stream; a failed one ends nothing', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const first = await startSession(app)
+  const stream = await SseClient.open(`${url}/api/events`, first.cookie)
+  t.teardown(() => stream.close())
+  t.equal(stream.status, 200)
+
+  const second = await startSession(app, JOHN, first.cookie)
+  t.equal(await status(app, first.cookie), 401, 'the first session has ended')
+  await waitFor('its stream ends', async () => stream.ended)
+  t.match(stream.events.at(-1), { event: 'session.ended', data: '{"reason":"logged_out"}' })
+  t.equal(await status(app, second.cookie), 200, 'the new session works')
+
+  const wrong = await app.inject({ method: 'POST', url: '/auth/session', headers: second.cookie, payload: { ...JANE, password: 'wrong' } })
+  t.equal(wrong.statusCode, 401)
+  t.equal(await status(app, second.cookie), 200, 'a failed sign-in leaves the session the browser holds')
 })
 
 t.test('logout-all on one instance ends a cookie session and a bearer token of the client on another, and their streams', async (t) => {
