@@ -134,9 +134,10 @@ export class SseStreams {
    * cannot answer, they live on: the next check asks again.
    */
   async #endStreamsOfEndedSessions (): Promise<void> {
+    if (this.#checking) return
     const sessions = new Set<string>()
     for (const stream of this.#streams.keys()) if (stream.owner.session === true) sessions.add(stream.owner.jti)
-    if (this.#checking || sessions.size === 0) return
+    if (sessions.size === 0) return
     this.#checking = true
     try {
       const ended = await this.limits.endedSessions!([...sessions])

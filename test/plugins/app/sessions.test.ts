@@ -37,3 +37,18 @@ t.test('instances that read a session due for renewal at once write its renewal 
   t.equal(writes.length, 1, 'one write of the session for both instances')
   t.ok((await first.sessions.read(cookie))!.idleExpiresAt > session.idleExpiresAt, 'the session lasts longer')
 })
+
+t.test('asked after together, a revoked session is logged_out, one gone from Redis expired, a live one not ended', async (t) => {
+  const app = await buildTestApp(t)
+  const signIn = async () => {
+    const answer = await app.inject({ method: 'POST', url: '/auth/session', payload: { email: 'jane@example.com', password: 'correct-horse' } })
+    const cookie = answer.cookies.find(({ name }) => name === SESSION_COOKIE)!.value
+    return { cookie, session: (await app.sessions.read(cookie))! }
+  }
+  const [live, loggedOut, gone] = [await signIn(), await signIn(), await signIn()]
+  const logout = await app.inject({ method: 'POST', url: '/auth/logout', headers: { cookie: `${SESSION_COOKIE}=${loggedOut.cookie}`, 'x-csrf': '1' } })
+  t.equal(logout.statusCode, 204)
+  await app.redis.del(`${app.config.REDIS_KEY_PREFIX}session:${gone.session.id}`)
+  const ended = await app.sessions.ended([live.session.id, loggedOut.session.id, gone.session.id])
+  t.same(Object.fromEntries(ended), { [loggedOut.session.id]: 'logged_out', [gone.session.id]: 'expired' })
+})
