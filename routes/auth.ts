@@ -93,7 +93,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'startSession',
       tags: ['auth'],
       summary: 'Sign the portal\'s browser app in: sets the session cookie',
-      description: `Checks the email and password as POST /auth/login does, with the same limits and errors, and sets the cookie \`${SESSION_COOKIE}\` (HttpOnly, Secure, SameSite=Strict, Path=/). The body holds no token: the page never sees one. Send the cookie with every portal request (\`credentials: 'include'\` from another origin) and \`x-csrf: 1\` with every POST. The session ends after \`SESSION_IDLE_TIMEOUT_S\` without use, \`SESSION_MAX_AGE_S\` after sign-in, or at sign-out.`,
+      description: `Checks the email and password as POST /auth/login does, with the same limits and errors, and sets the cookie \`${SESSION_COOKIE}\` (HttpOnly, Secure, SameSite=Strict, Path=/). The body holds no token: the page never sees one. Send the cookie with every portal request (\`credentials: 'include'\` from another origin) and \`x-csrf: 1\` with every POST. The session ends after \`SESSION_IDLE_TIMEOUT_S\` without use, \`SESSION_MAX_AGE_S\` after sign-in, at sign-out, or at the next sign-in from the same browser: a sign-in that carries a live session's cookie ends that session, and its streams.`,
       security: [],
       body: Type.Ref(LoginRequest),
       response: {
@@ -104,6 +104,10 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const clientId = await signIn(request.body.email, request.body.password, reply)
+    // The new cookie replaces the old one in the browser: the session it held ends, with its
+    // streams, rather than live on unseen (decision 0090).
+    const { cookie: header } = request.headers
+    await fastify.sessions.endHeldBy(header === undefined ? undefined : fastify.parseCookie(header)[SESSION_COOKIE])
     const { cookie, session } = await fastify.sessions.start(clientId)
     reply.header('set-cookie', fastify.sessionCookieHeader(cookie))
     return sessionInfo(session)

@@ -61,7 +61,7 @@ export const ServiceSettingsSchema = Type.Object({
   CRM_EVENTS_LEASE_TTL_MS: Type.Integer({ minimum: 3000, maximum: 22_500, default: 6000, description: 'the subscription lease, renewed every third of it: another instance takes over within this long and a third after the holder dies. A failed renewal stops the holder at once, so only a holder paused for two thirds of it, less a renewal\'s time, could outlive its lease: keep it at least 3 times REDIS_COMMAND_TIMEOUT_MS' }),
   CRM_EVENTS_CONNECT_MARGIN_MS: Milliseconds(10_000, 'watchdog margin over the advised long-poll timeout'),
   ACCESS_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 60, maximum: 86_400, default: 900, description: 'lifetime of a portal access token (the expiresIn of POST /auth/login)' }),
-  SESSION_IDLE_TIMEOUT_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 1800, description: 'a portal cookie session unused this long ends; any authenticated request but GET /auth/session renews it' }),
+  SESSION_IDLE_TIMEOUT_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 1800, description: 'a portal cookie session unused this long ends; an authenticated request that succeeds renews it, but GET /auth/session and GET /api/events (open or reopened) do not' }),
   SESSION_MAX_AGE_S: Type.Integer({ minimum: 1, maximum: 2_592_000, default: 43_200, description: 'a portal cookie session ends this long after sign-in, however active' }),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 1, default: 300, description: 'requests per client (or IP) per minute' }),
   LOGIN_RATE_LIMIT_MAX: Type.Integer({ minimum: 1, default: 10, description: 'sign-in attempts per client address per minute' }),

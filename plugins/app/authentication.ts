@@ -9,7 +9,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /**
      * onRequest hook of the portal routes: a valid, unrevoked Bearer access token, or else a live
-     * cookie session, which it renews; an unsafe request made with the cookie must pass the CSRF checks.
+     * cookie session, renewed once the request has succeeded (unless its route's config says
+     * `renewsSession: false`); an unsafe request made with the cookie must pass the CSRF checks.
      */
     authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void>
     /** A live cookie session only, left as it is: asking about a session does not extend it. */
@@ -21,7 +22,14 @@ declare module 'fastify' {
     /** The cookie session the request was authenticated by; undefined with a bearer token. */
     session: Session | undefined
   }
+  interface FastifyContextConfig {
+    /** false: a request of this route never renews its session (an event stream, decision 0089). */
+    renewsSession?: boolean
+  }
 }
+
+/** Requests whose session is renewed if they succeed: a refused or failed request never renews one (decision 0089). */
+const renewIfSucceeded = new WeakSet<FastifyRequest>()
 
 /** Failed token checks are counted per client address over a minute. */
 const TOKEN_FAILURE_WINDOW_MS = 60_000
@@ -61,6 +69,13 @@ function varyOnCredentials (reply: FastifyReply): void {
   reply.header('vary', [...named, ...added].join(', '))
 }
 
+/** Refuses a request with 403 CSRF_REJECTED when a refusal was found, logging why. */
+function refuseIf (request: FastifyRequest, refusal: string | undefined): void {
+  if (refusal === undefined) return
+  request.log.warn({ reason: refusal, origin: request.headers.origin, secFetchSite: request.headers['sec-fetch-site'] }, 'request with the session cookie refused as cross-site')
+  throw new CsrfRejectedError()
+}
+
 async function authentication (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, publicOrigins, corsOrigins } = fastify.config
   const failures = new FailureLimiter(fastify.redis, { keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX), max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
@@ -83,12 +98,6 @@ async function authentication (fastify: FastifyInstance) {
     throw new UnauthorizedError()
   }
 
-  function refuseIf (request: FastifyRequest, refusal: string | undefined): void {
-    if (refusal === undefined) return
-    request.log.warn({ reason: refusal, origin: request.headers.origin, secFetchSite: request.headers['sec-fetch-site'] }, 'request with the session cookie refused as cross-site')
-    throw new CsrfRejectedError()
-  }
-
   function sessionCookie (request: FastifyRequest): string | undefined {
     const header = request.headers.cookie
     return header === undefined ? undefined : fastify.parseCookie(header)[SESSION_COOKIE]
@@ -98,13 +107,13 @@ async function authentication (fastify: FastifyInstance) {
     varyOnCredentials(reply)
     const cookie = sessionCookie(request)
     if (cookie === undefined) return await refuse(request, reply)
-    // Authentication first: a cookie naming no live session is a 401 whatever else is wrong; a
-    // request refused as cross-site does not renew the session it names.
+    // Authentication first: a cookie naming no live session is a 401 whatever else is wrong.
     const refusal = csrfRefusal(request, allowedOrigins)
-    const session = await fastify.sessions.read(cookie, renew && refusal === undefined)
+    const session = await fastify.sessions.read(cookie)
     if (session === undefined) return await refuse(request, reply, cookie)
     refuseIf(request, refusal)
     request.session = session
+    if (renew && request.routeOptions.config.renewsSession !== false) renewIfSucceeded.add(request)
     request.user = { sub: String(session.clientId), clientId: session.clientId, jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
   }
 
@@ -119,6 +128,9 @@ async function authentication (fastify: FastifyInstance) {
     if (await fastify.tokenBlacklist.isRevoked(request.user.jti)) await refuse(request, reply)
   })
   fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => bySession(request, reply, false))
+  fastify.addHook('onResponse', async (request, reply) => {
+    if (reply.statusCode < 400 && renewIfSucceeded.has(request)) fastify.sessions.renew(request.session!)
+  })
   fastify.decorate('requireSameSite', async (request: FastifyRequest) => refuseIf(request, crossSiteRefusal(request, allowedOrigins)))
 }
 

@@ -48,6 +48,9 @@ return epoch`
 // Rows outlive their tokens by this much, so that a database clock ahead of the service's never
 // drops a revocation the service still needs.
 const EXPIRY_MARGIN = '1 minute'
+// The highest revocation number handed out: 0 before the first (a new sequence's last_value is its
+// start, 1, before any number was taken).
+const HIGHEST_NUMBER = 'SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last FROM revoked_tokens_number'
 const REFILL_CHUNK = 1000
 
 /**
@@ -61,8 +64,13 @@ const REFILL_CHUNK = 1000
 export class TokenBlacklist {
   #available = true
   #failOpenDecisions = 0
-  /** The highest epoch this instance has seen in Redis. */
+  /**
+   * The highest epoch this instance has seen in Redis, or read in PostgreSQL at start: a process
+   * that started after its Redis went back in time still knows where it stood.
+   */
   #epoch = 0
+  /** Whether #epoch holds PostgreSQL's highest number yet; until it does, a check refills Redis first. */
+  #floorRead = false
   #refills = 0
   #refilling: Promise<void> | undefined
   readonly #epochKey: string
@@ -123,7 +131,7 @@ export class TokenBlacklist {
       return { revoked: this.#unavailable(error, ownKey !== undefined), value: null }
     }
     if (revoked !== null) return { revoked: true, value }
-    if (epoch !== null && Number(epoch) >= this.#epoch) {
+    if (epoch !== null && this.#floorRead && Number(epoch) >= this.#epoch) {
       this.#epoch = Number(epoch)
       return { revoked: false, value }
     }
@@ -139,13 +147,18 @@ export class TokenBlacklist {
   }
 
   /**
-   * At start: a Redis without the epoch (new, or emptied while the service was down) is refilled
-   * now, rather than by the first token check.
+   * At start: a Redis without the epoch (new, or emptied while the service was down), or with one
+   * lower than the highest revocation number PostgreSQL holds (restored from an older copy, failed
+   * over to a lagging replica while the service was down), is refilled now (decision 0090).
    */
   async prepare (): Promise<void> {
+    const { rows: [highest] } = await this.options.pool.query<{ last: string }>(HIGHEST_NUMBER)
     const epoch = await this.options.redis.get(this.#epochKey)
+    this.#saw(Number(highest!.last))
     if (epoch === null) await this.#refill('missing', true)
+    else if (Number(epoch) < this.#epoch) await this.#refill('behind', true)
     else this.#saw(Number(epoch))
+    this.#floorRead = true
   }
 
   /** Forgets revocations of tokens that have expired. */
@@ -192,12 +205,12 @@ export class TokenBlacklist {
     const { redis, pool, log } = this.options
     // Read before the rows: a revocation numbered up to it is among them, or not committed yet, and
     // then its own revoke() writes it to this Redis.
-    const { rows: [sequence] } = await pool.query<{ last: string }>('SELECT last_value AS last FROM revoked_tokens_number')
+    const { rows: [sequence] } = await pool.query<{ last: string }>(HIGHEST_NUMBER)
     const { rows } = await pool.query<{ jti: string, expires: string }>(
       `SELECT jti, extract(epoch FROM expires_at)::bigint AS expires FROM revoked_tokens WHERE expires_at > now() - interval '${EXPIRY_MARGIN}'`)
     const details = { revocations: rows.length, epochSeen: this.#epoch }
     if (found === 'behind') {
-      log.warn(details, `Redis holds fewer revocations than before (failed over to a lagging replica?): refilling ${rows.length} revocations from PostgreSQL`)
+      log.warn(details, `Redis holds fewer revocations than PostgreSQL (restored from an older copy, or failed over to a lagging replica?): refilling ${rows.length} revocations from PostgreSQL`)
     } else {
       // A new Redis at start with nothing to refill is no news.
       log[atStart && rows.length === 0 ? 'info' : 'warn'](details, `Redis holds no revocations (new, restarted empty or emptied): refilling ${rows.length} revocations from PostgreSQL`)
@@ -209,6 +222,7 @@ export class TokenBlacklist {
       if (failure != null) throw failure
     }
     this.#saw(Number(await redis.eval(ADVANCE_EPOCH, 1, this.#epochKey, sequence!.last)))
+    this.#floorRead = true
     this.#refills++
   }
 

@@ -6,7 +6,7 @@ import type { Pool } from 'pg'
 import { AuthUnavailableError } from '../../lib/errors.js'
 import { Periodic } from '../../lib/periodic.js'
 import type { TokenBlacklist } from './blacklist.js'
-import { sessionKey } from './redis-keys.js'
+import { revokedKey, sessionKey } from './redis-keys.js'
 
 /** The portal's session cookie: `__Host-` makes the browser insist on Secure, Path=/ and no Domain. */
 export const SESSION_COOKIE = '__Host-portal-session'
@@ -35,6 +35,8 @@ export interface SessionStoreOptions {
 /** Renewals are spaced a tenth of the idle timeout apart, at most a minute: a session in use costs a write that often, not one a request. */
 const RENEWAL_SHARE = 10
 const RENEWAL_MAX_INTERVAL_MS = 60_000
+/** Sessions asked after in one MGET (two keys each). */
+const ENDED_CHUNK = 1000
 
 // Sets the session's new value if it still holds the value read.
 const RENEW = `
@@ -55,6 +57,8 @@ export class SessionStore {
   readonly renewalIntervalMs: number
   /** Sessions whose renewal this instance is writing: requests that come meanwhile do not write it again. */
   readonly #renewing = new Set<string>()
+  /** Each session read, with its value as Redis held it: a renewal writes only over that value. */
+  readonly #read = new WeakMap<Session, string>()
 
   constructor (private readonly options: SessionStoreOptions) {
     this.renewalIntervalMs = Math.min(RENEWAL_MAX_INTERVAL_MS, Math.ceil(options.idleTimeoutMs / RENEWAL_SHARE))
@@ -74,26 +78,63 @@ export class SessionStore {
     return { cookie, session }
   }
 
-  /**
-   * The live session of a cookie, or undefined: unknown, ended, idle or past its age. `renew`
-   * extends its idle end, written at most once a renewal interval.
-   */
-  async read (cookie: string, renew: boolean): Promise<Session | undefined> {
+  /** The live session of a cookie, or undefined: unknown, ended, idle or past its age. Reading it does not renew it. */
+  async read (cookie: string): Promise<Session | undefined> {
     const id = hash(cookie)
     const { revoked, value } = await this.options.blacklist.lookup(id, this.#key(id))
     if (revoked || value === null) return undefined
     const session = deserialize(id, value)
     const now = Date.now()
     if (session === undefined || now >= session.idleExpiresAt || now >= session.expiresAt) return undefined
-    if (renew) this.#renew(session, value, now)
+    this.#read.set(session, value)
     return session
   }
 
-  /** When the session idles out now, or undefined once it has ended: an open SSE stream asks at its idle end. */
-  async idleExpiresAt (id: string): Promise<number | undefined> {
-    const { revoked, value } = await this.options.blacklist.lookup(id, this.#key(id))
-    if (revoked || value === null) return undefined
-    return deserialize(id, value)?.idleExpiresAt
+  /**
+   * Extends the idle end of a session this instance read, once the request that read it has
+   * succeeded (decision 0089): written at most once a renewal interval, without waiting for it.
+   */
+  renew (session: Session): void {
+    const read = this.#read.get(session)
+    const now = Date.now()
+    if (read === undefined) return
+    const renewedAt = session.idleExpiresAt - this.options.idleTimeoutMs
+    if (now - renewedAt < this.renewalIntervalMs || session.idleExpiresAt >= session.expiresAt || this.#renewing.has(session.id)) return
+    this.#renewing.add(session.id)
+    session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
+    // Written only over the value read: of the instances that read it at once, one writes, and a
+    // session ended meanwhile is not brought back. A lost renewal costs the user at most a renewal
+    // interval of idle time, so the request does not wait for it.
+    this.options.redis.eval(RENEW, 1, this.#key(session.id), read, serialize(session), session.idleExpiresAt - now)
+      .catch((error: unknown) => this.options.log.warn({ err: error }, 'session not renewed: Redis is unavailable'))
+      .finally(() => this.#renewing.delete(session.id))
+  }
+
+  /**
+   * Of these sessions, those that have ended: `logged_out` when revoked, `expired` when gone (idled
+   * out, past its age, or lost with Redis's data). One MGET a thousand sessions; rejects while
+   * Redis cannot answer.
+   */
+  async ended (ids: string[]): Promise<Map<string, 'logged_out' | 'expired'>> {
+    const ended = new Map<string, 'logged_out' | 'expired'>()
+    const now = Date.now()
+    for (let start = 0; start < ids.length; start += ENDED_CHUNK) {
+      const chunk = ids.slice(start, start + ENDED_CHUNK)
+      const values = await this.options.redis.mget(chunk.flatMap((id) => [revokedKey(this.options.prefix, id), this.#key(id)]))
+      chunk.forEach((id, index) => {
+        const [revoked, value] = [values[2 * index], values[2 * index + 1]]
+        const session = value == null ? undefined : deserialize(id, value)
+        if (revoked != null) ended.set(id, 'logged_out')
+        else if (session === undefined || now >= session.idleExpiresAt || now >= session.expiresAt) ended.set(id, 'expired')
+      })
+    }
+    return ended
+  }
+
+  /** Ends the live session a cookie holds, if it holds one: a browser that signs in anew leaves none behind. */
+  async endHeldBy (cookie: string | undefined): Promise<void> {
+    const session = cookie === undefined ? undefined : await this.read(cookie)
+    if (session !== undefined) await this.end(session)
   }
 
   /** Ends one session on every instance: its SSE streams end with it. */
@@ -122,20 +163,6 @@ export class SessionStore {
   /** Forgets credentials that have expired. */
   async removeExpired (): Promise<void> {
     await this.options.pool.query('DELETE FROM credentials WHERE expires_at < now()')
-  }
-
-  /** `read`: the session's value as this instance read it. */
-  #renew (session: Session, read: string, now: number): void {
-    const renewedAt = session.idleExpiresAt - this.options.idleTimeoutMs
-    if (now - renewedAt < this.renewalIntervalMs || session.idleExpiresAt >= session.expiresAt || this.#renewing.has(session.id)) return
-    this.#renewing.add(session.id)
-    session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
-    // Written only over the value read: of the instances that read it at once, one writes, and a
-    // session ended meanwhile is not brought back. A lost renewal costs the user at most a renewal
-    // interval of idle time, so the request does not wait for it.
-    this.options.redis.eval(RENEW, 1, this.#key(session.id), read, serialize(session), session.idleExpiresAt - now)
-      .catch((error: unknown) => this.options.log.warn({ err: error }, 'session not renewed: Redis is unavailable'))
-      .finally(() => this.#renewing.delete(session.id))
   }
 
   async #record (id: string, kind: 'session' | 'token', clientId: number, expiresAtMs: number): Promise<void> {

@@ -12,8 +12,8 @@ export interface StreamOwner {
   jti: string
   /** The token's expiry, or the session's absolute end, in seconds since the epoch. */
   exp: number
-  /** A session's idle end, in milliseconds since the epoch: the stream asks again then, since other requests may have renewed it. */
-  idleUntil?: number
+  /** Opened with a cookie session, which may end at any time (idle, lost with Redis's data): asked after every few seconds. */
+  session?: boolean
 }
 
 export type StreamEnd = 'logged_out' | 'expired' | 'shutdown'
@@ -37,8 +37,8 @@ export interface RegisteredStream {
 
 /** A comment line every 15 s keeps proxies from closing an idle stream. */
 export const HEARTBEAT_MS = 15_000
-/** While Redis cannot say whether a session is still in use, its streams ask again this much later. */
-const SESSION_RECHECK_MS = 5000
+/** How often the sessions of open streams are asked after: a stream ends within this long (and a Redis round trip) of its session. */
+const SESSION_CHECK_MS = 2000
 /** The streams take turns for their heartbeat, a slice a second: all at once would hold the event loop. */
 const HEARTBEAT_SLICES = 15
 
@@ -46,9 +46,10 @@ const HEARTBEAT_SLICES = 15
  * The open `/api/events` streams of this instance. A user may hold `perUser` of them and the
  * instance `total`; one more is refused, never made room for by closing an older one (a browser
  * would reconnect it, and two tabs would take turns). A stream ends when its token is logged out
- * (on any instance: revocations are announced on Redis), when the token expires, and at shutdown.
- * One heartbeat timer serves every stream, a fifteenth of them each second: a timer a stream
- * would cost 10,000 streams 3 MB, and writing to them all in one turn would hold every frame back.
+ * (on any instance: revocations are announced on Redis), when the token expires, when its session
+ * is found gone (asked every few seconds), and at shutdown. One heartbeat timer serves every
+ * stream, a fifteenth of them each second: a timer a stream would cost 10,000 streams 3 MB, and
+ * writing to them all in one turn would hold every frame back.
  */
 export class SseStreams {
   /** Each stream, with the timer that ends it when its token expires. */
@@ -59,18 +60,23 @@ export class SseStreams {
   #nextSlice = 0
   #beat = 0
   readonly #heartbeat: NodeJS.Timeout
+  readonly #sessionCheck: NodeJS.Timeout | undefined
+  #checking = false
   #closed = false
 
   constructor (private readonly limits: {
     perUser: number
     total: number
     heartbeatMs?: number
-    /** A session's idle end as it stands now, undefined once the session has ended. */
-    sessionIdleUntil?: (id: string) => Promise<number | undefined>
+    /** Of these sessions, those that have ended, and why. */
+    endedSessions?: (ids: string[]) => Promise<Map<string, StreamEnd>>
   }) {
     this.#heartbeat = setInterval(() => {
       for (const stream of this.#slices[this.#beat++ % HEARTBEAT_SLICES]!) stream.heartbeat()
     }, (limits.heartbeatMs ?? HEARTBEAT_MS) / HEARTBEAT_SLICES).unref()
+    if (limits.endedSessions !== undefined) {
+      this.#sessionCheck = setInterval(() => { this.#endStreamsOfEndedSessions().catch(() => {}) }, SESSION_CHECK_MS).unref()
+    }
   }
 
   /** Opens a stream, or says why not; its `end` is called once when it must end. */
@@ -110,6 +116,7 @@ export class SseStreams {
   close (): void {
     this.#closed = true
     clearInterval(this.#heartbeat)
+    clearInterval(this.#sessionCheck)
     for (const stream of this.#streams.keys()) this.#end(stream, 'shutdown')
   }
 
@@ -119,24 +126,29 @@ export class SseStreams {
 
   // A timer's delay is at most 2^31-1 ms (24 days); a token or session lives hours, so this never clamps.
   #expiry (stream: RegisteredStream): NodeJS.Timeout {
-    const { exp, idleUntil } = stream.owner
-    const end = Math.min(exp * 1000, idleUntil ?? Infinity)
-    return setTimeout(() => { this.#expire(stream).catch(() => {}) }, Math.max(0, end - Date.now()))
+    return setTimeout(() => this.#end(stream, 'expired'), Math.max(0, stream.owner.exp * 1000 - Date.now()))
   }
 
-  /** At a session's idle end, the stream lives on if another request renewed the session meanwhile. */
-  async #expire (stream: RegisteredStream): Promise<void> {
-    const { owner } = stream
-    const idleUntil = owner.idleUntil === undefined || Date.now() >= owner.exp * 1000
-      ? undefined
-      : await this.limits.sessionIdleUntil?.(owner.jti).catch(() => Date.now() + SESSION_RECHECK_MS)
-    if (!this.#streams.has(stream)) return
-    if (idleUntil === undefined || idleUntil <= Date.now()) {
-      this.#end(stream, 'expired')
-      return
+  /**
+   * A session may end without a word to the streams: it idles out, or Redis loses it (emptied,
+   * restored, failed over). Its streams end within a check's interval (decision 0089). While Redis
+   * cannot answer, they live on: the next check asks again.
+   */
+  async #endStreamsOfEndedSessions (): Promise<void> {
+    if (this.#checking) return
+    const sessions = new Set<string>()
+    for (const stream of this.#streams.keys()) if (stream.owner.session === true) sessions.add(stream.owner.jti)
+    if (sessions.size === 0) return
+    this.#checking = true
+    try {
+      const ended = await this.limits.endedSessions!([...sessions])
+      for (const stream of this.#streams.keys()) {
+        const reason = stream.owner.session === true ? ended.get(stream.owner.jti) : undefined
+        if (reason !== undefined) this.#end(stream, reason)
+      }
+    } finally {
+      this.#checking = false
     }
-    owner.idleUntil = idleUntil
-    this.#streams.set(stream, this.#expiry(stream))
   }
 
   #refuse (reason: StreamRefusal): StreamRefusal {
@@ -242,7 +254,7 @@ declare module './monitoring/index.js' {
 
 async function sseStreams (fastify: FastifyInstance) {
   const { SSE_MAX_STREAMS_PER_USER, SSE_MAX_STREAMS, REDIS_KEY_PREFIX } = fastify.config
-  const streams = new SseStreams({ perUser: SSE_MAX_STREAMS_PER_USER, total: SSE_MAX_STREAMS, sessionIdleUntil: (id) => fastify.sessions.idleExpiresAt(id) })
+  const streams = new SseStreams({ perUser: SSE_MAX_STREAMS_PER_USER, total: SSE_MAX_STREAMS, endedSessions: (ids) => fastify.sessions.ended(ids) })
   fastify.decorate('sseStreams', streams)
 
   await fastify.pubsub.subscribe(revocationChannel(REDIS_KEY_PREFIX, databaseOf(fastify.redis)), (jti) => streams.endToken(jti))

@@ -30,11 +30,14 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
   fastify.get('/api/events', {
     // The stream never ends, so a HEAD of it would never send its headers: GET only.
     exposeHeadRoute: false,
+    // An open stream does not renew its session, so neither does opening or reopening one: a tab
+    // left open, or one whose reconnections the cap refuses, would otherwise never idle out.
+    config: { renewsSession: false },
     schema: {
       operationId: 'streamEvents',
       tags: ['events'],
       summary: 'Server-sent events: `order.status` whenever one of the caller\'s orders changes status',
-      description: 'Each event has an `id:`; reconnect with `Last-Event-ID` to receive what was missed. The stream drops when the cache fails; clients reconnect. A browser opens it with a native `EventSource` and the session cookie (`withCredentials: true` from `CORS_ORIGIN`); its automatic reconnection resumes through `Last-Event-ID`. It ends with `event: session.ended` when its token or session is signed out (on any instance, sign-out everywhere included), expires or idles out; a reconnection then gets 401, which stops an `EventSource`; and with `event: shutdown` when the instance shuts down (reconnect: another instance answers).',
+      description: 'Each event has an `id:`; reconnect with `Last-Event-ID` to receive what was missed. The stream drops when the cache fails; clients reconnect. A browser opens it with a native `EventSource` and the session cookie (`withCredentials: true` from `CORS_ORIGIN`); its automatic reconnection resumes through `Last-Event-ID`. It ends with `event: session.ended` when its token or session is signed out (on any instance, sign-out everywhere included), expires, idles out or is lost (the end of a session is noticed within seconds); a reconnection then gets 401, which stops an `EventSource`; and with `event: shutdown` when the instance shuts down (reconnect: another instance answers).',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       headers: {
         type: 'object',
@@ -60,7 +63,7 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     const { clientId, jti, exp } = request.user
     const resumeFrom = resumableEventId(request.headers['last-event-id'])
     const { statusChanges, sseStreams } = fastify
-    const owner = { clientId, jti, exp, idleUntil: request.session?.idleExpiresAt }
+    const owner = { clientId, jti, exp, session: request.session !== undefined }
     const stream = new SseStream(owner, reply.raw, sseStreams, statusChanges, resumeFrom)
     const refusal = stream.open()
     if (refusal === 'user_limit') throw new TooManyStreamsError(SSE_MAX_STREAMS_PER_USER)

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { Redis } from 'ioredis'
-import { mkdirSync, rmSync } from 'node:fs'
+import { cpSync, mkdirSync, rmSync } from 'node:fs'
 import { freePort } from './ports.js'
 import { exited, waitFor } from './processes.js'
 import type { Test } from 'tap'
@@ -79,6 +79,26 @@ export class PrivateRedis {
   async restartEmpty (): Promise<void> {
     await this.kill()
     if (this.dataDir !== undefined) mkdirSync(this.dataDir, { recursive: true })
+    await this.start()
+  }
+
+  /**
+   * A copy of a persistent Redis's data directory as it stands: its append-only files hold every
+   * write Redis has acknowledged (it writes them before it answers), as a backup would.
+   */
+  copyData (): string {
+    if (this.dataDir === undefined) throw new Error('copyData needs a persistent redis-server')
+    const copy = tempDir('redis-copy')
+    cpSync(this.dataDir, copy, { recursive: true })
+    return copy
+  }
+
+  /** Stopped, its data replaced by an older copy (copyData), started again on the same port: a Redis restored from a backup. */
+  async restoreData (copy: string): Promise<void> {
+    if (this.dataDir === undefined) throw new Error('restoreData needs a persistent redis-server')
+    await this.stop()
+    rmSync(this.dataDir, { recursive: true, force: true })
+    cpSync(copy, this.dataDir, { recursive: true })
     await this.start()
   }
 

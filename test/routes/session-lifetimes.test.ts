@@ -1,9 +1,10 @@
 import t from 'tap'
+import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp, startTestSandbox, testSchemaUrl } from '../helpers/app.js'
-import { buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
+import { buildTestAppOnPrivateRedis, PrivateRedis } from '../helpers/private-redis.js'
 import { waitFor } from '../helpers/processes.js'
-import { CSRF, ORDER, startSession, status } from '../helpers/sessions.js'
+import { CSRF, JANE, JOHN, ORDER, startSession, status } from '../helpers/sessions.js'
 import { SseClient } from '../helpers/sse.js'
 import { bearer, login } from '../helpers/tokens.js'
 import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
@@ -74,6 +75,57 @@ t.test('a stream of a session that idles out ends; one whose session is in use l
   t.notOk(usedStream.ended, 'the stream of a session in use lives past the idle timeout')
 })
 
+t.test('refused and failed requests, and stream reconnections, never renew a session: knocked on every second, it idles out', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, { SESSION_IDLE_TIMEOUT_S: '3', SSE_MAX_STREAMS_PER_USER: '1' }, sandbox)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const [jane, john] = [await startSession(app), await startSession(app, JOHN)]
+  const open = await SseClient.open(`${url}/api/events`, jane.cookie)
+  t.teardown(() => open.close())
+  t.equal(open.status, 200, 'Jane holds the one stream she may')
+  const answers = { refusedStream: new Set<number>(), missingOrder: new Set<number>(), reconnect: new Set<number>() }
+  const stream = async (cookie: Record<string, string>) => {
+    const knock = await SseClient.open(`${url}/api/events`, cookie)
+    knock.close()
+    return knock.status
+  }
+  const signedIn = async (cookie: Record<string, string>) => await status(app, cookie, '/auth/session') === 200
+  await waitFor('both sessions idle out while knocked on every second', async () => {
+    if (await signedIn(jane.cookie)) {
+      answers.refusedStream.add(await stream(jane.cookie))
+      answers.missingOrder.add(await status(app, jane.cookie, `/api/orders/${randomUUID()}`))
+    }
+    if (await signedIn(john.cookie)) answers.reconnect.add(await stream(john.cookie))
+    await sleep(1000)
+    return !await signedIn(jane.cookie) && !await signedIn(john.cookie)
+  }, 60_000)
+  t.ok(answers.refusedStream.has(429), 'Jane\'s second stream was refused by the cap')
+  t.ok(answers.missingOrder.has(404), 'her reads of an order that does not exist failed')
+  t.ok(answers.reconnect.has(200), 'John\'s stream reconnected')
+  await waitFor('Jane\'s open stream ends', async () => open.ended)
+  t.match(open.events.at(-1), { event: 'session.ended', data: '{"reason":"expired"}' })
+})
+
+t.test('a new sign-in from a browser ends the session its old cookie held, and that session\'s stream; a failed one ends nothing', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const first = await startSession(app)
+  const stream = await SseClient.open(`${url}/api/events`, first.cookie)
+  t.teardown(() => stream.close())
+  t.equal(stream.status, 200)
+
+  const second = await startSession(app, JOHN, first.cookie)
+  t.equal(await status(app, first.cookie), 401, 'the first session has ended')
+  await waitFor('its stream ends', async () => stream.ended)
+  t.match(stream.events.at(-1), { event: 'session.ended', data: '{"reason":"logged_out"}' })
+  t.equal(await status(app, second.cookie), 200, 'the new session works')
+
+  const wrong = await app.inject({ method: 'POST', url: '/auth/session', headers: second.cookie, payload: { ...JANE, password: 'wrong' } })
+  t.equal(wrong.statusCode, 401)
+  t.equal(await status(app, second.cookie), 200, 'a failed sign-in leaves the session the browser holds')
+})
+
 t.test('logout-all on one instance ends a cookie session and a bearer token of the client on another, and their streams', async (t) => {
   const sandbox = await startTestSandbox(t)
   const shared = { DATABASE_URL: await testSchemaUrl(t) }
@@ -111,6 +163,42 @@ t.test('a Redis that comes back empty never signs an ended session back in; a ne
   t.equal(await status(app, live.cookie), 401, 'a live session is lost with Redis: its user signs in again')
   const again = await startSession(app)
   t.equal(await status(app, again.cookie), 200, 'a new sign-in works')
+})
+
+t.test('a Redis restored from a copy of its append-only files older than a logout, and a service restart, never sign the session back in', async (t) => {
+  const redis = await PrivateRedis.start({ persistent: true })
+  t.teardown(() => redis.kill())
+  const deployment = { REDIS_URL: redis.url, DATABASE_URL: await testSchemaUrl(t) }
+  const before = await buildTestApp(t, deployment)
+  const { cookie } = await startSession(before)
+  t.equal(await status(before, cookie), 200, 'signed in')
+  const backup = redis.copyData()
+  t.equal((await before.inject({ method: 'POST', url: '/auth/logout', headers: { ...cookie, ...CSRF } })).statusCode, 204)
+  await before.close()
+
+  await redis.restoreData(backup)
+  const restored = redis.client(t)
+  t.equal((await restored.keys(`${before.config.REDIS_KEY_PREFIX}session:*`)).length, 1, 'the restored Redis holds the logged-out session again')
+  t.equal((await restored.keys(`${before.config.REDIS_KEY_PREFIX}auth:blacklist:*`)).length, 0, 'and not its revocation')
+  const restarted = await buildTestApp(t, { ...deployment, REDIS_KEY_PREFIX: before.config.REDIS_KEY_PREFIX })
+  t.equal(await status(restarted, cookie), 401, 'the logged-out session stays ended')
+  t.equal(await status(restarted, cookie, '/auth/session'), 401)
+  const again = await startSession(restarted)
+  t.equal(await status(restarted, again.cookie), 200, 'a new sign-in works')
+})
+
+t.test('a stream ends with session.ended within 5 s of its session lost with Redis\'s data (FLUSHALL), not at its idle end', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const { app, redis } = await buildTestAppOnPrivateRedis(t, {}, sandbox)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const { cookie } = await startSession(app)
+  const stream = await SseClient.open(`${url}/api/events`, cookie)
+  t.teardown(() => stream.close())
+  t.equal(stream.status, 200)
+  await redis.client(t).flushall()
+  t.equal(await status(app, cookie), 401, 'the session is gone')
+  await waitFor('the stream ends', async () => stream.ended, 5000)
+  t.match(stream.events.at(-1), { event: 'session.ended', data: '{"reason":"expired"}' })
 })
 
 t.test('with Redis down, a cookie sign-in answers 503 AUTH_UNAVAILABLE, even failing open, and sets no cookie', async (t) => {

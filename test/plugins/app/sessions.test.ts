@@ -13,7 +13,7 @@ t.test('instances that read a session due for renewal at once write its renewal 
   const signIn = await first.inject({ method: 'POST', url: '/auth/session', payload: { email: 'jane@example.com', password: 'correct-horse' } })
   t.equal(signIn.statusCode, 200)
   const cookie = signIn.cookies.find(({ name }) => name === SESSION_COOKIE)!.value
-  const session = (await first.sessions.read(cookie, false))!
+  const session = (await first.sessions.read(cookie))!
   const key = `${first.config.REDIS_KEY_PREFIX}session:${session.id}`
   const signedIn = await first.redis.get(key)
 
@@ -27,11 +27,28 @@ t.test('instances that read a session due for renewal at once write its renewal 
   })
 
   await sleep(first.sessions.renewalIntervalMs + 100)
-  const [byFirst, bySecond] = await Promise.all([first.sessions.read(cookie, true), second.sessions.read(cookie, true)])
+  const [byFirst, bySecond] = await Promise.all([first.sessions.read(cookie), second.sessions.read(cookie)])
   t.ok(byFirst !== undefined && bySecond !== undefined, 'both instances read the live session')
+  first.sessions.renew(byFirst!)
+  second.sessions.renew(bySecond!)
   await waitFor('the renewal', async () => (await first.redis.get(key)) !== signedIn)
   // The other instance's renewal, if it wrote one, comes within a round trip or two.
   await sleep(300)
   t.equal(writes.length, 1, 'one write of the session for both instances')
-  t.ok((await first.sessions.read(cookie, false))!.idleExpiresAt > session.idleExpiresAt, 'the session lasts longer')
+  t.ok((await first.sessions.read(cookie))!.idleExpiresAt > session.idleExpiresAt, 'the session lasts longer')
+})
+
+t.test('asked after together, a revoked session is logged_out, one gone from Redis expired, a live one not ended', async (t) => {
+  const app = await buildTestApp(t)
+  const signIn = async () => {
+    const answer = await app.inject({ method: 'POST', url: '/auth/session', payload: { email: 'jane@example.com', password: 'correct-horse' } })
+    const cookie = answer.cookies.find(({ name }) => name === SESSION_COOKIE)!.value
+    return { cookie, session: (await app.sessions.read(cookie))! }
+  }
+  const [live, loggedOut, gone] = [await signIn(), await signIn(), await signIn()]
+  const logout = await app.inject({ method: 'POST', url: '/auth/logout', headers: { cookie: `${SESSION_COOKIE}=${loggedOut.cookie}`, 'x-csrf': '1' } })
+  t.equal(logout.statusCode, 204)
+  await app.redis.del(`${app.config.REDIS_KEY_PREFIX}session:${gone.session.id}`)
+  const ended = await app.sessions.ended([live.session.id, loggedOut.session.id, gone.session.id])
+  t.same(Object.fromEntries(ended), { [loggedOut.session.id]: 'logged_out', [gone.session.id]: 'expired' })
 })
