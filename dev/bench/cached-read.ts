@@ -8,7 +8,7 @@ import { defaultBillingClients } from '../sandbox/index.js'
 import { DEV_BUILD, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
 import {
   CONNECTIONS, DATABASE_URL, REDIS_URL, ROUNDS, SECONDS,
-  cpuTime, deleteKeys, ensureDatabase, freePort, failures, load, median, peakRssMb, rate, runKeyPrefix, serviceEnv, startQuiet, stop, withServers, type CpuTime, type Measure
+  cpuTime, deleteKeys, ensureDatabase, freePort, failures, load, median, peakRssMb, rate, runKeyPrefix, serviceEnv, startQuiet, stop, withServers, type CpuTime, type Measure, ALT_NODE
 } from './common.js'
 import { login } from './invoices.js'
 import { formatProfiles, profileDirectory, profileUnderLoad, type Profiled } from './profile.js'
@@ -114,7 +114,7 @@ export async function benchCachedRead (): Promise<void> {
   if (sink !== undefined) ALT_ENV.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url
   const alt: Target | undefined = ALT_BUILD === undefined && Object.keys(ALT_ENV).length === 0
     ? undefined
-    : { name: 'service (alt)', options: { entry: join(ALT_BUILD ?? DEV_BUILD, 'dev', 'server.js'), env: { ...env, ...ALT_ENV } }, measures: [], peakRssMb: 0 }
+    : { name: 'service (alt)', options: { entry: join(ALT_BUILD ?? DEV_BUILD, 'dev', 'server.js'), node: ALT_NODE, env: { ...env, ...ALT_ENV } }, measures: [], peakRssMb: 0 }
   const targets = [service, minimal, ...alt === undefined ? [] : [alt]]
   const redis = new Redis(REDIS_URL)
   let serviceReads: CacheReads = { hits: 0, misses: 0 }

@@ -16,6 +16,8 @@ export const POSTGRES = { host: '127.0.0.1', port: 5432 }
 export const DATABASE = 'portal_bff_bench'
 export const DATABASE_URL = `postgres://postgres@${POSTGRES.host}:${POSTGRES.port}/${DATABASE}`
 export const REDIS_URL = 'redis://127.0.0.1:6379'
+/** The Node.js binary that runs BENCH_ALT_BUILD's target (another runtime measured in the same rounds); this one when unset. */
+export const ALT_NODE = process.env.BENCH_ALT_NODE
 
 /** `latencyP99Ms`: autocannon's 99th percentile of the response times of the run. */
 export interface Measure { requests: number, seconds: number, failures: number, latencyP99Ms: number }

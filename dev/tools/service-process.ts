@@ -18,6 +18,8 @@ export interface ServiceProcess {
 export interface RunOptions {
   /** The script to run: dev/server.ts under a TypeScript loader, or its build in dist-dev/. */
   entry: string
+  /** The Node.js binary; this process's own when unset. */
+  node?: string
   execArgv?: string[]
   env: Record<string, string>
 }
@@ -27,8 +29,8 @@ export function exited (child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => child.once('exit', (code) => resolve(code)))
 }
 
-export function runServer ({ entry, execArgv = [], env }: RunOptions): { child: ChildProcess, exit: Promise<number | null>, stderr: () => string } {
-  const child = spawn(process.execPath, [...execArgv, entry], {
+export function runServer ({ entry, node = process.execPath, execArgv = [], env }: RunOptions): { child: ChildProcess, exit: Promise<number | null>, stderr: () => string } {
+  const child = spawn(node, [...execArgv, entry], {
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
