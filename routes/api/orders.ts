@@ -1,9 +1,10 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { IdempotencyKeyInUseError, IdempotencyKeyReusedError, OrderNotFoundError, OrderRejectedError } from '../../lib/errors.js'
+import { IdempotencyKeyInUseError, IdempotencyKeyReusedError, OrderNotFoundError, OrderPlacementCancelledError, OrderRejectedError } from '../../lib/errors.js'
 import { errorBody } from '../../plugins/app/error-handler.js'
 import { requestFingerprint } from '../../plugins/app/orders/idempotency.js'
-import { toNewPlacement, type OrderRequest } from '../../plugins/app/orders/placement.js'
+import { toNewPlacement } from '../../plugins/app/orders/placement.js'
+import type { OrderRequest } from '../../plugins/app/orders/placement-upstreams.js'
 import { authenticatedErrorResponses, bodyErrorResponses, unsafeAuthenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 import { NewOrderRequest, NewOrderHeaders, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../schemas/orders.js'
 
@@ -49,19 +50,34 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     // The draft's form is a structured-field string, quoted; a bare token is taken too.
     const key = header.replace(/^"(.*)"$/, '$1')
     const newPlacement = toNewPlacement(order)
-    const reservation = await orderIdempotencyKeys.reserve(clientId, key, requestFingerprint(newPlacement), newPlacement, orderPlacement.claimMs)
+    const reservation = await orderIdempotencyKeys.reserve(clientId, key, requestFingerprint(newPlacement), newPlacement, orderPlacement.claimMs, orderPlacement.leaseMs)
     const keep = (statusCode: number, body: unknown) => orderIdempotencyKeys.keepAnswer(clientId, key, statusCode, body)
       .catch(() => request.log.warn({ idempotencyKey: key }, 'the answer to an Idempotency-Key could not be kept; the key finds its order again'))
+    const inUse = (retryAfterSeconds: number) => {
+      reply.header('retry-after', retryAfterSeconds)
+      return new IdempotencyKeyInUseError()
+    }
     switch (reservation.kind) {
       case 'mismatch': throw new IdempotencyKeyReusedError()
-      case 'in_progress': throw new IdempotencyKeyInUseError()
+      case 'in_progress': throw inUse(reservation.retryAfterSeconds)
       case 'replay': return reply.code(reservation.statusCode).send(reservation.body)
+      case 'cancelled': {
+        const error = new OrderPlacementCancelledError()
+        await keep(422, errorBody(request, 422, error.code, error.message))
+        throw error
+      }
       case 'placed':
         await keep(201, reservation.order)
         return reply.code(201).send(reservation.order)
+      case 'resume': {
+        const resumed = await orderPlacement.resumeKeyed(reservation.placement, reservation.lease)
+        if ('retryAfterSeconds' in resumed) throw inUse(resumed.retryAfterSeconds)
+        await keep(201, resumed)
+        return reply.code(201).send(resumed)
+      }
     }
     try {
-      const placed = await orderPlacement.run(reservation.placement, order)
+      const placed = await orderPlacement.placeKeyed(reservation.placement, order, reservation.lease)
       await keep(201, placed)
       return reply.code(201).send(placed)
     } catch (error) {

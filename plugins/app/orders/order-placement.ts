@@ -45,6 +45,8 @@ async function orderPlacement (fastify: FastifyInstance) {
     },
     crmAccountId: config.CRM_ORDER_ACCOUNT_ID,
     claimMs,
+    leaseMs: claimMs,
+    resumableMs: config.ORDERS_PLACEMENT_RESUME_S * 1000,
     log: fastify.log
   })
   const idempotencyKeys = new IdempotencyKeys({ pool: fastify.pg.pool, placements, retentionSeconds: config.ORDERS_IDEMPOTENCY_KEY_TTL_S })

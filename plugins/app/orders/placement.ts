@@ -4,43 +4,12 @@ import {
 } from '../../../lib/errors.js'
 import { QueueFullError } from '../../../lib/request-queue.js'
 import { CrmApiError } from '../../../integrations/crm/errors.js'
-import { OrderNotPendingError, PaymentMethodRefusedError } from '../../../integrations/billing/errors.js'
-import type { BillingOrderSummary } from '../../../integrations/billing/mapping.js'
+import { PaymentMethodRefusedError } from '../../../integrations/billing/errors.js'
+import { Compensation } from './compensation.js'
 import type { OrderStatusChanges } from './status-changes.js'
 import type { Order } from './store.js'
-import type { NewPlacement, Placement, PlacementStore } from './placement-store.js'
-
-/** What the customer orders. */
-export interface OrderRequest {
-  clientId: number
-  productId: number
-  billingCycle: string
-}
-
-/** The fields of the CRM order a placed order becomes. */
-export interface CrmOrderDraft {
-  Name: string
-  Status: 'Pending Review'
-  EffectiveDate: string
-  BillingOrderId__c: string
-  BillingClientId__c: string
-  Product__c: string
-  AccountId?: string
-}
-
-/** What placing an order needs of the upstreams, each call through its request queue. */
-export interface OrderPlacementUpstreams {
-  /** The billing order's id; an `UpstreamRefusal` when the billing system refuses this order. */
-  addBillingOrder (order: OrderRequest): Promise<{ orderId: number, invoiceId: number | null }>
-  /** The CRM order's id. */
-  createCrmOrder (fields: CrmOrderDraft): Promise<string>
-  /** The CRM order that carries this billing order id, or null. */
-  findCrmOrder (billingOrderId: number): Promise<string | null>
-  /** Cancels a pending billing order and its invoice; an `OrderNotPendingError` when it went on. */
-  cancelBillingOrder (billingOrderId: number): Promise<'cancelled' | 'not_found'>
-  /** The client's pending billing orders. */
-  pendingBillingOrders (clientId: number): Promise<BillingOrderSummary[]>
-}
+import type { Lease, NewPlacement, Placement, PlacementStore } from './placement-store.js'
+import type { CrmOrderDraft, OrderPlacementUpstreams, OrderRequest } from './placement-upstreams.js'
 
 export interface OrderPlacementOptions {
   placements: PlacementStore
@@ -50,7 +19,16 @@ export interface OrderPlacementOptions {
   crmAccountId: string | undefined
   /** How long the request that places an order holds it before a recovery may take it over. */
   claimMs: number
+  /** How long a request's hold on a keyed placement lasts unrenewed: a retry with its key takes it over after. */
+  leaseMs: number
+  /** How long a keyed placement interrupted after billing took the order waits for a retry with its key. */
+  resumableMs: number
   log: FastifyBaseLogger
+}
+
+/** The retry must come again: a CRM create sent for the placement may still land. */
+export interface Busy {
+  retryAfterSeconds: number
 }
 
 // Failures after which the CRM surely made no order: it refused the request, or it never reached it.
@@ -67,30 +45,69 @@ function causeOf (error: unknown): string {
  * Placing an order, step by step, each step recorded before the next: the order row (placement
  * `billing`), billing AddOrder (`crm`), the CRM order in `Pending Review`, linked (`placed`). An order
  * that will not go on is `Failed` and `compensating` until its billing order is cancelled
- * (`compensated`). `place` runs the steps for a request; `resume` finishes or undoes a placement
- * that was interrupted (a crash, a database that stalled, an upstream that did not answer), and
- * is what the recovery runs: the CRM order is looked up by its billing order id before anything
- * is decided, so no placement ever makes two.
+ * (`compensated`). `place` runs the steps for a request; `placeKeyed` for one with an
+ * Idempotency-Key, whose placement a retry with the key completes (`resumeKeyed`) once billing took
+ * the order. `resume` finishes or undoes a placement that was interrupted (a crash, a database that
+ * stalled, an upstream that did not answer, a key nobody retried), and is what the recovery runs:
+ * the CRM order is looked up by its billing order id before anything is decided, and a create is
+ * sent only when none sent before can still land, so no placement ever makes two.
  */
 export class OrderPlacement {
-  constructor (private readonly options: OrderPlacementOptions) {}
+  readonly #compensation: Compensation
+
+  constructor (private readonly options: OrderPlacementOptions) {
+    this.#compensation = new Compensation(options)
+  }
 
   get claimMs (): number {
     return this.options.claimMs
   }
 
+  get leaseMs (): number {
+    return this.options.leaseMs
+  }
+
   /** Begins a placement (the order row, claimed by the caller) and runs it. */
   async place (request: OrderRequest): Promise<Order> {
-    return await this.run(await this.options.placements.begin(toNewPlacement(request), this.options.claimMs), request)
+    return await this.#run(await this.options.placements.begin(toNewPlacement(request), this.options.claimMs), request, false)
   }
 
   /**
-   * Runs a placement begun by the caller: resolves with the order placed, or rejects with what
+   * Runs a placement begun for a request with an Idempotency-Key, held by `lease` while it runs. Once
+   * billing took the order, a CRM failure keeps it for a retry with the key (`ORDER_INCOMPLETE`).
+   */
+  async placeKeyed (placement: Placement, request: OrderRequest, lease: Lease): Promise<Order> {
+    return await this.#held(placement, lease, () => this.#run(placement, request, true))
+  }
+
+  /**
+   * Completes a keyed placement that a retry with its key took over (its billing order recorded):
+   * its CRM order found, or created when none exists and none can still land, then linked. The
+   * retry must come again (`Busy`) while a create sent earlier may still land.
+   */
+  async resumeKeyed (placement: Placement, lease: Lease): Promise<Order | Busy> {
+    return await this.#held(placement, lease, async () => {
+      let crmOrderId: string | null
+      try {
+        crmOrderId = await this.options.upstreams.findCrmOrder(placement.order.billingOrderId!)
+      } catch (error) {
+        throw new OrderIncompleteError({ cause: error })
+      }
+      if (crmOrderId !== null) return await this.#link(placement, crmOrderId, false)
+      // Creating one now could make two: the CRM says soon whether the earlier one landed.
+      if (placement.crmCreateRemainingMs > 0) return { retryAfterSeconds: Math.min(2, Math.ceil(placement.crmCreateRemainingMs / 1000)) }
+      await this.options.placements.crmCreate(placement.order.id, this.options.claimMs)
+      return await this.#createCrm(placement, true)
+    })
+  }
+
+  /**
+   * Runs a placement begun for a request: resolves with the order placed, or rejects with what
    * happened: `ORDER_REJECTED` (billing refused it; nothing stays), `BILLING_UNAVAILABLE`,
    * `ORDER_CANCELLED` (the CRM could not take it; billing cancelled), `ORDER_INCOMPLETE` (left to the
-   * recovery), or the database's error.
+   * recovery, or to a retry with the key when `keyed`), or the database's error.
    */
-  async run (placement: Placement, request: OrderRequest): Promise<Order> {
+  async #run (placement: Placement, request: OrderRequest, keyed: boolean): Promise<Order> {
     const { placements, upstreams } = this.options
     const { id } = placement.order
     let placed: { orderId: number, invoiceId: number | null }
@@ -101,23 +118,18 @@ export class OrderPlacement {
     }
     let recorded: Placement | null
     try {
-      recorded = await placements.recordBilling(id, placed.orderId, placed.invoiceId)
+      const { claimMs, resumableMs } = this.options
+      recorded = await placements.recordBilling(id, placed.orderId, placed.invoiceId, keyed ? { crmCreateMs: claimMs, resumableMs } : undefined)
     } catch (error) {
       // Only this request knows the billing order: undo it now, while it can.
-      await this.#cancelUnrecorded(placed.orderId)
+      await this.#compensation.cancelUnrecorded(placed.orderId)
       throw error
     }
     if (recorded === null) {
-      await this.#cancelUnrecorded(placed.orderId)
+      await this.#compensation.cancelUnrecorded(placed.orderId)
       throw new OrderIncompleteError()
     }
-    let crmOrderId: string
-    try {
-      crmOrderId = await upstreams.createCrmOrder(this.#draft(recorded, placed.orderId))
-    } catch (error) {
-      return await this.#crmFailed(recorded, error)
-    }
-    return await this.#link(recorded, crmOrderId, false)
+    return await this.#createCrm(recorded, keyed)
   }
 
   /** Finishes or undoes an interrupted placement, from whichever step it stopped at. */
@@ -128,11 +140,11 @@ export class OrderPlacement {
     if (placement.step === 'billing') {
       // AddOrder was sent, its answer never recorded: whatever billing placed is undone.
       const abandoned = await this.options.placements.abandon(id, 'placement_interrupted: the billing order was not recorded')
-      if (abandoned !== null) await this.#compensate(abandoned)
+      if (abandoned !== null) await this.#compensation.compensate(abandoned)
     } else if (placement.step === 'crm') {
       await this.#settleCrm(placement, 'placement_interrupted: the CRM order was not created', true)
     } else if (placement.step === 'compensating') {
-      await this.#compensate(placement)
+      await this.#compensation.compensate(placement)
     }
   }
 
@@ -146,7 +158,7 @@ export class OrderPlacement {
     const cancelling = await this.options.placements.cancel(orderId, reason, this.options.claimMs)
     if (cancelling === null) return null
     if (cancelling.step === 'compensated') await this.options.statusChanges.publish(cancelling.order)
-    else await this.#compensate(cancelling)
+    else await this.#compensation.compensate(cancelling)
     return cancelling.order
   }
 
@@ -160,18 +172,33 @@ export class OrderPlacement {
     // Unreadable, lost or cut off: billing may have placed the order, which is undone. After a
     // timeout billing may still be placing it: the recovery looks once the claim has run out.
     const abandoned = await placements.abandon(placement.order.id, `billing_${cause}: the billing order could not be confirmed`)
-    if (abandoned !== null && cause !== 'timeout') await this.#compensate(abandoned).catch(() => {})
+    if (abandoned !== null && cause !== 'timeout') await this.#compensation.compensate(abandoned).catch(() => {})
     throw error instanceof UpstreamFailure || error instanceof QueueFullError ? new BillingUnavailableError({ cause: error }) : error
   }
 
-  async #cancelUnrecorded (billingOrderId: number): Promise<void> {
+  async #createCrm (placement: Placement, keyed: boolean): Promise<Order> {
+    let crmOrderId: string
     try {
-      await this.options.upstreams.cancelBillingOrder(billingOrderId)
-      this.options.log.warn({ billingOrderId }, 'cancelled a billing order whose placement could not be recorded')
+      crmOrderId = await this.options.upstreams.createCrmOrder(this.#draft(placement))
     } catch (error) {
-      // The recovery finds it among the client's pending orders.
-      this.options.log.error({ billingOrderId, failure: classifyFailure(error) }, 'a billing order whose placement could not be recorded is left to the recovery')
+      return await (keyed ? this.#crmFailedKeyed(placement, error) : this.#crmFailed(placement, error))
     }
+    return await this.#link(placement, crmOrderId, false)
+  }
+
+  /**
+   * The CRM did not create a keyed placement's order: it stays for a retry with its key, unless the
+   * CRM says the order exists after all. Once the CRM answered, no create of it can still land.
+   */
+  async #crmFailedKeyed (placement: Placement, error: unknown): Promise<Order> {
+    const cause = causeOf(error)
+    // Timed out: the CRM may still be creating it, until the bound recorded with the create.
+    if (cause === 'timeout') throw new OrderIncompleteError({ cause: error })
+    const refused = CRM_REFUSED.has(cause) || (error instanceof CrmApiError && error.status < 500)
+    const found = refused ? null : await this.options.upstreams.findCrmOrder(placement.order.billingOrderId!).catch(() => undefined)
+    if (typeof found === 'string') return await this.#link(placement, found, false)
+    if (found === null || error instanceof CrmApiError) await this.options.placements.crmCreate(placement.order.id, null)
+    throw new OrderIncompleteError({ cause: error })
   }
 
   async #crmFailed (placement: Placement, error: unknown): Promise<Order> {
@@ -179,7 +206,7 @@ export class OrderPlacement {
     const reason = `crm_${cause}: the CRM order could not be created`
     if (CRM_REFUSED.has(cause) || (error instanceof CrmApiError && error.status < 500)) {
       const abandoned = await this.options.placements.abandon(placement.order.id, reason)
-      if (abandoned !== null && await this.#compensate(abandoned).then(() => true, () => false)) throw new OrderCancelledError({ cause: error })
+      if (abandoned !== null && await this.#compensation.compensate(abandoned).then(() => true, () => false)) throw new OrderCancelledError({ cause: error })
       throw new OrderIncompleteError({ cause: error })
     }
     // Timed out: the CRM may still be creating it. The recovery decides once the claim runs out.
@@ -198,7 +225,7 @@ export class OrderPlacement {
     const crmOrderId = await upstreams.findCrmOrder(billingOrderId)
     if (crmOrderId !== null) return await this.#link(placement, crmOrderId, byRecovery)
     const abandoned = await placements.abandon(placement.order.id, reason)
-    if (abandoned !== null) await this.#compensate(abandoned)
+    if (abandoned !== null) await this.#compensation.compensate(abandoned)
     return null
   }
 
@@ -215,50 +242,19 @@ export class OrderPlacement {
     return linked.order
   }
 
-  /** Cancels the placement's billing order (found first when its AddOrder answer was lost). */
-  async #compensate (placement: Placement): Promise<void> {
-    const { upstreams, placements, log } = this.options
-    const { id } = placement.order
-    const billingOrderId = placement.order.billingOrderId ?? await this.#findLostBillingOrder(placement)
-    if (billingOrderId !== null) {
-      try {
-        const outcome = await upstreams.cancelBillingOrder(billingOrderId)
-        log.warn({ orderId: id, billingOrderId, outcome }, 'cancelled the billing order of a placement that did not go on')
-      } catch (error) {
-        if (!(error instanceof OrderNotPendingError)) throw error
-        // Accepted meanwhile, though no CRM order exists: an operator must look at it.
-        log.error({ orderId: id, billingOrderId }, 'the billing order of a placement that did not go on was accepted in billing and cannot be cancelled')
-      }
+  /** Runs `work` while `lease` holds the placement, then lets a retry take it at once. */
+  async #held<T> (placement: Placement, lease: Lease, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work()
+    } finally {
+      await this.options.placements.releaseLease(placement.order.id, lease, this.options.resumableMs)
+        .catch(() => this.options.log.warn({ orderId: placement.order.id }, 'an order placement\'s hold could not be given up; a retry takes it over once it runs out'))
     }
-    const published = await placements.compensated(id)
-    if (published !== null) await this.options.statusChanges.publish(published.order)
   }
 
-  /**
-   * The billing order a lost AddOrder answer was about: the client's oldest pending order newer
-   * than the placement's floor that no stored order holds. Null when there is none: nothing was placed.
-   */
-  async #findLostBillingOrder (placement: Placement): Promise<number | null> {
-    const { upstreams, placements } = this.options
-    const clientId = placement.order.billingClientId!
-    if (placement.billingFloor === null) {
-      // No billing order was known yet: any of the client's pending orders could be one placed elsewhere.
-      this.options.log.error({ orderId: placement.order.id, billingClientId: clientId }, 'the billing order of an interrupted placement cannot be told apart: check the client\'s pending orders in billing')
-      return null
-    }
-    const pending = (await upstreams.pendingBillingOrders(clientId))
-      .filter((order) => order.orderId > placement.billingFloor!)
-      .sort((a, b) => a.orderId - b.orderId)
-    if (pending.length === 0) return null
-    const held = await placements.heldBillingOrderIds(pending.map((order) => order.orderId))
-    for (const candidate of pending) {
-      if (!held.has(candidate.orderId) && await placements.adoptBillingOrder(placement.order.id, candidate.orderId)) return candidate.orderId
-    }
-    return null
-  }
-
-  #draft (placement: Placement, billingOrderId: number): CrmOrderDraft {
+  #draft (placement: Placement): CrmOrderDraft {
     const { order } = placement
+    const billingOrderId = order.billingOrderId!
     return {
       Name: `Portal order ${billingOrderId}`,
       Status: 'Pending Review',

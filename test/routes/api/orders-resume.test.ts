@@ -1,0 +1,33 @@
+import t from 'tap'
+import { ORDER, placementTestApp, placementViolations, storedPlacements } from '../../helpers/placement.js'
+import { bearer } from '../../helpers/tokens.js'
+
+function withKey (token: string, key: string) {
+  return { ...ORDER, headers: { ...bearer(token), 'idempotency-key': key } }
+}
+
+t.test('the CRM refuses the create with 500 after billing took the order: 5xx; the retry with the same key, once the CRM is back, answers 201 with the order and its CRM order; AddOrder once', async (t) => {
+  const { sandbox, databaseUrl, app, token } = await placementTestApp(t)
+  sandbox.crm.injectFault({ kind: 'http5xx', route: 'rest/sobjects/Order', status: 500 })
+  const failed = await app.inject(withKey(token, 'crm-500-1'))
+  t.ok(failed.statusCode >= 500, `5xx (${failed.statusCode})`)
+  t.match(failed.json(), { code: 'ORDER_INCOMPLETE', message: /same Idempotency-Key/ })
+  const stillDown = await app.inject(withKey(token, 'crm-500-1'))
+  t.match(stillDown.json(), { statusCode: 503, code: 'ORDER_INCOMPLETE' }, 'a retry while the CRM still refuses: 5xx again, kept')
+  t.same(sandbox.billing.orders.map((order) => order.status), ['Pending'], 'the billing order waits for the retry')
+
+  sandbox.crm.clearFaults()
+  const resumed = await app.inject(withKey(token, 'crm-500-1'))
+  t.equal(resumed.statusCode, 201)
+  const order = resumed.json()
+  t.match(order, { status: 'Pending Review', crmOrderId: String, billingOrderId: sandbox.billing.orders[0]?.id })
+  t.equal(sandbox.crm.orders[0]?.Id, order.crmOrderId, 'its CRM order')
+  const again = await app.inject(withKey(token, 'crm-500-1'))
+  t.equal(again.statusCode, 201)
+  t.equal(again.body, resumed.body, 'the same answer as a first success, from then on')
+
+  t.equal(sandbox.billing.calls.filter((call) => call.route === 'AddOrder').length, 1, 'AddOrder once')
+  t.same(sandbox.billing.orders.map((billingOrder) => billingOrder.status), ['Pending'], 'one billing order, never cancelled')
+  t.equal(sandbox.crm.orders.length, 1, 'one CRM order')
+  t.same(placementViolations(sandbox, await storedPlacements(databaseUrl)), [])
+})
