@@ -242,13 +242,25 @@ export class OrderPlacement {
     return linked.order
   }
 
-  /** Runs `work` while `lease` holds the placement, then lets a retry take it at once. */
+  /**
+   * Runs `work` while `lease` holds the placement, renewed at a third of its length (a late renewal
+   * or two do not lose it), then lets a retry take it at once. Should this instance die, the lease
+   * runs out and a retry with the key takes the placement over.
+   */
   async #held<T> (placement: Placement, lease: Lease, work: () => Promise<T>): Promise<T> {
+    const { placements, log } = this.options
+    const { id } = placement.order
+    const renewal = setInterval(() => {
+      placements.renewLease(id, lease).then((held) => {
+        if (!held) log.warn({ orderId: id }, 'an order placement\'s hold ran out before it was renewed: a retry may take it over')
+      }, () => {})
+    }, lease.leaseMs / 3).unref()
     try {
       return await work()
     } finally {
-      await this.options.placements.releaseLease(placement.order.id, lease, this.options.resumableMs)
-        .catch(() => this.options.log.warn({ orderId: placement.order.id }, 'an order placement\'s hold could not be given up; a retry takes it over once it runs out'))
+      clearInterval(renewal)
+      await placements.releaseLease(id, lease, this.options.resumableMs)
+        .catch(() => log.warn({ orderId: id }, 'an order placement\'s hold could not be given up; a retry takes it over once it runs out'))
     }
   }
 

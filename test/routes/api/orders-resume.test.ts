@@ -1,5 +1,6 @@
 import t from 'tap'
 import { ORDER, placementTestApp, placementViolations, storedPlacements } from '../../helpers/placement.js'
+import { waitFor } from '../../helpers/processes.js'
 import { bearer } from '../../helpers/tokens.js'
 
 function withKey (token: string, key: string) {
@@ -30,4 +31,25 @@ t.test('the CRM refuses the create with 500 after billing took the order: 5xx; t
   t.same(sandbox.billing.orders.map((billingOrder) => billingOrder.status), ['Pending'], 'one billing order, never cancelled')
   t.equal(sandbox.crm.orders.length, 1, 'one CRM order')
   t.same(placementViolations(sandbox, await storedPlacements(databaseUrl)), [])
+})
+
+t.test('retries while a placement runs longer than one hold: each told 409 with retry-after; one CRM create', async (t) => {
+  const { sandbox, app, token } = await placementTestApp(t, { CRM_QUEUE_TIMEOUT_MS: '15000', UPSTREAM_TIMEOUT_MS: '15000' })
+  // Longer than one hold (5 s): only its renewal keeps retries away.
+  sandbox.crm.injectFault({ kind: 'latency', route: 'rest/sobjects/Order', ms: 7000, times: 1 })
+  const first = { answered: false }
+  const placing = app.inject(withKey(token, 'long-1')).finally(() => { first.answered = true })
+  await waitFor('the CRM create under way', async () => sandbox.crm.callsInProgress === 1, 10_000)
+  const retries: number[] = []
+  while (!first.answered) {
+    const retry = await app.inject(withKey(token, 'long-1'))
+    if (!first.answered) retries.push(retry.statusCode)
+    if (retry.statusCode === 409) t.ok(Number(retry.headers['retry-after']) >= 1)
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  t.ok(retries.length > 0 && retries.every((status) => status === 409), `every retry while it ran: 409 (${retries.length})`)
+  const done = await placing
+  t.equal(done.statusCode, 201, done.body)
+  t.equal(sandbox.crm.calls.filter((call) => call.route === 'rest/sobjects/Order').length, 1, 'one CRM create')
+  t.equal(sandbox.crm.orders.length, 1)
 })
