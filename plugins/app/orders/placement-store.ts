@@ -186,8 +186,8 @@ export class PlacementStore {
 
   /**
    * Takes up to `limit` unfinished placements whose claim has run out (the request or run that held
-   * it is gone or late), that no request or retry holds, that wait no more for a retry with their
-   * key and whose CRM create can no longer land, oldest claim first, and claims them for `claimMs`.
+   * it is gone or late), or that waited for a retry with their key in vain; that no request or retry
+   * holds, and whose CRM create can no longer land; oldest claim first, and claims them for `claimMs`.
    * Rows another run is claiming at the same moment are skipped, not waited for.
    */
   async claimUnfinished (limit: number, claimMs: number): Promise<Placement[]> {
@@ -196,7 +196,8 @@ export class PlacementStore {
       `UPDATE orders SET placement_claimed_until = ${CLAIM}, placement_lease_until = ${CLAIM}, placement_holder = NULL
        WHERE id IN (
          SELECT id FROM orders
-         WHERE placement IN ('billing', 'crm', 'compensating') AND coalesce(placement_claimed_until, '-infinity') < now()
+         WHERE placement IN ('billing', 'crm', 'compensating')
+           AND (placement_resumable_until IS NOT NULL OR coalesce(placement_claimed_until, '-infinity') < now())
            AND coalesce(placement_lease_until, '-infinity') < now() AND coalesce(placement_resumable_until, '-infinity') < now()
            AND coalesce(crm_create_until, '-infinity') < now()
          ORDER BY placement_claimed_until NULLS FIRST LIMIT $1 FOR UPDATE SKIP LOCKED

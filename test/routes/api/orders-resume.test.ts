@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ORDER, placementTestApp, placementViolations, storedPlacements } from '../../helpers/placement.js'
+import { nextRound, ORDER, placementTestApp, placementViolations, storedPlacements } from '../../helpers/placement.js'
 import { waitFor } from '../../helpers/processes.js'
 import { bearer } from '../../helpers/tokens.js'
 
@@ -52,4 +52,38 @@ t.test('retries while a placement runs longer than one hold: each told 409 with 
   t.equal(done.statusCode, 201, done.body)
   t.equal(sandbox.crm.calls.filter((call) => call.route === 'rest/sobjects/Order').length, 1, 'one CRM create')
   t.equal(sandbox.crm.orders.length, 1)
+})
+
+t.test('a kept placement waits for its retry: the reconciliation leaves it alone until ORDERS_PLACEMENT_RESUME_S has passed', async (t) => {
+  const { sandbox, app, token } = await placementTestApp(t)
+  sandbox.crm.injectFault({ kind: 'http5xx', route: 'rest/sobjects/Order', status: 500, times: 1 })
+  t.equal((await app.inject(withKey(token, 'waits-1'))).statusCode, 503)
+  // Past the request's claim, after which an unkeyed placement would be undone.
+  await waitFor('the claim to run out', async () =>
+    (await app.pg.query('SELECT 1 FROM orders WHERE placement_claimed_until < now()')).rowCount === 1, 20_000)
+  await nextRound(app)
+  t.same(sandbox.billing.orders.map((order) => order.status), ['Pending'], 'not cancelled: the default 900 s have not passed')
+  t.notOk(sandbox.billing.calls.some((call) => call.route === 'CancelOrder'))
+  t.equal((await app.inject(withKey(token, 'waits-1'))).statusCode, 201, 'the retry completes it')
+})
+
+t.test('a kept placement nobody retries within ORDERS_PLACEMENT_RESUME_S: the reconciliation cancels its billing order and invoice; the key then answers 422, never a second order', async (t) => {
+  const { sandbox, databaseUrl, app, token, recovered } = await placementTestApp(t, { ORDERS_PLACEMENT_RESUME_S: '1' })
+  sandbox.crm.injectFault({ kind: 'http5xx', route: 'rest/sobjects/Order', status: 500, times: 1 })
+  t.equal((await app.inject(withKey(token, 'abandoned-1'))).statusCode, 503)
+  await recovered()
+  const [billingOrder] = sandbox.billing.orders
+  t.equal(billingOrder?.status, 'Cancelled', 'CancelOrder in billing')
+  t.equal(sandbox.billing.invoices.find((invoice) => invoice.id === billingOrder?.invoiceid)?.status, 'Cancelled', 'its invoice too')
+  t.ok(sandbox.billing.calls.some((call) => call.route === 'CancelOrder'))
+  const [order] = (await app.inject({ url: '/api/orders', headers: bearer(token) })).json().orders
+  t.match(order, { status: 'Failed', failureReason: /^placement_interrupted/, crmOrderId: null })
+
+  const late = await app.inject(withKey(token, 'abandoned-1'))
+  t.equal(late.statusCode, 422)
+  t.match(late.json(), { code: 'ORDER_PLACEMENT_CANCELLED', message: /new key/ })
+  t.equal((await app.inject(withKey(token, 'abandoned-1'))).body, late.body, 'the key\'s answer from then on')
+  t.equal(sandbox.billing.calls.filter((call) => call.route === 'AddOrder').length, 1, 'AddOrder once for the key, ever')
+  t.equal(sandbox.crm.orders.length, 0)
+  t.same(placementViolations(sandbox, await storedPlacements(databaseUrl)), [])
 })
