@@ -50,7 +50,7 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     // The draft's form is a structured-field string, quoted; a bare token is taken too.
     const key = header.replace(/^"(.*)"$/, '$1')
     const newPlacement = toNewPlacement(order)
-    const reservation = await orderIdempotencyKeys.reserve(clientId, key, requestFingerprint(newPlacement), newPlacement, orderPlacement.claimMs, orderPlacement.leaseMs)
+    const reservation = await orderIdempotencyKeys.reserve(clientId, key, requestFingerprint(newPlacement), newPlacement, orderPlacement.claimMs, orderPlacement.keyed.leaseMs)
     const keep = (statusCode: number, body: unknown) => orderIdempotencyKeys.keepAnswer(clientId, key, statusCode, body)
       .catch(() => request.log.warn({ idempotencyKey: key }, 'the answer to an Idempotency-Key could not be kept; the key finds its order again'))
     const inUse = (retryAfterSeconds: number) => {
@@ -70,14 +70,14 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         await keep(201, reservation.order)
         return reply.code(201).send(reservation.order)
       case 'resume': {
-        const resumed = await orderPlacement.resumeKeyed(reservation.placement, reservation.lease)
+        const resumed = await orderPlacement.keyed.resume(reservation.placement, reservation.lease)
         if ('retryAfterSeconds' in resumed) throw inUse(resumed.retryAfterSeconds)
         await keep(201, resumed)
         return reply.code(201).send(resumed)
       }
     }
     try {
-      const placed = await orderPlacement.placeKeyed(reservation.placement, order, reservation.lease)
+      const placed = await orderPlacement.keyed.place(reservation.placement, order, reservation.lease)
       await keep(201, placed)
       return reply.code(201).send(placed)
     } catch (error) {

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { classifyFailure } from '../../../lib/errors.js'
 import { OrderNotPendingError } from '../../../integrations/billing/errors.js'
+import type { BillingOrderSummary } from '../../../integrations/billing/mapping.js'
 import type { OrderPlacementUpstreams } from './placement-upstreams.js'
 import type { OrderStatusChanges } from './status-changes.js'
 import type { Placement, PlacementStore } from './placement-store.js'
@@ -20,7 +21,7 @@ export class Compensation {
   async compensate (placement: Placement): Promise<void> {
     const { upstreams, placements, log } = this.options
     const { id } = placement.order
-    const billingOrderId = placement.order.billingOrderId ?? await this.#findLostBillingOrder(placement)
+    const billingOrderId = placement.order.billingOrderId ?? (await this.findLostBillingOrder(placement))?.orderId ?? null
     if (billingOrderId !== null) {
       try {
         const outcome = await upstreams.cancelBillingOrder(billingOrderId)
@@ -47,10 +48,11 @@ export class Compensation {
   }
 
   /**
-   * The billing order a lost AddOrder answer was about: the client's oldest pending order newer
-   * than the placement's floor that no stored order holds. Null when there is none: nothing was placed.
+   * The billing order a lost AddOrder answer was about, recorded as the placement's: the client's
+   * oldest pending order newer than the placement's floor that no stored order holds. Null when
+   * there is none (nothing was placed), or no floor to tell it apart by.
    */
-  async #findLostBillingOrder (placement: Placement): Promise<number | null> {
+  async findLostBillingOrder (placement: Placement): Promise<BillingOrderSummary | null> {
     const { upstreams, placements } = this.options
     const clientId = placement.order.billingClientId!
     if (placement.billingFloor === null) {
@@ -64,7 +66,7 @@ export class Compensation {
     if (pending.length === 0) return null
     const held = await placements.heldBillingOrderIds(pending.map((order) => order.orderId))
     for (const candidate of pending) {
-      if (!held.has(candidate.orderId) && await placements.adoptBillingOrder(placement.order.id, candidate.orderId)) return candidate.orderId
+      if (!held.has(candidate.orderId) && await placements.adoptBillingOrder(placement.order.id, candidate.orderId)) return candidate
     }
     return null
   }

@@ -7,7 +7,7 @@ import type { Order } from './store.js'
 export type Reservation =
   /** The first request with this key (or the first after nothing of its placement stood): place it, holding `lease`. */
   | { kind: 'new', placement: Placement, lease: Lease }
-  /** The key's placement stopped after billing took the order, and nobody holds it: complete it, holding `lease`. */
+  /** The key's placement stopped before it was done, and nobody holds it: complete it, holding `lease`. */
   | { kind: 'resume', placement: Placement, lease: Lease }
   /** The answer given to the first request, again. */
   | { kind: 'replay', statusCode: number, body: unknown }
@@ -91,6 +91,7 @@ export class IdempotencyKeys {
     switch (placement.step) {
       case 'placed': return { kind: 'placed', order: placement.order }
       case 'compensated': return placement.order.billingOrderId === null ? undefined : { kind: 'cancelled' }
+      case 'billing':
       case 'crm': {
         const taken = await this.options.placements.takeOver(placement.order.id, lease, client)
         if (taken !== null) return { kind: 'resume', placement: taken, lease }

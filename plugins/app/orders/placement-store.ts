@@ -17,13 +17,13 @@ export interface Placement {
   billingInvoiceId: number | null
   /** How long its holder's lease has still to run (0: none holds it, a retry with its key may take it over). */
   leaseRemainingMs: number
-  /** How long a CRM create sent for it and not answered may still land (0: none may). */
-  crmCreateRemainingMs: number
+  /** How long a create sent for it and not answered (AddOrder, then the CRM create) may still land (0: none may). */
+  createLandingMs: number
 }
 
 /** A keyed placement's times: its CRM create's landing bound, and how long it waits for a retry. */
 export interface KeyedTimes {
-  crmCreateMs: number
+  createLandingMs: number
   resumableMs: number
 }
 
@@ -34,12 +34,12 @@ export interface NewPlacement {
 }
 
 type PlacementRow = OrderRow & {
-  placement: PlacementStep, billing_floor: number | null, billing_invoice_id: number | null, lease_remaining_ms: number, crm_create_remaining_ms: number
+  placement: PlacementStep, billing_floor: number | null, billing_invoice_id: number | null, lease_remaining_ms: number, create_landing_ms: number
 }
 
 const remainingMs = (column: string) => `ceil(extract(epoch FROM greatest(${column}, now()) - now()) * 1000)::int`
 const PLACEMENT_COLUMNS = `${COLUMNS}, placement, billing_floor, billing_invoice_id,
-  ${remainingMs('placement_lease_until')} AS lease_remaining_ms, ${remainingMs('crm_create_until')} AS crm_create_remaining_ms`
+  ${remainingMs('placement_lease_until')} AS lease_remaining_ms, ${remainingMs('create_landing_until')} AS create_landing_ms`
 const CLAIM = 'now() + $2 * interval \'1 millisecond\''
 const AFTER = (parameter: string) => `now() + ${parameter} * interval '1 millisecond'`
 
@@ -50,7 +50,7 @@ function toPlacement (row: PlacementRow): Placement {
     billingFloor: row.billing_floor,
     billingInvoiceId: row.billing_invoice_id,
     leaseRemainingMs: row.lease_remaining_ms,
-    crmCreateRemainingMs: row.crm_create_remaining_ms
+    createLandingMs: row.create_landing_ms
   }
 }
 
@@ -71,22 +71,24 @@ export class PlacementStore {
 
   /**
    * The order row, before anything is asked of billing; claimed by the caller for `claimMs`, and
-   * leased to `lease.holder` when a retry with its key could take it over.
+   * leased to `lease.holder` when a retry with its key could take it over (its AddOrder, sent next,
+   * may then land for `claimMs`).
    */
   async begin (order: NewPlacement, claimMs: number, client: Queryable = this.pool, lease?: Lease): Promise<Placement> {
     const { rows } = await client.query<PlacementRow>(
-      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, placement, placement_claimed_until, billing_floor, placement_holder, placement_lease_until)
-       VALUES ($1, $3, $4, 'billing', ${CLAIM}, (SELECT max(billing_order_id) FROM orders), $5, ${AFTER('$6::int')})
+      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, placement, placement_claimed_until, billing_floor,
+         placement_holder, placement_lease_until, create_landing_until)
+       VALUES ($1, $3, $4, 'billing', ${CLAIM}, (SELECT max(billing_order_id) FROM orders), $5, ${AFTER('$6::int')}, ${AFTER('$7::int')})
        RETURNING ${PLACEMENT_COLUMNS}`,
-      [order.billingClientId, claimMs, order.productId, order.billingCycle, lease?.holder ?? null, lease?.leaseMs ?? null])
+      [order.billingClientId, claimMs, order.productId, order.billingCycle, lease?.holder ?? null, lease?.leaseMs ?? null, lease === undefined ? null : claimMs])
     return toPlacement(rows[0]!)
   }
 
-  /** A keyed placement whose billing order is recorded and whose lease has run out, leased to `lease.holder`; else null. */
+  /** An unfinished keyed placement whose lease has run out, leased to `lease.holder`; else null. */
   async takeOver (id: string, lease: Lease, client: Queryable = this.pool): Promise<Placement | null> {
     const { rows } = await client.query<PlacementRow>(
       `UPDATE orders SET placement_holder = $2, placement_lease_until = ${AFTER('$3')}, updated_at = now()
-       WHERE id = $1 AND placement = 'crm' AND coalesce(placement_lease_until, '-infinity') < now()
+       WHERE id = $1 AND placement IN ('billing', 'crm') AND coalesce(placement_lease_until, '-infinity') < now()
        RETURNING ${PLACEMENT_COLUMNS}`,
       [id, lease.holder, lease.leaseMs])
     return rows[0] === undefined ? null : toPlacement(rows[0])
@@ -107,9 +109,9 @@ export class PlacementStore {
        WHERE id = $1 AND placement_holder = $2`, [id, lease.holder, resumableMs])
   }
 
-  /** A CRM create is about to be sent (it may land for `ms`), or was answered (`null`: nothing will land). */
-  async crmCreate (id: string, ms: number | null): Promise<void> {
-    await this.pool.query(`UPDATE orders SET crm_create_until = ${AFTER('$2::int')} WHERE id = $1`, [id, ms])
+  /** A create (AddOrder, or the CRM create) is about to be sent and may land for `ms`; or it was answered (`null`). */
+  async createSent (id: string, ms: number | null): Promise<void> {
+    await this.pool.query(`UPDATE orders SET create_landing_until = ${AFTER('$2::int')} WHERE id = $1`, [id, ms])
   }
 
   async find (id: string, client: Queryable = this.pool): Promise<Placement | null> {
@@ -119,12 +121,12 @@ export class PlacementStore {
 
   /**
    * Billing placed the order: null when the placement had left the billing step (a recovery took it).
-   * A keyed one waits for a retry from now on, and its CRM create, sent next, may land for `crmCreateMs`.
+   * A keyed one waits for a retry from now on, and its CRM create, sent next, may land for `createLandingMs`.
    */
   async recordBilling (id: string, billingOrderId: number, billingInvoiceId: number | null, keyed?: KeyedTimes): Promise<Placement | null> {
     return this.#step(id, ['billing'], `placement = 'crm', billing_order_id = $3, billing_invoice_id = $4,
-      crm_create_until = ${AFTER('$5::int')}, placement_resumable_until = ${AFTER('$6::int')}`,
-    [billingOrderId, billingInvoiceId, keyed?.crmCreateMs ?? null, keyed?.resumableMs ?? null])
+      create_landing_until = ${AFTER('$5::int')}, placement_resumable_until = ${AFTER('$6::int')}`,
+    [billingOrderId, billingInvoiceId, keyed?.createLandingMs ?? null, keyed?.resumableMs ?? null])
   }
 
   /** The CRM order exists: the placement is done. Null when it had left the CRM step. */
@@ -199,7 +201,7 @@ export class PlacementStore {
          WHERE placement IN ('billing', 'crm', 'compensating')
            AND (placement_resumable_until IS NOT NULL OR coalesce(placement_claimed_until, '-infinity') < now())
            AND coalesce(placement_lease_until, '-infinity') < now() AND coalesce(placement_resumable_until, '-infinity') < now()
-           AND coalesce(crm_create_until, '-infinity') < now()
+           AND coalesce(create_landing_until, '-infinity') < now()
          ORDER BY placement_claimed_until NULLS FIRST LIMIT $1 FOR UPDATE SKIP LOCKED
        ) RETURNING ${PLACEMENT_COLUMNS}`,
       [limit, claimMs])

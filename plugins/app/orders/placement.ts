@@ -1,4 +1,3 @@
-import type { FastifyBaseLogger } from 'fastify'
 import {
   BillingUnavailableError, OrderCancelledError, OrderIncompleteError, OrderRejectedError, UpstreamFailure, UpstreamRefusal, classifyFailure
 } from '../../../lib/errors.js'
@@ -6,35 +5,25 @@ import { QueueFullError } from '../../../lib/request-queue.js'
 import { CrmApiError } from '../../../integrations/crm/errors.js'
 import { PaymentMethodRefusedError } from '../../../integrations/billing/errors.js'
 import { Compensation } from './compensation.js'
+import { KeyedPlacement, type KeyedPlacementOptions } from './keyed-placement.js'
 import type { OrderStatusChanges } from './status-changes.js'
 import type { Order } from './store.js'
-import type { Lease, NewPlacement, Placement, PlacementStore } from './placement-store.js'
+import type { NewPlacement, Placement } from './placement-store.js'
 import type { CrmOrderDraft, OrderPlacementUpstreams, OrderRequest } from './placement-upstreams.js'
 
-export interface OrderPlacementOptions {
-  placements: PlacementStore
+export interface OrderPlacementOptions extends KeyedPlacementOptions {
   statusChanges: OrderStatusChanges
   upstreams: OrderPlacementUpstreams
   /** The Account of the CRM orders (CRM_ORDER_ACCOUNT_ID); unset, none. */
   crmAccountId: string | undefined
-  /** How long the request that places an order holds it before a recovery may take it over. */
-  claimMs: number
-  /** How long a request's hold on a keyed placement lasts unrenewed: a retry with its key takes it over after. */
-  leaseMs: number
-  /** How long a keyed placement interrupted after billing took the order waits for a retry with its key. */
-  resumableMs: number
-  log: FastifyBaseLogger
-}
-
-/** The retry must come again: a CRM create sent for the placement may still land. */
-export interface Busy {
-  retryAfterSeconds: number
 }
 
 // Failures after which the CRM surely made no order: it refused the request, or it never reached it.
 const CRM_REFUSED = new Set(['auth_failed', 'quota_exceeded', 'queue_full'])
 // Failures after which billing surely placed no order: the request never reached it.
 const BILLING_NOT_REACHED = new Set(['auth_failed', 'queue_full'])
+// Failures that are billing's answer: whatever AddOrder did is done, nothing of it lands later.
+const BILLING_ANSWERED = new Set(['http_5xx', 'upstream_error'])
 
 function causeOf (error: unknown): string {
   // A full queue is this instance's overload, not an answer of the upstream: the reason says which.
@@ -45,60 +34,29 @@ function causeOf (error: unknown): string {
  * Placing an order, step by step, each step recorded before the next: the order row (placement
  * `billing`), billing AddOrder (`crm`), the CRM order in `Pending Review`, linked (`placed`). An order
  * that will not go on is `Failed` and `compensating` until its billing order is cancelled
- * (`compensated`). `place` runs the steps for a request; `placeKeyed` for one with an
- * Idempotency-Key, whose placement a retry with the key completes (`resumeKeyed`) once billing took
- * the order. `resume` finishes or undoes a placement that was interrupted (a crash, a database that
+ * (`compensated`). `place` runs the steps for a request; `keyed` for one with an Idempotency-Key,
+ * whose placement a retry with the key completes. `resume` finishes or undoes a placement that was interrupted (a crash, a database that
  * stalled, an upstream that did not answer, a key nobody retried), and is what the recovery runs:
  * the CRM order is looked up by its billing order id before anything is decided, and a create is
  * sent only when none sent before can still land, so no placement ever makes two.
  */
 export class OrderPlacement {
   readonly #compensation: Compensation
+  /** The placements of requests with an Idempotency-Key, and their retries. */
+  readonly keyed: KeyedPlacement
 
   constructor (private readonly options: OrderPlacementOptions) {
     this.#compensation = new Compensation(options)
+    this.keyed = new KeyedPlacement(this, this.#compensation, options)
   }
 
   get claimMs (): number {
     return this.options.claimMs
   }
 
-  get leaseMs (): number {
-    return this.options.leaseMs
-  }
-
   /** Begins a placement (the order row, claimed by the caller) and runs it. */
   async place (request: OrderRequest): Promise<Order> {
-    return await this.#run(await this.options.placements.begin(toNewPlacement(request), this.options.claimMs), request, false)
-  }
-
-  /**
-   * Runs a placement begun for a request with an Idempotency-Key, held by `lease` while it runs. Once
-   * billing took the order, a CRM failure keeps it for a retry with the key (`ORDER_INCOMPLETE`).
-   */
-  async placeKeyed (placement: Placement, request: OrderRequest, lease: Lease): Promise<Order> {
-    return await this.#held(placement, lease, () => this.#run(placement, request, true))
-  }
-
-  /**
-   * Completes a keyed placement that a retry with its key took over (its billing order recorded):
-   * its CRM order found, or created when none exists and none can still land, then linked. The
-   * retry must come again (`Busy`) while a create sent earlier may still land.
-   */
-  async resumeKeyed (placement: Placement, lease: Lease): Promise<Order | Busy> {
-    return await this.#held(placement, lease, async () => {
-      let crmOrderId: string | null
-      try {
-        crmOrderId = await this.options.upstreams.findCrmOrder(placement.order.billingOrderId!)
-      } catch (error) {
-        throw new OrderIncompleteError({ cause: error })
-      }
-      if (crmOrderId !== null) return await this.#link(placement, crmOrderId, false)
-      // Creating one now could make two: the CRM says soon whether the earlier one landed.
-      if (placement.crmCreateRemainingMs > 0) return { retryAfterSeconds: Math.min(2, Math.ceil(placement.crmCreateRemainingMs / 1000)) }
-      await this.options.placements.crmCreate(placement.order.id, this.options.claimMs)
-      return await this.#createCrm(placement, true)
-    })
+    return await this.run(await this.options.placements.begin(toNewPlacement(request), this.options.claimMs), request, false)
   }
 
   /**
@@ -107,19 +65,19 @@ export class OrderPlacement {
    * `ORDER_CANCELLED` (the CRM could not take it; billing cancelled), `ORDER_INCOMPLETE` (left to the
    * recovery, or to a retry with the key when `keyed`), or the database's error.
    */
-  async #run (placement: Placement, request: OrderRequest, keyed: boolean): Promise<Order> {
+  async run (placement: Placement, request: OrderRequest, keyed: boolean): Promise<Order> {
     const { placements, upstreams } = this.options
     const { id } = placement.order
     let placed: { orderId: number, invoiceId: number | null }
     try {
       placed = await upstreams.addBillingOrder(request)
     } catch (error) {
-      return await this.#billingFailed(placement, error)
+      return await this.#billingFailed(placement, error, keyed)
     }
     let recorded: Placement | null
     try {
       const { claimMs, resumableMs } = this.options
-      recorded = await placements.recordBilling(id, placed.orderId, placed.invoiceId, keyed ? { crmCreateMs: claimMs, resumableMs } : undefined)
+      recorded = await placements.recordBilling(id, placed.orderId, placed.invoiceId, keyed ? { createLandingMs: claimMs, resumableMs } : undefined)
     } catch (error) {
       // Only this request knows the billing order: undo it now, while it can.
       await this.#compensation.cancelUnrecorded(placed.orderId)
@@ -129,7 +87,7 @@ export class OrderPlacement {
       await this.#compensation.cancelUnrecorded(placed.orderId)
       throw new OrderIncompleteError()
     }
-    return await this.#createCrm(recorded, keyed)
+    return await this.createCrm(recorded, keyed)
   }
 
   /** Finishes or undoes an interrupted placement, from whichever step it stopped at. */
@@ -162,12 +120,17 @@ export class OrderPlacement {
     return cancelling.order
   }
 
-  async #billingFailed (placement: Placement, error: unknown): Promise<never> {
+  async #billingFailed (placement: Placement, error: unknown, keyed: boolean): Promise<never> {
     const { placements } = this.options
     const cause = causeOf(error)
     if (error instanceof UpstreamRefusal || error instanceof PaymentMethodRefusedError || BILLING_NOT_REACHED.has(cause)) {
       await placements.discard(placement.order.id)
       throw error instanceof UpstreamRefusal ? new OrderRejectedError({ cause: error }) : new BillingUnavailableError({ cause: error })
+    }
+    if (keyed) {
+      // Billing may have placed it: a retry with the key finds it, or sends AddOrder again once none can land.
+      if (BILLING_ANSWERED.has(cause)) await placements.createSent(placement.order.id, null)
+      throw new BillingUnavailableError({ cause: error })
     }
     // Unreadable, lost or cut off: billing may have placed the order, which is undone. After a
     // timeout billing may still be placing it: the recovery looks once the claim has run out.
@@ -176,14 +139,15 @@ export class OrderPlacement {
     throw error instanceof UpstreamFailure || error instanceof QueueFullError ? new BillingUnavailableError({ cause: error }) : error
   }
 
-  async #createCrm (placement: Placement, keyed: boolean): Promise<Order> {
+  /** Creates the placement's CRM order and links it. */
+  async createCrm (placement: Placement, keyed: boolean): Promise<Order> {
     let crmOrderId: string
     try {
       crmOrderId = await this.options.upstreams.createCrmOrder(this.#draft(placement))
     } catch (error) {
       return await (keyed ? this.#crmFailedKeyed(placement, error) : this.#crmFailed(placement, error))
     }
-    return await this.#link(placement, crmOrderId, false)
+    return await this.link(placement, crmOrderId, false)
   }
 
   /**
@@ -196,8 +160,8 @@ export class OrderPlacement {
     if (cause === 'timeout') throw new OrderIncompleteError({ cause: error })
     const refused = CRM_REFUSED.has(cause) || (error instanceof CrmApiError && error.status < 500)
     const found = refused ? null : await this.options.upstreams.findCrmOrder(placement.order.billingOrderId!).catch(() => undefined)
-    if (typeof found === 'string') return await this.#link(placement, found, false)
-    if (found === null || error instanceof CrmApiError) await this.options.placements.crmCreate(placement.order.id, null)
+    if (typeof found === 'string') return await this.link(placement, found, false)
+    if (found === null || error instanceof CrmApiError) await this.options.placements.createSent(placement.order.id, null)
     throw new OrderIncompleteError({ cause: error })
   }
 
@@ -223,13 +187,14 @@ export class OrderPlacement {
     const { upstreams, placements } = this.options
     const billingOrderId = placement.order.billingOrderId!
     const crmOrderId = await upstreams.findCrmOrder(billingOrderId)
-    if (crmOrderId !== null) return await this.#link(placement, crmOrderId, byRecovery)
+    if (crmOrderId !== null) return await this.link(placement, crmOrderId, byRecovery)
     const abandoned = await placements.abandon(placement.order.id, reason)
     if (abandoned !== null) await this.#compensation.compensate(abandoned)
     return null
   }
 
-  async #link (placement: Placement, crmOrderId: string, byRecovery: boolean): Promise<Order> {
+  /** Links the placement to its CRM order: it goes on. */
+  async link (placement: Placement, crmOrderId: string, byRecovery: boolean): Promise<Order> {
     const linked = await this.options.placements.link(placement.order.id, crmOrderId)
     if (linked === null) {
       // Its claim ran out and a recovery undid it meanwhile: the CRM order names a cancelled billing order.
@@ -240,28 +205,6 @@ export class OrderPlacement {
     if (byRecovery) this.options.log.warn({ orderId: linked.order.id, crmOrderId }, 'the recovery linked an order placement to the CRM order it found')
     await this.options.statusChanges.publish(linked.order)
     return linked.order
-  }
-
-  /**
-   * Runs `work` while `lease` holds the placement, renewed at a third of its length (a late renewal
-   * or two do not lose it), then lets a retry take it at once. Should this instance die, the lease
-   * runs out and a retry with the key takes the placement over.
-   */
-  async #held<T> (placement: Placement, lease: Lease, work: () => Promise<T>): Promise<T> {
-    const { placements, log } = this.options
-    const { id } = placement.order
-    const renewal = setInterval(() => {
-      placements.renewLease(id, lease).then((held) => {
-        if (!held) log.warn({ orderId: id }, 'an order placement\'s hold ran out before it was renewed: a retry may take it over')
-      }, () => {})
-    }, lease.leaseMs / 3).unref()
-    try {
-      return await work()
-    } finally {
-      clearInterval(renewal)
-      await placements.releaseLease(id, lease, this.options.resumableMs)
-        .catch(() => log.warn({ orderId: id }, 'an order placement\'s hold could not be given up; a retry takes it over once it runs out'))
-    }
   }
 
   #draft (placement: Placement): CrmOrderDraft {

@@ -81,7 +81,7 @@ t.test('a refusal is the key\'s answer; after a 5xx that left no billing order, 
   t.equal(unavailable.statusCode, 503)
   t.equal(sandbox.billing.orders.length, 0)
   const retried = await app.inject(withKey(token, 'retried-1'))
-  t.equal(retried.statusCode, 201, 'the retry with its key places it')
+  t.equal(retried.statusCode, 201, `the retry with its key places it: ${retried.body}`)
   const again = await app.inject(withKey(token, 'retried-1'))
   t.equal(again.body, retried.body, 'and then answers that order')
   t.same(sandbox.billing.orders.map((order) => order.status), ['Pending'], 'invoiced once')

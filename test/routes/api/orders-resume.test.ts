@@ -87,3 +87,19 @@ t.test('a kept placement nobody retries within ORDERS_PLACEMENT_RESUME_S: the re
   t.equal(sandbox.crm.orders.length, 0)
   t.same(placementViolations(sandbox, await storedPlacements(databaseUrl)), [])
 })
+
+t.test('an AddOrder answer lost (billing placed the order after its caller gave up): 503; the retry with the key finds that billing order and completes it, 201; AddOrder once', async (t) => {
+  const { sandbox, databaseUrl, app, token } = await placementTestApp(t)
+  // A first order: the floor that tells a lost answer's order apart.
+  t.equal((await app.inject(withKey(token, 'before-1'))).statusCode, 201)
+  sandbox.billing.injectFault({ kind: 'latency', route: 'AddOrder', ms: 3000, times: 1 })
+  const lost = await app.inject(withKey(token, 'lost-1'))
+  t.match(lost.json(), { statusCode: 503, code: 'BILLING_UNAVAILABLE' })
+  await waitFor('billing to place it after all', async () => sandbox.billing.orders.length === 2, 5000)
+  const resumed = await app.inject(withKey(token, 'lost-1'))
+  t.equal(resumed.statusCode, 201)
+  t.match(resumed.json(), { billingOrderId: sandbox.billing.orders[1]?.id, crmOrderId: String, status: 'Pending Review' })
+  t.equal(sandbox.billing.calls.filter((call) => call.route === 'AddOrder').length, 2, 'one AddOrder per key')
+  t.same(sandbox.billing.orders.map((order) => order.status), ['Pending', 'Pending'])
+  t.same(placementViolations(sandbox, await storedPlacements(databaseUrl)), [])
+})
