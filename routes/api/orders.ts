@@ -20,10 +20,13 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['orders'],
       summary: 'Order a product: billing AddOrder, then a CRM Order in Pending Review',
       description: 'The CRM provisions the order when it raises OrderProvisionRequested__e; follow its status on GET /api/events. ' +
-        'A placement completes or undoes itself: an order that does not go on has its billing order and invoice cancelled. ' +
-        'Send an `Idempotency-Key` (IETF draft "The Idempotency-Key HTTP Header Field"): the same key with the same body returns the first answer ' +
-        'and never places a second order, so a client told 5xx, or that lost the answer, retries with its key safely: it gets the order, 409 while ' +
-        'the first placement is still being finished or undone, or a new placement once the first was undone. Keys are kept for ORDERS_IDEMPOTENCY_KEY_TTL_S (a day).',
+        'Send an `Idempotency-Key` (IETF draft "The Idempotency-Key HTTP Header Field"), a new one per order: one key places at most one billing order, ever. ' +
+        'Retry with the same key after a 5xx, after no answer, and after 409 once `retry-after` has passed: the retry completes the first placement ' +
+        'where it stopped and answers as a first success (201 with the order and its CRM order). After any other 4xx (400, 422) send a new key. ' +
+        'A placement that failed after billing took the order waits ORDERS_PLACEMENT_RESUME_S (15 minutes) from its last attempt for a retry, ' +
+        'then is cancelled with its billing order and invoice, and its key answers 422 `ORDER_PLACEMENT_CANCELLED`. ' +
+        'Without a key, a placement that fails completes or undoes itself: an order that does not go on has its billing order and invoice cancelled. ' +
+        'Keys are kept for ORDERS_IDEMPOTENCY_KEY_TTL_S (a day).',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       headers: NewOrderHeaders,
       body: Type.Ref(NewOrderRequest),
@@ -32,12 +35,15 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         ...errors,
         ...bodyErrorResponses,
         403: unsafeAuthenticatedErrorResponses[403],
-        409: errorResponse('A request with this Idempotency-Key is still being processed, or its placement is still being finished or undone (`IDEMPOTENCY_KEY_IN_USE`): retry shortly with the same key'),
-        422: errorResponse('The billing system refused the order: an unknown product, say (`ORDER_REJECTED`); or this Idempotency-Key came with a different body (`IDEMPOTENCY_KEY_REUSED`)'),
-        503: errorResponse('The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`: any billing order is cancelled); ' +
-          'the CRM could not take the order (`ORDER_CANCELLED`: kept as Failed with the reason, its billing order and invoice cancelled); ' +
-          'the order could not be completed now (`ORDER_INCOMPLETE`: the service completes or cancels it within minutes); ' +
-          `or ${TOKEN_CHECK_UNAVAILABLE}. Each is safe to retry with the same Idempotency-Key`)
+        409: errorResponse('A request with this Idempotency-Key is still running, or an upstream has yet to show what an earlier attempt did ' +
+          '(`IDEMPOTENCY_KEY_IN_USE`): retry with the same key after `retry-after` seconds'),
+        422: errorResponse('The billing system refused the order: an unknown product, say (`ORDER_REJECTED`); this Idempotency-Key came with a different body ' +
+          '(`IDEMPOTENCY_KEY_REUSED`); or the order of this key was not completed within ORDERS_PLACEMENT_RESUME_S and is cancelled (`ORDER_PLACEMENT_CANCELLED`). ' +
+          'The same key answers the same: send a new one'),
+        503: errorResponse('The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`); ' +
+          'the order could not be completed now (`ORDER_INCOMPLETE`: a retry with the same Idempotency-Key completes it); ' +
+          'without an Idempotency-Key, the CRM could not take the order (`ORDER_CANCELLED`: kept as Failed with the reason, its billing order and invoice cancelled); ' +
+          `or ${TOKEN_CHECK_UNAVAILABLE}. Retry with the same Idempotency-Key: it never places a second order`)
       }
     }
   }, async (request, reply) => {

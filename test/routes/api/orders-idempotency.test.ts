@@ -132,10 +132,15 @@ t.test('an expired key is forgotten: the next request with it places an order', 
   t.equal(sandbox.billing.orders.length, 2)
 })
 
-t.test('the OpenAPI document states the header and the 409 and 422 answers', async (t) => {
+t.test('the OpenAPI document states the header and the retry contract: which answers to retry with the same key, which need a new one', async (t) => {
   const { app } = await placementTestApp(t)
   const operation = (await app.inject('/docs/json')).json().paths['/api/orders'].post
   t.match(operation.parameters, [{ in: 'header', name: 'idempotency-key', required: false }])
-  t.match(operation.responses, { 409: { description: /IDEMPOTENCY_KEY_IN_USE/ }, 422: { description: /IDEMPOTENCY_KEY_REUSED/ } })
-  t.match(operation.description, /retries with its key safely/)
+  t.match(operation.responses, {
+    409: { description: /IDEMPOTENCY_KEY_IN_USE.*same key after `retry-after`/ },
+    422: { description: /IDEMPOTENCY_KEY_REUSED.*ORDER_PLACEMENT_CANCELLED.*send a new one/ },
+    503: { description: /ORDER_INCOMPLETE.*Retry with the same Idempotency-Key/ }
+  })
+  t.match(operation.description, /one key places at most one billing order, ever.*same key after a 5xx, after no answer, and after 409.*After any other 4xx \(400, 422\) send a new key/)
+  t.match(operation.parameters, [{ name: 'idempotency-key', description: /each retry of that order/ }])
 })
