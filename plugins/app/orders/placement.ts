@@ -84,7 +84,9 @@ export class OrderPlacement {
       throw error
     }
     if (recorded === null) {
-      await this.#compensation.cancelUnrecorded(placed.orderId)
+      // A recovery undid it meanwhile; unless a retry with its key, taking over a hold this request
+      // failed to renew, found this very billing order and goes on with it.
+      if ((await placements.find(id).catch(() => null))?.order.billingOrderId !== placed.orderId) await this.#compensation.cancelUnrecorded(placed.orderId)
       throw new OrderIncompleteError()
     }
     return await this.createCrm(recorded, keyed)
