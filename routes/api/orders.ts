@@ -75,15 +75,11 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       case 'placed':
         await keep(201, reservation.order)
         return reply.code(201).send(reservation.order)
-      case 'resume': {
-        const resumed = await orderPlacement.keyed.resume(reservation.placement, reservation.lease)
-        if ('retryAfterSeconds' in resumed) throw inUse(resumed.retryAfterSeconds)
-        await keep(201, resumed)
-        return reply.code(201).send(resumed)
-      }
     }
     try {
-      const placed = await orderPlacement.keyed.place(reservation.placement, order, reservation.lease)
+      const { placement, lease } = reservation
+      const placed = reservation.kind === 'new' ? await orderPlacement.keyed.place(placement, order, lease) : await orderPlacement.keyed.resume(placement, lease)
+      if ('retryAfterSeconds' in placed) throw inUse(placed.retryAfterSeconds)
       await keep(201, placed)
       return reply.code(201).send(placed)
     } catch (error) {
