@@ -1,6 +1,6 @@
 import t from 'tap'
 import { buildTestApp } from '../../helpers/app.js'
-import { ORDER, placementTestApp } from '../../helpers/placement.js'
+import { ORDER, placementTestApp, untilNotInUse } from '../../helpers/placement.js'
 import { waitFor } from '../../helpers/processes.js'
 import { bearer, login } from '../../helpers/tokens.js'
 
@@ -111,11 +111,7 @@ t.test('a retry while a CRM create that got no answer may still land: 409 with r
   t.match(busy.json(), { code: 'IDEMPOTENCY_KEY_IN_USE' })
   t.ok(Number(busy.headers['retry-after']) >= 1, 'with retry-after')
   t.equal(sandbox.crm.calls.filter((call) => call.route === 'rest/sobjects/Order').length, 1)
-  let completed = busy
-  await waitFor('the retry to complete it', async () => {
-    completed = await app.inject(withKey(token, 'unanswered-1'))
-    return completed.statusCode !== 409
-  }, 20_000)
+  const completed = await untilNotInUse(app, withKey(token, 'unanswered-1'))
   t.equal(completed.statusCode, 201)
   t.match(completed.json(), { status: 'Pending Review', crmOrderId: sandbox.crm.orders[0]?.Id })
   t.equal(sandbox.crm.orders.length, 1, 'one CRM order')

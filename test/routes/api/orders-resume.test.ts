@@ -1,5 +1,5 @@
 import t from 'tap'
-import { nextRound, ORDER, placementTestApp, placementViolations, storedPlacements } from '../../helpers/placement.js'
+import { nextRound, ORDER, placementTestApp, placementViolations, storedPlacements, untilNotInUse } from '../../helpers/placement.js'
 import { waitFor } from '../../helpers/processes.js'
 import { bearer } from '../../helpers/tokens.js'
 
@@ -101,5 +101,20 @@ t.test('an AddOrder answer lost (billing placed the order after its caller gave 
   t.match(resumed.json(), { billingOrderId: sandbox.billing.orders[1]?.id, crmOrderId: String, status: 'Pending Review' })
   t.equal(sandbox.billing.calls.filter((call) => call.route === 'AddOrder').length, 2, 'one AddOrder per key')
   t.same(sandbox.billing.orders.map((order) => order.status), ['Pending', 'Pending'])
+  t.same(placementViolations(sandbox, await storedPlacements(databaseUrl)), [])
+})
+
+t.test('AddOrder unanswered and nothing placed: retries are told 409 while it may still land, then the retry sends AddOrder again and completes it; one billing order', async (t) => {
+  const { sandbox, databaseUrl, app, token } = await placementTestApp(t)
+  t.equal((await app.inject(withKey(token, 'before-2'))).statusCode, 201)
+  sandbox.billing.injectFault({ kind: 'blackhole', route: 'AddOrder', times: 1 })
+  t.match((await app.inject(withKey(token, 'unanswered-2'))).json(), { statusCode: 503, code: 'BILLING_UNAVAILABLE' })
+  const busy = await app.inject(withKey(token, 'unanswered-2'))
+  t.equal(busy.statusCode, 409, 'the AddOrder sent may still land: none is sent again yet')
+  t.ok(Number(busy.headers['retry-after']) >= 1, 'with retry-after')
+  const completed = await untilNotInUse(app, withKey(token, 'unanswered-2'))
+  t.equal(completed.statusCode, 201)
+  t.equal(sandbox.billing.calls.filter((call) => call.route === 'AddOrder').length, 3, 'AddOrder sent again once the first could no longer land')
+  t.same(sandbox.billing.orders.map((order) => order.status), ['Pending', 'Pending'], 'one billing order for the key')
   t.same(placementViolations(sandbox, await storedPlacements(databaseUrl)), [])
 })
