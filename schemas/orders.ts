@@ -53,8 +53,9 @@ export const NewOrderHeaders = Type.Object({
   'idempotency-key': Type.Optional(Type.String({
     // A structured-field string of printable ASCII (quoted, as the draft sends it, or bare), up to 255 characters.
     pattern: '^(?:"[ !#-\\[\\]-~]{1,255}"|[!#-~]{1,255})$',
-    description: 'IETF draft "The Idempotency-Key HTTP Header Field": a unique value per order the client means to place, a UUID say. ' +
-      'The same key from the same client returns the first answer and never places a second order'
+    description: 'IETF draft "The Idempotency-Key HTTP Header Field": a unique value per order the client means to place, a UUID say, ' +
+      'sent again with each retry of that order (after a 5xx, no answer, or 409). The same key from the same client completes the first placement ' +
+      'or returns its answer, and never places a second billing order; a new order, or a retry after a 400 or 422, takes a new key'
   }))
 })
 

@@ -75,7 +75,7 @@ export const SECTIONS: readonly Section[] = [
   },
   {
     title: 'Orders: placement and reconciliation',
-    settings: ['ORDERS_RECONCILE_INTERVAL_S', 'CRM_ORDER_CANCELLED_STATUSES', 'ORDERS_IDEMPOTENCY_KEY_TTL_S']
+    settings: ['ORDERS_RECONCILE_INTERVAL_S', 'CRM_ORDER_CANCELLED_STATUSES', 'ORDERS_IDEMPOTENCY_KEY_TTL_S', 'ORDERS_PLACEMENT_RESUME_S']
   },
   {
     title: 'Provisioning jobs',

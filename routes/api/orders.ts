@@ -1,9 +1,10 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { IdempotencyKeyInUseError, IdempotencyKeyReusedError, OrderNotFoundError, OrderRejectedError } from '../../lib/errors.js'
+import { IdempotencyKeyInUseError, IdempotencyKeyReusedError, OrderNotFoundError, OrderPlacementCancelledError, OrderRejectedError } from '../../lib/errors.js'
 import { errorBody } from '../../plugins/app/error-handler.js'
 import { requestFingerprint } from '../../plugins/app/orders/idempotency.js'
-import { toNewPlacement, type OrderRequest } from '../../plugins/app/orders/placement.js'
+import { toNewPlacement } from '../../plugins/app/orders/placement.js'
+import type { OrderRequest } from '../../plugins/app/orders/placement-upstreams.js'
 import { authenticatedErrorResponses, bodyErrorResponses, unsafeAuthenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
 import { NewOrderRequest, NewOrderHeaders, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../schemas/orders.js'
 
@@ -19,10 +20,13 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['orders'],
       summary: 'Order a product: billing AddOrder, then a CRM Order in Pending Review',
       description: 'The CRM provisions the order when it raises OrderProvisionRequested__e; follow its status on GET /api/events. ' +
-        'A placement completes or undoes itself: an order that does not go on has its billing order and invoice cancelled. ' +
-        'Send an `Idempotency-Key` (IETF draft "The Idempotency-Key HTTP Header Field"): the same key with the same body returns the first answer ' +
-        'and never places a second order, so a client told 5xx, or that lost the answer, retries with its key safely: it gets the order, 409 while ' +
-        'the first placement is still being finished or undone, or a new placement once the first was undone. Keys are kept for ORDERS_IDEMPOTENCY_KEY_TTL_S (a day).',
+        'Send an `Idempotency-Key` (IETF draft "The Idempotency-Key HTTP Header Field"), a new one per order: one key places at most one billing order, ever. ' +
+        'Retry with the same key after a 5xx, after no answer, and after 409 once `retry-after` has passed: the retry completes the first placement ' +
+        'where it stopped and answers as a first success (201 with the order and its CRM order). After any other 4xx (400, 422) send a new key. ' +
+        'A placement that failed after billing took the order waits ORDERS_PLACEMENT_RESUME_S (15 minutes) from its last attempt for a retry, ' +
+        'then is cancelled with its billing order and invoice, and its key answers 422 `ORDER_PLACEMENT_CANCELLED`. ' +
+        'Without a key, a placement that fails completes or undoes itself: an order that does not go on has its billing order and invoice cancelled. ' +
+        'Keys are kept for ORDERS_IDEMPOTENCY_KEY_TTL_S (a day).',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       headers: NewOrderHeaders,
       body: Type.Ref(NewOrderRequest),
@@ -31,12 +35,15 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         ...errors,
         ...bodyErrorResponses,
         403: unsafeAuthenticatedErrorResponses[403],
-        409: errorResponse('A request with this Idempotency-Key is still being processed, or its placement is still being finished or undone (`IDEMPOTENCY_KEY_IN_USE`): retry shortly with the same key'),
-        422: errorResponse('The billing system refused the order: an unknown product, say (`ORDER_REJECTED`); or this Idempotency-Key came with a different body (`IDEMPOTENCY_KEY_REUSED`)'),
-        503: errorResponse('The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`: any billing order is cancelled); ' +
-          'the CRM could not take the order (`ORDER_CANCELLED`: kept as Failed with the reason, its billing order and invoice cancelled); ' +
-          'the order could not be completed now (`ORDER_INCOMPLETE`: the service completes or cancels it within minutes); ' +
-          `or ${TOKEN_CHECK_UNAVAILABLE}. Each is safe to retry with the same Idempotency-Key`)
+        409: errorResponse('A request with this Idempotency-Key is still running, or an upstream has yet to show what an earlier attempt did ' +
+          '(`IDEMPOTENCY_KEY_IN_USE`): retry with the same key after `retry-after` seconds'),
+        422: errorResponse('The billing system refused the order: an unknown product, say (`ORDER_REJECTED`); this Idempotency-Key came with a different body ' +
+          '(`IDEMPOTENCY_KEY_REUSED`); or the order of this key was not completed within ORDERS_PLACEMENT_RESUME_S and is cancelled (`ORDER_PLACEMENT_CANCELLED`). ' +
+          'The same key answers the same: send a new one'),
+        503: errorResponse('The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`); ' +
+          'the order could not be completed now (`ORDER_INCOMPLETE`: a retry with the same Idempotency-Key completes it); ' +
+          'without an Idempotency-Key, the CRM could not take the order (`ORDER_CANCELLED`: kept as Failed with the reason, its billing order and invoice cancelled); ' +
+          `or ${TOKEN_CHECK_UNAVAILABLE}. Retry with the same Idempotency-Key: it never places a second order`)
       }
     }
   }, async (request, reply) => {
@@ -49,19 +56,30 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     // The draft's form is a structured-field string, quoted; a bare token is taken too.
     const key = header.replace(/^"(.*)"$/, '$1')
     const newPlacement = toNewPlacement(order)
-    const reservation = await orderIdempotencyKeys.reserve(clientId, key, requestFingerprint(newPlacement), newPlacement, orderPlacement.claimMs)
+    const reservation = await orderIdempotencyKeys.reserve(clientId, key, requestFingerprint(newPlacement), newPlacement, orderPlacement.claimMs, orderPlacement.keyed.leaseMs)
     const keep = (statusCode: number, body: unknown) => orderIdempotencyKeys.keepAnswer(clientId, key, statusCode, body)
       .catch(() => request.log.warn({ idempotencyKey: key }, 'the answer to an Idempotency-Key could not be kept; the key finds its order again'))
+    const inUse = (retryAfterSeconds: number) => {
+      reply.header('retry-after', retryAfterSeconds)
+      return new IdempotencyKeyInUseError()
+    }
     switch (reservation.kind) {
       case 'mismatch': throw new IdempotencyKeyReusedError()
-      case 'in_progress': throw new IdempotencyKeyInUseError()
+      case 'in_progress': throw inUse(reservation.retryAfterSeconds)
       case 'replay': return reply.code(reservation.statusCode).send(reservation.body)
+      case 'cancelled': {
+        const error = new OrderPlacementCancelledError()
+        await keep(422, errorBody(request, 422, error.code, error.message))
+        throw error
+      }
       case 'placed':
         await keep(201, reservation.order)
         return reply.code(201).send(reservation.order)
     }
     try {
-      const placed = await orderPlacement.run(reservation.placement, order)
+      const { placement, lease } = reservation
+      const placed = reservation.kind === 'new' ? await orderPlacement.keyed.place(placement, order, lease) : await orderPlacement.keyed.resume(placement, lease)
+      if ('retryAfterSeconds' in placed) throw inUse(placed.retryAfterSeconds)
       await keep(201, placed)
       return reply.code(201).send(placed)
     } catch (error) {

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import type { Test } from 'tap'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import type { Sandbox } from '../../dev/sandbox/index.js'
 import { buildTestApp, ensureTestDatabase, scopeWith, startTestSandbox, testSchemaUrl } from './app.js'
 import { waitFor } from './processes.js'
@@ -92,4 +92,14 @@ export async function placementTestApp (t: Test, overrides: Record<string, strin
   const app = await buildTestApp(t, { ...FAST_RECOVERY, DATABASE_URL: databaseUrl, ...overrides }, sandbox)
   const token = await login(app)
   return { sandbox, databaseUrl, app, token, recovered: () => recovered(sandbox, databaseUrl) }
+}
+
+/** Sends `request` again and again until it is not told 409 (its key's placement held, or an earlier create that may still land). */
+export async function untilNotInUse (app: FastifyInstance, request: InjectOptions, timeoutMs = 20_000): Promise<LightMyRequestResponse> {
+  let answer: LightMyRequestResponse | undefined
+  await waitFor('an answer other than 409', async () => {
+    answer = await app.inject(request)
+    return answer.statusCode !== 409
+  }, timeoutMs)
+  return answer!
 }

@@ -1,18 +1,22 @@
-import { createHash } from 'node:crypto'
-import type { Pool } from 'pg'
-import type { NewPlacement, Placement, PlacementStore } from './placement-store.js'
+import { createHash, randomUUID } from 'node:crypto'
+import type { Pool, PoolClient } from 'pg'
+import type { Lease, NewPlacement, Placement, PlacementStore } from './placement-store.js'
 import type { Order } from './store.js'
 
 /** What a request with an Idempotency-Key gets to do, or is answered. */
 export type Reservation =
-  /** The first request with this key (or the first after its placement was undone): place it. */
-  | { kind: 'new', placement: Placement }
+  /** The first request with this key (or the first after nothing of its placement stood): place it, holding `lease`. */
+  | { kind: 'new', placement: Placement, lease: Lease }
+  /** The key's placement stopped before it was done, and nobody holds it: complete it, holding `lease`. */
+  | { kind: 'resume', placement: Placement, lease: Lease }
   /** The answer given to the first request, again. */
   | { kind: 'replay', statusCode: number, body: unknown }
   /** The key's order went through, though its first request was not told so. */
   | { kind: 'placed', order: Order }
-  /** The key's placement is still under way. */
-  | { kind: 'in_progress' }
+  /** The key's placement is under way, or being undone: come again after `retryAfterSeconds`. */
+  | { kind: 'in_progress', retryAfterSeconds: number }
+  /** The key's placement did not go on and was cancelled in billing: the key places nothing more. */
+  | { kind: 'cancelled' }
   /** The key was used with another request body. */
   | { kind: 'mismatch' }
 
@@ -30,14 +34,16 @@ export function requestFingerprint ({ productId, billingCycle }: Pick<NewPlaceme
 
 /**
  * The Idempotency-Key of POST /api/orders, kept in PostgreSQL (shared by every instance, kept when
- * Redis is lost): each client's key stands for one placement until it expires. A key whose
- * placement was undone (its billing order cancelled) may place again: nothing of the first stands.
+ * Redis is lost): each client's key stands for one placement, and at most one billing order, until
+ * it expires. A retry completes the key's placement when it stopped after billing took the order;
+ * a key whose placement left no billing order (refused, or never reached) may place again.
  */
 export class IdempotencyKeys {
   constructor (private readonly options: IdempotencyKeysOptions) {}
 
-  async reserve (clientId: number, key: string, fingerprint: string, request: NewPlacement, claimMs: number): Promise<Reservation> {
+  async reserve (clientId: number, key: string, fingerprint: string, request: NewPlacement, claimMs: number, leaseMs: number): Promise<Reservation> {
     const { pool, placements, retentionSeconds } = this.options
+    const lease = { holder: randomUUID(), leaseMs }
     const client = await pool.connect()
     let broken: Error | undefined
     try {
@@ -58,13 +64,12 @@ export class IdempotencyKeys {
           const placement = stored.order_id === null ? null : await placements.find(stored.order_id, client)
           if (stored.request_hash !== fingerprint) reservation = { kind: 'mismatch' }
           else if (stored.response_status !== null) reservation = { kind: 'replay', statusCode: stored.response_status, body: stored.response_body }
-          else if (placement?.step === 'placed') reservation = { kind: 'placed', order: placement.order }
-          else if (placement !== null && placement.step !== 'compensated') reservation = { kind: 'in_progress' }
+          else if (placement !== null) reservation = await this.#existing(placement, lease, client)
         }
         if (reservation === undefined) {
-          const placement = await placements.begin(request, claimMs, client)
+          const placement = await placements.begin(request, claimMs, client, lease)
           await client.query('UPDATE order_idempotency_keys SET order_id = $3 WHERE billing_client_id = $1 AND key = $2', [clientId, key, placement.order.id])
-          reservation = { kind: 'new', placement }
+          reservation = { kind: 'new', placement, lease }
         }
         await client.query('COMMIT')
         return reservation
@@ -79,6 +84,20 @@ export class IdempotencyKeys {
       // A connection that failed mid-transaction is dropped rather than lent again.
       client.release(broken)
     }
+  }
+
+  /** What a retry gets of the key's placement; undefined when nothing of it stands (a new one may begin). */
+  async #existing (placement: Placement, lease: Lease, client: PoolClient): Promise<Reservation | undefined> {
+    switch (placement.step) {
+      case 'placed': return { kind: 'placed', order: placement.order }
+      case 'compensated': return placement.order.billingOrderId === null ? undefined : { kind: 'cancelled' }
+      case 'billing':
+      case 'crm': {
+        const taken = await this.options.placements.takeOver(placement.order.id, lease, client)
+        if (taken !== null) return { kind: 'resume', placement: taken, lease }
+      }
+    }
+    return { kind: 'in_progress', retryAfterSeconds: Math.max(1, Math.ceil(placement.leaseRemainingMs / 1000)) }
   }
 
   /** The answer the key gives from now on. */

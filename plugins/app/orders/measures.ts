@@ -15,7 +15,7 @@ export function placementsPart (placements: Pick<PlacementStore, 'unfinished'>):
   return {
     description: 'the orders store',
     read: () => placements.unfinished(),
-    metrics: countAndAge('portal_bff_order_placements_unfinished', 'Order placements neither finished nor undone yet (the recovery finishes or undoes them)',
+    metrics: countAndAge('portal_bff_order_placements_unfinished', 'Order placements neither finished nor undone yet (the recovery finishes or undoes them; one with an Idempotency-Key waits for a retry first)',
       'Age of the oldest order placement neither finished nor undone; 0 when none', (unfinished) => unfinished)
   }
 }

@@ -28,6 +28,10 @@ declare module '../monitoring/index.js' {
   }
 }
 
+// How long a request's hold on a keyed placement lasts unrenewed: a retry with the key takes the
+// placement over this long after its instance died, within the contract's 10 s with room to spare.
+const PLACEMENT_LEASE_MS = 5000
+
 async function orderPlacement (fastify: FastifyInstance) {
   const { billing, billingQueue, crm, crmQueue, config, statusChanges } = fastify
   const placements = new PlacementStore(fastify.pg.pool)
@@ -45,6 +49,8 @@ async function orderPlacement (fastify: FastifyInstance) {
     },
     crmAccountId: config.CRM_ORDER_ACCOUNT_ID,
     claimMs,
+    leaseMs: PLACEMENT_LEASE_MS,
+    resumableMs: config.ORDERS_PLACEMENT_RESUME_S * 1000,
     log: fastify.log
   })
   const idempotencyKeys = new IdempotencyKeys({ pool: fastify.pg.pool, placements, retentionSeconds: config.ORDERS_IDEMPOTENCY_KEY_TTL_S })

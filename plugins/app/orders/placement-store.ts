@@ -15,6 +15,16 @@ export interface Placement {
   /** The highest billing order id known when AddOrder was sent: a lost answer's order is newer. */
   billingFloor: number | null
   billingInvoiceId: number | null
+  /** How long its holder's lease has still to run (0: none holds it, a retry with its key may take it over). */
+  leaseRemainingMs: number
+  /** How long a create sent for it and not answered (AddOrder, then the CRM create) may still land (0: none may). */
+  createLandingMs: number
+}
+
+/** A keyed placement's times: its CRM create's landing bound, and how long it waits for a retry. */
+export interface KeyedTimes {
+  createLandingMs: number
+  resumableMs: number
 }
 
 export interface NewPlacement {
@@ -23,13 +33,31 @@ export interface NewPlacement {
   billingCycle: string
 }
 
-type PlacementRow = OrderRow & { placement: PlacementStep, billing_floor: number | null, billing_invoice_id: number | null }
+type PlacementRow = OrderRow & {
+  placement: PlacementStep, billing_floor: number | null, billing_invoice_id: number | null, lease_remaining_ms: number, create_landing_ms: number
+}
 
-const PLACEMENT_COLUMNS = `${COLUMNS}, placement, billing_floor, billing_invoice_id`
+const remainingMs = (column: string) => `ceil(extract(epoch FROM greatest(${column}, now()) - now()) * 1000)::int`
+const PLACEMENT_COLUMNS = `${COLUMNS}, placement, billing_floor, billing_invoice_id,
+  ${remainingMs('placement_lease_until')} AS lease_remaining_ms, ${remainingMs('create_landing_until')} AS create_landing_ms`
 const CLAIM = 'now() + $2 * interval \'1 millisecond\''
+const AFTER = (parameter: string) => `now() + ${parameter} * interval '1 millisecond'`
 
 function toPlacement (row: PlacementRow): Placement {
-  return { order: toOrder(row), step: row.placement, billingFloor: row.billing_floor, billingInvoiceId: row.billing_invoice_id }
+  return {
+    order: toOrder(row),
+    step: row.placement,
+    billingFloor: row.billing_floor,
+    billingInvoiceId: row.billing_invoice_id,
+    leaseRemainingMs: row.lease_remaining_ms,
+    createLandingMs: row.create_landing_ms
+  }
+}
+
+/** Who holds a placement (one request, or one retry), and for how long at a time. */
+export interface Lease {
+  holder: string
+  leaseMs: number
 }
 
 type Queryable = Pick<Pool | PoolClient, 'query'>
@@ -41,14 +69,49 @@ type Queryable = Pick<Pool | PoolClient, 'query'>
 export class PlacementStore {
   constructor (private readonly pool: Pool) {}
 
-  /** The order row, before anything is asked of billing; claimed by the caller for `claimMs`. */
-  async begin (order: NewPlacement, claimMs: number, client: Queryable = this.pool): Promise<Placement> {
+  /**
+   * The order row, before anything is asked of billing; claimed by the caller for `claimMs`, and
+   * leased to `lease.holder` when a retry with its key could take it over (its AddOrder, sent next,
+   * may then land for `claimMs`).
+   */
+  async begin (order: NewPlacement, claimMs: number, client: Queryable = this.pool, lease?: Lease): Promise<Placement> {
     const { rows } = await client.query<PlacementRow>(
-      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, placement, placement_claimed_until, billing_floor)
-       VALUES ($1, $3, $4, 'billing', ${CLAIM}, (SELECT max(billing_order_id) FROM orders))
+      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, placement, placement_claimed_until, billing_floor,
+         placement_holder, placement_lease_until, create_landing_until)
+       VALUES ($1, $3, $4, 'billing', ${CLAIM}, (SELECT max(billing_order_id) FROM orders), $5, ${AFTER('$6::int')}, ${AFTER('$7::int')})
        RETURNING ${PLACEMENT_COLUMNS}`,
-      [order.billingClientId, claimMs, order.productId, order.billingCycle])
+      [order.billingClientId, claimMs, order.productId, order.billingCycle, lease?.holder ?? null, lease?.leaseMs ?? null, lease === undefined ? null : claimMs])
     return toPlacement(rows[0]!)
+  }
+
+  /** An unfinished keyed placement whose lease has run out, leased to `lease.holder`; else null. */
+  async takeOver (id: string, lease: Lease, client: Queryable = this.pool): Promise<Placement | null> {
+    const { rows } = await client.query<PlacementRow>(
+      `UPDATE orders SET placement_holder = $2, placement_lease_until = ${AFTER('$3')}, updated_at = now()
+       WHERE id = $1 AND placement IN ('billing', 'crm') AND coalesce(placement_lease_until, '-infinity') < now()
+       RETURNING ${PLACEMENT_COLUMNS}`,
+      [id, lease.holder, lease.leaseMs])
+    return rows[0] === undefined ? null : toPlacement(rows[0])
+  }
+
+  /** Renews the holder's lease; false when it no longer holds it. */
+  async renewLease (id: string, lease: Lease): Promise<boolean> {
+    const { rowCount } = await this.pool.query(
+      `UPDATE orders SET placement_lease_until = ${AFTER('$3')} WHERE id = $1 AND placement_holder = $2`, [id, lease.holder, lease.leaseMs])
+    return rowCount === 1
+  }
+
+  /** The holder is done with it: a retry may take it at once; kept for one `resumableMs` more when it waits for one. */
+  async releaseLease (id: string, lease: Lease, resumableMs: number): Promise<void> {
+    await this.pool.query(
+      `UPDATE orders SET placement_holder = NULL, placement_lease_until = NULL,
+         placement_resumable_until = CASE WHEN placement = 'crm' THEN ${AFTER('$3')} ELSE placement_resumable_until END
+       WHERE id = $1 AND placement_holder = $2`, [id, lease.holder, resumableMs])
+  }
+
+  /** A create (AddOrder, or the CRM create) is about to be sent and may land for `ms`; or it was answered (`null`). */
+  async createSent (id: string, ms: number | null): Promise<void> {
+    await this.pool.query(`UPDATE orders SET create_landing_until = ${AFTER('$2::int')} WHERE id = $1`, [id, ms])
   }
 
   async find (id: string, client: Queryable = this.pool): Promise<Placement | null> {
@@ -56,9 +119,14 @@ export class PlacementStore {
     return rows[0] === undefined ? null : toPlacement(rows[0])
   }
 
-  /** Billing placed the order: null when the placement had left the billing step (a recovery took it). */
-  async recordBilling (id: string, billingOrderId: number, billingInvoiceId: number | null): Promise<Placement | null> {
-    return this.#step(id, ['billing'], 'placement = \'crm\', billing_order_id = $3, billing_invoice_id = $4', [billingOrderId, billingInvoiceId])
+  /**
+   * Billing placed the order: null when the placement had left the billing step (a recovery took it).
+   * A keyed one waits for a retry from now on, and its CRM create, sent next, may land for `createLandingMs`.
+   */
+  async recordBilling (id: string, billingOrderId: number, billingInvoiceId: number | null, keyed?: KeyedTimes): Promise<Placement | null> {
+    return this.#step(id, ['billing'], `placement = 'crm', billing_order_id = $3, billing_invoice_id = $4,
+      create_landing_until = ${AFTER('$5::int')}, placement_resumable_until = ${AFTER('$6::int')}`,
+    [billingOrderId, billingInvoiceId, keyed?.createLandingMs ?? null, keyed?.resumableMs ?? null])
   }
 
   /** The CRM order exists: the placement is done. Null when it had left the CRM step. */
@@ -120,15 +188,20 @@ export class PlacementStore {
 
   /**
    * Takes up to `limit` unfinished placements whose claim has run out (the request or run that held
-   * it is gone or late), oldest claim first, and claims them for `claimMs`. Rows another run is
-   * claiming at the same moment are skipped, not waited for.
+   * it is gone or late), or that waited for a retry with their key in vain; that no request or retry
+   * holds, and whose CRM create can no longer land; oldest claim first, and claims them for `claimMs`.
+   * Rows another run is claiming at the same moment are skipped, not waited for.
    */
   async claimUnfinished (limit: number, claimMs: number): Promise<Placement[]> {
+    // Leased for the claim too, so that a retry with its key does not take it over meanwhile.
     const { rows } = await this.pool.query<PlacementRow>(
-      `UPDATE orders SET placement_claimed_until = ${CLAIM}
+      `UPDATE orders SET placement_claimed_until = ${CLAIM}, placement_lease_until = ${CLAIM}, placement_holder = NULL
        WHERE id IN (
          SELECT id FROM orders
-         WHERE placement IN ('billing', 'crm', 'compensating') AND coalesce(placement_claimed_until, '-infinity') < now()
+         WHERE placement IN ('billing', 'crm', 'compensating')
+           AND (placement_resumable_until IS NOT NULL OR coalesce(placement_claimed_until, '-infinity') < now())
+           AND coalesce(placement_lease_until, '-infinity') < now() AND coalesce(placement_resumable_until, '-infinity') < now()
+           AND coalesce(create_landing_until, '-infinity') < now()
          ORDER BY placement_claimed_until NULLS FIRST LIMIT $1 FOR UPDATE SKIP LOCKED
        ) RETURNING ${PLACEMENT_COLUMNS}`,
       [limit, claimMs])

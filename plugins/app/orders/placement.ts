@@ -1,62 +1,29 @@
-import type { FastifyBaseLogger } from 'fastify'
 import {
   BillingUnavailableError, OrderCancelledError, OrderIncompleteError, OrderRejectedError, UpstreamFailure, UpstreamRefusal, classifyFailure
 } from '../../../lib/errors.js'
 import { QueueFullError } from '../../../lib/request-queue.js'
 import { CrmApiError } from '../../../integrations/crm/errors.js'
-import { OrderNotPendingError, PaymentMethodRefusedError } from '../../../integrations/billing/errors.js'
-import type { BillingOrderSummary } from '../../../integrations/billing/mapping.js'
+import { PaymentMethodRefusedError } from '../../../integrations/billing/errors.js'
+import { Compensation } from './compensation.js'
+import { KeyedPlacement, type KeyedPlacementOptions } from './keyed-placement.js'
 import type { OrderStatusChanges } from './status-changes.js'
 import type { Order } from './store.js'
-import type { NewPlacement, Placement, PlacementStore } from './placement-store.js'
+import type { NewPlacement, Placement } from './placement-store.js'
+import type { CrmOrderDraft, OrderPlacementUpstreams, OrderRequest } from './placement-upstreams.js'
 
-/** What the customer orders. */
-export interface OrderRequest {
-  clientId: number
-  productId: number
-  billingCycle: string
-}
-
-/** The fields of the CRM order a placed order becomes. */
-export interface CrmOrderDraft {
-  Name: string
-  Status: 'Pending Review'
-  EffectiveDate: string
-  BillingOrderId__c: string
-  BillingClientId__c: string
-  Product__c: string
-  AccountId?: string
-}
-
-/** What placing an order needs of the upstreams, each call through its request queue. */
-export interface OrderPlacementUpstreams {
-  /** The billing order's id; an `UpstreamRefusal` when the billing system refuses this order. */
-  addBillingOrder (order: OrderRequest): Promise<{ orderId: number, invoiceId: number | null }>
-  /** The CRM order's id. */
-  createCrmOrder (fields: CrmOrderDraft): Promise<string>
-  /** The CRM order that carries this billing order id, or null. */
-  findCrmOrder (billingOrderId: number): Promise<string | null>
-  /** Cancels a pending billing order and its invoice; an `OrderNotPendingError` when it went on. */
-  cancelBillingOrder (billingOrderId: number): Promise<'cancelled' | 'not_found'>
-  /** The client's pending billing orders. */
-  pendingBillingOrders (clientId: number): Promise<BillingOrderSummary[]>
-}
-
-export interface OrderPlacementOptions {
-  placements: PlacementStore
+export interface OrderPlacementOptions extends KeyedPlacementOptions {
   statusChanges: OrderStatusChanges
   upstreams: OrderPlacementUpstreams
   /** The Account of the CRM orders (CRM_ORDER_ACCOUNT_ID); unset, none. */
   crmAccountId: string | undefined
-  /** How long the request that places an order holds it before a recovery may take it over. */
-  claimMs: number
-  log: FastifyBaseLogger
 }
 
 // Failures after which the CRM surely made no order: it refused the request, or it never reached it.
 const CRM_REFUSED = new Set(['auth_failed', 'quota_exceeded', 'queue_full'])
 // Failures after which billing surely placed no order: the request never reached it.
 const BILLING_NOT_REACHED = new Set(['auth_failed', 'queue_full'])
+// Failures that are billing's answer: whatever AddOrder did is done, nothing of it lands later.
+const BILLING_ANSWERED = new Set(['http_5xx', 'upstream_error'])
 
 function causeOf (error: unknown): string {
   // A full queue is this instance's overload, not an answer of the upstream: the reason says which.
@@ -67,13 +34,21 @@ function causeOf (error: unknown): string {
  * Placing an order, step by step, each step recorded before the next: the order row (placement
  * `billing`), billing AddOrder (`crm`), the CRM order in `Pending Review`, linked (`placed`). An order
  * that will not go on is `Failed` and `compensating` until its billing order is cancelled
- * (`compensated`). `place` runs the steps for a request; `resume` finishes or undoes a placement
- * that was interrupted (a crash, a database that stalled, an upstream that did not answer), and
- * is what the recovery runs: the CRM order is looked up by its billing order id before anything
- * is decided, so no placement ever makes two.
+ * (`compensated`). `place` runs the steps for a request; `keyed` for one with an Idempotency-Key,
+ * whose placement a retry with the key completes. `resume` finishes or undoes a placement that was interrupted (a crash, a database that
+ * stalled, an upstream that did not answer, a key nobody retried), and is what the recovery runs:
+ * the CRM order is looked up by its billing order id before anything is decided, and a create is
+ * sent only when none sent before can still land, so no placement ever makes two.
  */
 export class OrderPlacement {
-  constructor (private readonly options: OrderPlacementOptions) {}
+  readonly #compensation: Compensation
+  /** The placements of requests with an Idempotency-Key, and their retries. */
+  readonly keyed: KeyedPlacement
+
+  constructor (private readonly options: OrderPlacementOptions) {
+    this.#compensation = new Compensation(options)
+    this.keyed = new KeyedPlacement(this, this.#compensation, options)
+  }
 
   get claimMs (): number {
     return this.options.claimMs
@@ -81,43 +56,40 @@ export class OrderPlacement {
 
   /** Begins a placement (the order row, claimed by the caller) and runs it. */
   async place (request: OrderRequest): Promise<Order> {
-    return await this.run(await this.options.placements.begin(toNewPlacement(request), this.options.claimMs), request)
+    return await this.run(await this.options.placements.begin(toNewPlacement(request), this.options.claimMs), request, false)
   }
 
   /**
-   * Runs a placement begun by the caller: resolves with the order placed, or rejects with what
+   * Runs a placement begun for a request: resolves with the order placed, or rejects with what
    * happened: `ORDER_REJECTED` (billing refused it; nothing stays), `BILLING_UNAVAILABLE`,
    * `ORDER_CANCELLED` (the CRM could not take it; billing cancelled), `ORDER_INCOMPLETE` (left to the
-   * recovery), or the database's error.
+   * recovery, or to a retry with the key when `keyed`), or the database's error.
    */
-  async run (placement: Placement, request: OrderRequest): Promise<Order> {
+  async run (placement: Placement, request: OrderRequest, keyed: boolean): Promise<Order> {
     const { placements, upstreams } = this.options
     const { id } = placement.order
     let placed: { orderId: number, invoiceId: number | null }
     try {
       placed = await upstreams.addBillingOrder(request)
     } catch (error) {
-      return await this.#billingFailed(placement, error)
+      return await this.#billingFailed(placement, error, keyed)
     }
     let recorded: Placement | null
     try {
-      recorded = await placements.recordBilling(id, placed.orderId, placed.invoiceId)
+      const { claimMs, resumableMs } = this.options
+      recorded = await placements.recordBilling(id, placed.orderId, placed.invoiceId, keyed ? { createLandingMs: claimMs, resumableMs } : undefined)
     } catch (error) {
       // Only this request knows the billing order: undo it now, while it can.
-      await this.#cancelUnrecorded(placed.orderId)
+      await this.#compensation.cancelUnrecorded(placed.orderId)
       throw error
     }
     if (recorded === null) {
-      await this.#cancelUnrecorded(placed.orderId)
+      // A recovery undid it meanwhile; unless a retry with its key, taking over a hold this request
+      // failed to renew, found this very billing order and goes on with it.
+      if ((await placements.find(id).catch(() => null))?.order.billingOrderId !== placed.orderId) await this.#compensation.cancelUnrecorded(placed.orderId)
       throw new OrderIncompleteError()
     }
-    let crmOrderId: string
-    try {
-      crmOrderId = await upstreams.createCrmOrder(this.#draft(recorded, placed.orderId))
-    } catch (error) {
-      return await this.#crmFailed(recorded, error)
-    }
-    return await this.#link(recorded, crmOrderId, false)
+    return await this.createCrm(recorded, keyed)
   }
 
   /** Finishes or undoes an interrupted placement, from whichever step it stopped at. */
@@ -128,11 +100,11 @@ export class OrderPlacement {
     if (placement.step === 'billing') {
       // AddOrder was sent, its answer never recorded: whatever billing placed is undone.
       const abandoned = await this.options.placements.abandon(id, 'placement_interrupted: the billing order was not recorded')
-      if (abandoned !== null) await this.#compensate(abandoned)
+      if (abandoned !== null) await this.#compensation.compensate(abandoned)
     } else if (placement.step === 'crm') {
       await this.#settleCrm(placement, 'placement_interrupted: the CRM order was not created', true)
     } else if (placement.step === 'compensating') {
-      await this.#compensate(placement)
+      await this.#compensation.compensate(placement)
     }
   }
 
@@ -146,32 +118,53 @@ export class OrderPlacement {
     const cancelling = await this.options.placements.cancel(orderId, reason, this.options.claimMs)
     if (cancelling === null) return null
     if (cancelling.step === 'compensated') await this.options.statusChanges.publish(cancelling.order)
-    else await this.#compensate(cancelling)
+    else await this.#compensation.compensate(cancelling)
     return cancelling.order
   }
 
-  async #billingFailed (placement: Placement, error: unknown): Promise<never> {
+  async #billingFailed (placement: Placement, error: unknown, keyed: boolean): Promise<never> {
     const { placements } = this.options
     const cause = causeOf(error)
     if (error instanceof UpstreamRefusal || error instanceof PaymentMethodRefusedError || BILLING_NOT_REACHED.has(cause)) {
       await placements.discard(placement.order.id)
       throw error instanceof UpstreamRefusal ? new OrderRejectedError({ cause: error }) : new BillingUnavailableError({ cause: error })
     }
+    if (keyed) {
+      // Billing may have placed it: a retry with the key finds it, or sends AddOrder again once none can land.
+      if (BILLING_ANSWERED.has(cause)) await placements.createSent(placement.order.id, null)
+      throw new BillingUnavailableError({ cause: error })
+    }
     // Unreadable, lost or cut off: billing may have placed the order, which is undone. After a
     // timeout billing may still be placing it: the recovery looks once the claim has run out.
     const abandoned = await placements.abandon(placement.order.id, `billing_${cause}: the billing order could not be confirmed`)
-    if (abandoned !== null && cause !== 'timeout') await this.#compensate(abandoned).catch(() => {})
+    if (abandoned !== null && cause !== 'timeout') await this.#compensation.compensate(abandoned).catch(() => {})
     throw error instanceof UpstreamFailure || error instanceof QueueFullError ? new BillingUnavailableError({ cause: error }) : error
   }
 
-  async #cancelUnrecorded (billingOrderId: number): Promise<void> {
+  /** Creates the placement's CRM order and links it. */
+  async createCrm (placement: Placement, keyed: boolean): Promise<Order> {
+    let crmOrderId: string
     try {
-      await this.options.upstreams.cancelBillingOrder(billingOrderId)
-      this.options.log.warn({ billingOrderId }, 'cancelled a billing order whose placement could not be recorded')
+      crmOrderId = await this.options.upstreams.createCrmOrder(this.#draft(placement))
     } catch (error) {
-      // The recovery finds it among the client's pending orders.
-      this.options.log.error({ billingOrderId, failure: classifyFailure(error) }, 'a billing order whose placement could not be recorded is left to the recovery')
+      return await (keyed ? this.#crmFailedKeyed(placement, error) : this.#crmFailed(placement, error))
     }
+    return await this.link(placement, crmOrderId, false)
+  }
+
+  /**
+   * The CRM did not create a keyed placement's order: it stays for a retry with its key, unless the
+   * CRM says the order exists after all. Once the CRM answered, no create of it can still land.
+   */
+  async #crmFailedKeyed (placement: Placement, error: unknown): Promise<Order> {
+    const cause = causeOf(error)
+    // Timed out: the CRM may still be creating it, until the bound recorded with the create.
+    if (cause === 'timeout') throw new OrderIncompleteError({ cause: error })
+    const refused = CRM_REFUSED.has(cause) || (error instanceof CrmApiError && error.status < 500)
+    const found = refused ? null : await this.options.upstreams.findCrmOrder(placement.order.billingOrderId!).catch(() => undefined)
+    if (typeof found === 'string') return await this.link(placement, found, false)
+    if (found === null || error instanceof CrmApiError) await this.options.placements.createSent(placement.order.id, null)
+    throw new OrderIncompleteError({ cause: error })
   }
 
   async #crmFailed (placement: Placement, error: unknown): Promise<Order> {
@@ -179,7 +172,7 @@ export class OrderPlacement {
     const reason = `crm_${cause}: the CRM order could not be created`
     if (CRM_REFUSED.has(cause) || (error instanceof CrmApiError && error.status < 500)) {
       const abandoned = await this.options.placements.abandon(placement.order.id, reason)
-      if (abandoned !== null && await this.#compensate(abandoned).then(() => true, () => false)) throw new OrderCancelledError({ cause: error })
+      if (abandoned !== null && await this.#compensation.compensate(abandoned).then(() => true, () => false)) throw new OrderCancelledError({ cause: error })
       throw new OrderIncompleteError({ cause: error })
     }
     // Timed out: the CRM may still be creating it. The recovery decides once the claim runs out.
@@ -196,13 +189,14 @@ export class OrderPlacement {
     const { upstreams, placements } = this.options
     const billingOrderId = placement.order.billingOrderId!
     const crmOrderId = await upstreams.findCrmOrder(billingOrderId)
-    if (crmOrderId !== null) return await this.#link(placement, crmOrderId, byRecovery)
+    if (crmOrderId !== null) return await this.link(placement, crmOrderId, byRecovery)
     const abandoned = await placements.abandon(placement.order.id, reason)
-    if (abandoned !== null) await this.#compensate(abandoned)
+    if (abandoned !== null) await this.#compensation.compensate(abandoned)
     return null
   }
 
-  async #link (placement: Placement, crmOrderId: string, byRecovery: boolean): Promise<Order> {
+  /** Links the placement to its CRM order: it goes on. */
+  async link (placement: Placement, crmOrderId: string, byRecovery: boolean): Promise<Order> {
     const linked = await this.options.placements.link(placement.order.id, crmOrderId)
     if (linked === null) {
       // Its claim ran out and a recovery undid it meanwhile: the CRM order names a cancelled billing order.
@@ -215,50 +209,9 @@ export class OrderPlacement {
     return linked.order
   }
 
-  /** Cancels the placement's billing order (found first when its AddOrder answer was lost). */
-  async #compensate (placement: Placement): Promise<void> {
-    const { upstreams, placements, log } = this.options
-    const { id } = placement.order
-    const billingOrderId = placement.order.billingOrderId ?? await this.#findLostBillingOrder(placement)
-    if (billingOrderId !== null) {
-      try {
-        const outcome = await upstreams.cancelBillingOrder(billingOrderId)
-        log.warn({ orderId: id, billingOrderId, outcome }, 'cancelled the billing order of a placement that did not go on')
-      } catch (error) {
-        if (!(error instanceof OrderNotPendingError)) throw error
-        // Accepted meanwhile, though no CRM order exists: an operator must look at it.
-        log.error({ orderId: id, billingOrderId }, 'the billing order of a placement that did not go on was accepted in billing and cannot be cancelled')
-      }
-    }
-    const published = await placements.compensated(id)
-    if (published !== null) await this.options.statusChanges.publish(published.order)
-  }
-
-  /**
-   * The billing order a lost AddOrder answer was about: the client's oldest pending order newer
-   * than the placement's floor that no stored order holds. Null when there is none: nothing was placed.
-   */
-  async #findLostBillingOrder (placement: Placement): Promise<number | null> {
-    const { upstreams, placements } = this.options
-    const clientId = placement.order.billingClientId!
-    if (placement.billingFloor === null) {
-      // No billing order was known yet: any of the client's pending orders could be one placed elsewhere.
-      this.options.log.error({ orderId: placement.order.id, billingClientId: clientId }, 'the billing order of an interrupted placement cannot be told apart: check the client\'s pending orders in billing')
-      return null
-    }
-    const pending = (await upstreams.pendingBillingOrders(clientId))
-      .filter((order) => order.orderId > placement.billingFloor!)
-      .sort((a, b) => a.orderId - b.orderId)
-    if (pending.length === 0) return null
-    const held = await placements.heldBillingOrderIds(pending.map((order) => order.orderId))
-    for (const candidate of pending) {
-      if (!held.has(candidate.orderId) && await placements.adoptBillingOrder(placement.order.id, candidate.orderId)) return candidate.orderId
-    }
-    return null
-  }
-
-  #draft (placement: Placement, billingOrderId: number): CrmOrderDraft {
+  #draft (placement: Placement): CrmOrderDraft {
     const { order } = placement
+    const billingOrderId = order.billingOrderId!
     return {
       Name: `Portal order ${billingOrderId}`,
       Status: 'Pending Review',
