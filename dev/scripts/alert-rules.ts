@@ -644,7 +644,7 @@ export function renderAlertRuleTests (): string {
 
 // --- Grafana
 
-const GRAFANA_UNITS: Record<Unit, string> = { ms: 'ms', seconds: 's', percent: 'percent', requests: 'short', jobs: 'short', 'failing checks': 'short' }
+const GRAFANA_UNITS: Record<Unit, string> = { ms: 'ms', seconds: 's', percent: 'percent', requests: 'short', jobs: 'short', 'failing checks': 'short', rounds: 'short' }
 
 function thresholdSteps (row: Row) {
   return row.comparison === 'above'
