@@ -294,6 +294,22 @@ export function serviceRuleAnnotations (rule: ServiceRule, runbookBase?: string)
   }
 }
 
+/**
+ * The dead man's switch, as kube-prometheus ships it: an alert that always fires, routed to a
+ * receiver of its own (deploy/monitoring/alertmanager/alertmanager.yml) that a dead man's switch
+ * service watches. When it stops coming, Prometheus, its rules, Alertmanager or the path to the
+ * pager is down, and that service pages. No priority: it routes by its name, and nothing inhibits it.
+ */
+export const WATCHDOG = { alert: 'Watchdog', group: 'watchdog', expr: 'vector(1)', labels: { severity: 'none', measure: 'watchdog' } } as const
+
+export function watchdogAnnotations (runbookBase?: string): Record<string, string> {
+  return {
+    summary: 'Always firing: proves that Prometheus, its rules, Alertmanager and the watchdog receiver work',
+    description: 'This alert fires as long as Prometheus evaluates its rules and reaches Alertmanager, which sends it to the watchdog receiver every minute. The dead man\'s switch service behind that receiver pages when it stops coming. Never silence it.',
+    runbook_url: runbookUrl(WATCHDOG.labels.measure, runbookBase)
+  }
+}
+
 export function allRules (runbookBase?: string): AlertRule[] {
   return [...thresholdRules(runbookBase), ...serviceRules(runbookBase)]
 }
@@ -316,6 +332,16 @@ export function renderAlertRules (runbookBase?: string): string {
       ...yamlMap('          ', rule.annotations)
     )
   }
+  lines.push(
+    `  - name: ${WATCHDOG.group}`,
+    '    rules:',
+    `      - alert: ${WATCHDOG.alert}`,
+    `        expr: ${q(WATCHDOG.expr)}`,
+    '        labels:',
+    ...yamlMap('          ', WATCHDOG.labels),
+    '        annotations:',
+    ...yamlMap('          ', watchdogAnnotations(runbookBase))
+  )
   return `${lines.join('\n')}\n`
 }
 
@@ -637,9 +663,18 @@ export function serviceRuleCases (): PromtoolCase[] {
   }))
 }
 
+/** The Watchdog fires from the first evaluation on, whatever the service's series. */
+export function watchdogCase (): PromtoolCase {
+  return {
+    name: 'Watchdog: it fires from the first evaluation, with nothing scraped at all',
+    series: [{ series: seriesName('up', {}), values: constant(0) }],
+    checks: ['0m', EVAL_TIME].map((evalTime) => ({ evalTime, alertname: WATCHDOG.alert, alerts: [{ exp_labels: { ...WATCHDOG.labels }, exp_annotations: watchdogAnnotations() }] }))
+  }
+}
+
 /** deploy/monitoring/prometheus/alerts.test.yml */
 export function renderAlertRuleTests (): string {
-  return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), ...movedLimitTests(), ...incidentCases(), ...serviceRuleCases()], 'alerts.yml')}`
+  return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), ...movedLimitTests(), ...incidentCases(), ...serviceRuleCases(), watchdogCase()], 'alerts.yml')}`
 }
 
 // --- Grafana
