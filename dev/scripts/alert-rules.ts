@@ -40,17 +40,23 @@ export const DASHBOARD_FILE = 'deploy/monitoring/grafana/portal-bff.json'
 /** The runbooks in this repository, one per measure: `<measure>.md`. */
 export const RUNBOOK_DIRECTORY = 'docs/runbooks'
 
+/** A runbook base as given (`what` names where): an absolute http(s) URL ending in `/`. */
+export function checkedRunbookBase (base: string | undefined, what: string): string {
+  if (base === undefined || !/^https?:\/\/[^/]+\/(?:.*\/)?$/.test(base)) throw new Error(`${what} must be an absolute http(s) URL ending in /`)
+  return base
+}
+
 /**
- * Where the runbooks are published, as an absolute URL ending in `/`: every rule's `runbook_url` is
- * this and `<measure>.md`. One setting, `config.runbookBaseUrl` of package.json, so that generating
- * and checking agree: by default the service's own copy (`/status/runbooks/`, behind OPS_TOKEN)
- * at a placeholder address to replace with the one your operators open.
+ * Where the shipped rules say the runbooks are, as an absolute URL ending in `/`: every rule's
+ * `runbook_url` is this and `<measure>.md`. One setting, `config.runbookBaseUrl` of package.json,
+ * so that generating and checking agree: the service's own copy (`/status/runbooks/`, readable
+ * without the operations token) through the shipped balancer (deploy/haproxy/haproxy.cfg, on the
+ * monitoring host as the shipped prometheus.yml addresses it). An operator whose people open them
+ * elsewhere prints the rules with their own base (`--runbook-base-url`, docs/operations.md).
  */
 export function runbookBaseUrl (): string {
   const { config } = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { config?: { runbookBaseUrl?: string } }
-  const base = config?.runbookBaseUrl
-  if (base === undefined || !/^https?:\/\/[^/]+\/(?:.*\/)?$/.test(base)) throw new Error('package.json config.runbookBaseUrl must be an absolute http(s) URL ending in /')
-  return base
+  return checkedRunbookBase(config?.runbookBaseUrl, 'package.json config.runbookBaseUrl')
 }
 
 const HEADER = [

@@ -91,7 +91,7 @@ t.test('every rule has a priority P1-P4, a summary, a description and a runbook 
       t.match(rule?.fields.description, `Incident priority ${expected} (${pages(expected) ? 'a page' : 'a ticket'}): respond within`, `${row.measure}: the ${level} rule says its response time`)
     }
   }
-  t.match(runbookBaseUrl(), /^https:\/\/[^/]+\/.*\/$/, 'the base is one absolute setting (package.json config.runbookBaseUrl)')
+  t.match(runbookBaseUrl(), /^https?:\/\/[^/]+\/.*\/$/, 'the base is one absolute setting (package.json config.runbookBaseUrl)')
   t.match(renderAlertRules('https://docs.test/runbooks/'), 'runbook_url: "https://docs.test/runbooks/core_status.md"', 'the runbook base can be given when rendering')
 })
 
