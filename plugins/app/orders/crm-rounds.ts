@@ -1,12 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
-import { classifyFailure, FAILURE_CLASSES, type FailureClass } from '../../../lib/errors.js'
+import { classifyFailure, FAILURE_KINDS, type FailureKind } from '../../../lib/errors.js'
 import type { MonitoringSource } from '../monitoring/index.js'
 
 /** The CRM status rounds as every instance sees them: how many in a row could not ask the CRM, and the last failure. */
 export interface CrmRoundsReport {
   failedInRow: number
-  lastFailure: FailureClass | null
+  lastFailure: FailureKind | null
   /** ISO 8601; null when no round has failed since the last one that asked. */
   lastFailedAt: string | null
 }
@@ -57,7 +57,7 @@ export class CrmStatusRounds {
 
   async read (): Promise<CrmRoundsReport> {
     const fields = await this.#options.redis.hgetall(this.#options.key)
-    const lastFailure = FAILURE_CLASSES.find((known) => known === fields.lastFailure) ?? null
+    const lastFailure = FAILURE_KINDS.find((known) => known === fields.lastFailure) ?? null
     return { failedInRow: count(fields.failedInRow), lastFailure, lastFailedAt: fields.lastFailedAt === '' ? null : fields.lastFailedAt ?? null }
   }
 
