@@ -31,6 +31,8 @@ const count = (value: string | undefined) => value !== undefined && /^\d+$/.test
 export class CrmStatusRounds {
   readonly #options: CrmStatusRoundsOptions
   #failed = 0
+  /** Whether the last outcome was kept: a Redis outage is said once, and its end once. */
+  #kept = true
 
   constructor (options: CrmStatusRoundsOptions) {
     this.#options = options
@@ -44,7 +46,7 @@ export class CrmStatusRounds {
   /** The round asked the CRM, or had nothing to ask: not blind. */
   async asked (): Promise<void> {
     await this.#options.redis.hset(this.#options.key, 'failedInRow', 0, 'lastFailure', '', 'lastFailedAt', '')
-      .catch((error: unknown) => this.#notKept(error))
+      .then(() => this.#keptAgain(), (error: unknown) => this.#notKept(error))
   }
 
   /** The round could not ask the CRM: `error` is what the CRM call threw. */
@@ -52,7 +54,7 @@ export class CrmStatusRounds {
     this.#failed++
     const { redis, key } = this.#options
     await redis.multi().hincrby(key, 'failedInRow', 1).hset(key, 'lastFailure', classifyFailure(error), 'lastFailedAt', new Date().toISOString()).exec()
-      .catch((failure: unknown) => this.#notKept(failure))
+      .then(() => this.#keptAgain(), (failure: unknown) => this.#notKept(failure))
   }
 
   async read (): Promise<CrmRoundsReport> {
@@ -62,7 +64,15 @@ export class CrmStatusRounds {
   }
 
   #notKept (error: unknown): void {
-    this.#options.log.warn({ failure: classifyFailure(error) }, 'the outcome of a CRM status round could not be kept in Redis')
+    if (!this.#kept) return
+    this.#kept = false
+    this.#options.log.warn({ failure: classifyFailure(error) }, 'the outcomes of the CRM status rounds cannot be kept in Redis: their run of failures is not counted until it answers')
+  }
+
+  #keptAgain (): void {
+    if (this.#kept) return
+    this.#kept = true
+    this.#options.log.info('the outcomes of the CRM status rounds are kept in Redis again')
   }
 }
 
