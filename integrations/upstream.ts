@@ -3,7 +3,7 @@ import type { Dispatcher } from 'undici'
 import { Deadline, type Cancellation } from '../lib/deadline.js'
 import { currentContext, traceparentOf } from '../lib/log-context.js'
 import { SpanKind, currentTraceparent, inSpan } from '../lib/tracing.js'
-import { classifyFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/errors.js'
+import { classifyUpstreamFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/errors.js'
 
 export interface UpstreamCall {
   /** The upstream's name in the registry (registry.ts). */
@@ -190,7 +190,7 @@ export class Upstream {
     if (error instanceof UpstreamFailure) return error
     if (deadline.passed) return this.failure('timeout', `${operation}: no answer within ${Math.round(deadline.ms)} ms`)
     if (until?.aborted === true) return this.failure('timeout', `${operation}: abandoned by the caller`)
-    const failure = classifyFailure(error)
+    const failure = classifyUpstreamFailure(error)
     // The network error's code names the problem; its message may carry host names, so it stays in the cause.
     return new UpstreamFailure(failure, this.name, `${operation}: ${networkCode(error) ?? failure}`, { cause: error })
   }

@@ -56,6 +56,16 @@ export const TooManyFailedSignInsError = definePublicError('TOO_MANY_FAILED_SIGN
 export const FAILURE_CLASSES = ['timeout', 'connection_refused', 'auth_failed', 'http_5xx', 'quota_exceeded', 'upstream_error'] as const
 export type FailureClass = typeof FAILURE_CLASSES[number]
 
+/**
+ * Redis refused a command (a reply error: OOM past maxmemory, READONLY on a replica, MISCONF) or its
+ * client could not send it (the connection closed, no offline queue, retries spent): the service's
+ * own store failing, which a log line must not lay at an upstream's door.
+ */
+export const REDIS_FAILURE = 'redis_error'
+/** Every class a failure is sorted into: an upstream's, or Redis's. */
+export const FAILURE_KINDS = [...FAILURE_CLASSES, REDIS_FAILURE] as const
+export type FailureKind = typeof FAILURE_KINDS[number]
+
 export class UpstreamFailure extends Error {
   constructor (readonly failure: FailureClass, readonly upstream: string, message: string, options?: ErrorOptions) {
     super(message, options)
@@ -96,7 +106,21 @@ function codeOf (error: unknown): string | undefined {
   return codeOf(cause) ?? (typeof code === 'string' ? code : undefined)
 }
 
-export function classifyFailure (error: unknown): FailureClass {
+// ioredis's error classes (from redis-errors) and the messages of its client-side refusals.
+const REDIS_ERROR_NAMES = new Set(['ReplyError', 'ParserError', 'InterruptError', 'MaxRetriesPerRequestError'])
+const REDIS_CLIENT_MESSAGES = /^(?:Connection is closed\.|Stream isn't writeable and enableOfflineQueue options is false)$/
+
+function isRedisFailure (error: unknown): boolean {
+  return error instanceof Error && (REDIS_ERROR_NAMES.has(error.name) || REDIS_CLIENT_MESSAGES.test(error.message))
+}
+
+/** Any failure's class, for logs and checks: Redis's own apart from the upstreams'. */
+export function classifyFailure (error: unknown): FailureKind {
+  return isRedisFailure(error) ? REDIS_FAILURE : classifyUpstreamFailure(error)
+}
+
+/** An upstream call's failure class (the integration clients call no Redis). */
+export function classifyUpstreamFailure (error: unknown): FailureClass {
   if (error instanceof UpstreamFailure) return error.failure
   if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) return 'timeout'
   if (error instanceof Error && /timeout|timed out/i.test(error.message)) return 'timeout'

@@ -1,12 +1,12 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { classifyFailure, type FailureClass } from './errors.js'
+import { classifyFailure, type FailureKind } from './errors.js'
 
 export type CheckStatus = 'ok' | 'fail'
 
 export interface CheckResult {
   status: CheckStatus
   latencyMs: number
-  error?: FailureClass
+  error?: FailureKind
 }
 
 /** A dependency check: resolves when healthy, rejects otherwise; must give up when `signal` aborts. */

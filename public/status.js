@@ -97,7 +97,8 @@ function renderOrders (list, orders, alert) {
     ['awaiting approval', orders.awaitingApproval.count],
     ['oldest awaiting', age(orders.awaitingApproval.oldestAgeMs)],
     ['approved, not received', orders.approvedNotReceived.count, alert.level],
-    ['oldest approved', age(orders.approvedNotReceived.oldestAgeMs), alert.level]
+    ['oldest approved', age(orders.approvedNotReceived.oldestAgeMs), alert.level],
+    ['CRM status unknown', orders.unknown.count]
   ])
 }
 

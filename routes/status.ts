@@ -8,6 +8,9 @@ import { pendingOrdersReport } from '../plugins/app/orders/pending-orders.js'
 import { StatusSummary, alertSchemas } from '../plugins/app/monitoring/schemas.js'
 import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
 
+/** Where the runbooks are served: every alert's `runbook_url` points here, through the balancer. */
+export const RUNBOOKS = '/status/runbooks/'
+
 /** The daily usage while the store that keeps it does not answer. */
 const NO_USAGE = { used: 0, limit: null, percent: null, limitSource: 'unknown' } as const
 
@@ -17,8 +20,11 @@ const NO_USAGE = { used: 0, limit: null, percent: null, limitSource: 'unknown' }
  */
 const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of alertSchemas) fastify.addSchema(schema)
-  // The page, its files and its data alike.
-  fastify.addHook('onRequest', fastify.requireOpsToken)
+  // The page, its files and its data alike; not the runbooks, which hold no secret: a page's
+  // `runbook_url` opens without the token, from any instance behind the balancer.
+  fastify.addHook('onRequest', async (request, reply) => {
+    if (request.routeOptions.url?.startsWith(RUNBOOKS) !== true) await fastify.requireOpsToken(request, reply)
+  })
   // An open page polls: its files and data are probes, logged at debug and not counted as API requests.
   fastify.addHook('onRoute', (route) => { route.config = { ...route.config, probe: true } })
 
@@ -36,7 +42,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   // served from; as plain text, which every browser shows.
   await fastify.register(fastifyStatic, {
     root: join(projectRoot, 'docs', 'runbooks'),
-    prefix: '/status/runbooks/',
+    prefix: RUNBOOKS,
     decorateReply: false,
     index: false,
     wildcard: false,
@@ -44,7 +50,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     setHeaders: (response) => response.setHeader('cache-control', 'no-cache')
   })
   fastify.addHook('onSend', async (request, reply) => {
-    if (request.url.startsWith('/status/runbooks/') && reply.statusCode === 200) reply.header('content-type', 'text/plain; charset=utf-8')
+    if (request.routeOptions.url?.startsWith(RUNBOOKS) === true && reply.statusCode === 200) reply.header('content-type', 'text/plain; charset=utf-8')
   })
 
   fastify.get('/status/summary', {

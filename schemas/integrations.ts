@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { FAILURE_CLASSES } from '../lib/errors.js'
+import { FAILURE_KINDS } from '../lib/errors.js'
 import { StringEnum } from './string-enum.js'
 
 const NullableNumber = (description: string) => Type.Union([Type.Number(), Type.Null()], { description })
@@ -26,13 +26,13 @@ export const ServicesCacheReport = Type.Object({
 export const IntegrationCheck = Type.Object({
   status: StringEnum(['ok', 'fail']),
   latencyMs: Type.Integer({ minimum: 0 }),
-  error: Type.Optional(StringEnum(FAILURE_CLASSES, { description: 'short failure class, never raw text' }))
+  error: Type.Optional(StringEnum(FAILURE_KINDS, { description: 'short failure class, never raw text' }))
 }, { $id: 'IntegrationCheck', additionalProperties: false })
 
 export const EventsCheck = Type.Object({
   status: StringEnum(['ok', 'fail', 'disabled'], { description: '`fail` while no instance holds a connected platform-event subscription; `disabled` while CRM_EVENTS_ENABLED is not `true`, which fails nothing but receives no event' }),
   latencyMs: Type.Integer({ minimum: 0 }),
-  error: Type.Optional(StringEnum(FAILURE_CLASSES, { description: 'short failure class, never raw text' }))
+  error: Type.Optional(StringEnum(FAILURE_KINDS, { description: 'short failure class, never raw text' }))
 }, { $id: 'EventsCheck', additionalProperties: false })
 
 /** The integration health report of a service with these upstreams: a check each, between the database's and the subscription's. */

@@ -90,8 +90,9 @@ const WaitingOrders = (description: string, agedFrom: string) => Type.Object({
 
 export const OrdersReport = Type.Union([
   Type.Object({
-    awaitingApproval: WaitingOrders('their CRM order\'s Status still Pending Review (or not asked yet): waiting on someone in the CRM, never judged', 'when placed'),
-    approvedNotReceived: WaitingOrders('approved in the CRM while no platform event brought them, their provisioning not started yet: what orders_pending_age judges', 'when the reconciliation found them approved')
+    awaitingApproval: WaitingOrders('their CRM order\'s Status still Pending Review: waiting on someone in the CRM, never judged', 'when placed'),
+    approvedNotReceived: WaitingOrders('approved in the CRM while no platform event brought them, their provisioning not started yet: what orders_pending_age judges', 'when the reconciliation found them approved'),
+    unknown: WaitingOrders('the CRM has not told their Status yet (not asked yet, or its status query failed: reconciliation_crm_failed_rounds judges that): neither awaiting approval nor approved as far as the service knows', 'when placed')
   }, { additionalProperties: false }),
   Type.Null({ description: 'the database could not be asked' })
 ], { $id: 'OrdersReport', description: 'the portal orders in Pending Review, by the CRM\'s word as the reconciliation (every ORDERS_RECONCILE_INTERVAL_S) last read it; shared by every instance' })

@@ -22,6 +22,8 @@ const PACKAGED_TESTS: Array<{ file: string, test: string, programs: PackagedProg
   { file: 'test/monitoring/alertmanager.test.ts', test: 'amtool: ', programs: ['amtool'] },
   { file: 'test/monitoring/alertmanager.test.ts', test: 'a real Alertmanager', programs: ['prometheus-alertmanager'] },
   { file: 'test/monitoring/prometheus-server.slow.test.ts', test: 'a real Prometheus', programs: ['prometheus', 'prometheus-alertmanager'] },
+  { file: 'test/monitoring/crm-blind.slow.test.ts', test: 'the CRM answers 500 to the status query', programs: ['prometheus', 'prometheus-alertmanager'] },
+  { file: 'test/monitoring/watchdog.slow.test.ts', test: 'the Watchdog reaches its receiver', programs: ['prometheus', 'prometheus-alertmanager'] },
   { file: 'test/monitoring/alerting-scenarios.slow.test.ts', test: 'a quiet instance', programs: ['prometheus', 'prometheus-alertmanager'] },
   { file: 'test/monitoring/alerting-scenarios.slow.test.ts', test: 'billing down: one page', programs: ['prometheus', 'prometheus-alertmanager'] },
   { file: 'test/monitoring/alerting-scenarios.slow.test.ts', test: 'Redis down: one P1 page', programs: ['prometheus', 'prometheus-alertmanager'] },

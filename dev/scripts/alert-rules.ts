@@ -40,17 +40,23 @@ export const DASHBOARD_FILE = 'deploy/monitoring/grafana/portal-bff.json'
 /** The runbooks in this repository, one per measure: `<measure>.md`. */
 export const RUNBOOK_DIRECTORY = 'docs/runbooks'
 
+/** A runbook base as given (`what` names where): an absolute http(s) URL ending in `/`. */
+export function checkedRunbookBase (base: string | undefined, what: string): string {
+  if (base === undefined || !/^https?:\/\/[^/]+\/(?:.*\/)?$/.test(base)) throw new Error(`${what} must be an absolute http(s) URL ending in /`)
+  return base
+}
+
 /**
- * Where the runbooks are published, as an absolute URL ending in `/`: every rule's `runbook_url` is
- * this and `<measure>.md`. One setting, `config.runbookBaseUrl` of package.json, so that generating
- * and checking agree: by default the service's own copy (`/status/runbooks/`, behind OPS_TOKEN)
- * at a placeholder address to replace with the one your operators open.
+ * Where the shipped rules say the runbooks are, as an absolute URL ending in `/`: every rule's
+ * `runbook_url` is this and `<measure>.md`. One setting, `config.runbookBaseUrl` of package.json,
+ * so that generating and checking agree: the service's own copy (`/status/runbooks/`, readable
+ * without the operations token) through the shipped balancer (deploy/haproxy/haproxy.cfg, on the
+ * monitoring host as the shipped prometheus.yml addresses it). An operator whose people open them
+ * elsewhere prints the rules with their own base (`--runbook-base-url`, docs/operations.md).
  */
 export function runbookBaseUrl (): string {
   const { config } = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { config?: { runbookBaseUrl?: string } }
-  const base = config?.runbookBaseUrl
-  if (base === undefined || !/^https?:\/\/[^/]+\/(?:.*\/)?$/.test(base)) throw new Error('package.json config.runbookBaseUrl must be an absolute http(s) URL ending in /')
-  return base
+  return checkedRunbookBase(config?.runbookBaseUrl, 'package.json config.runbookBaseUrl')
 }
 
 const HEADER = [
@@ -294,6 +300,22 @@ export function serviceRuleAnnotations (rule: ServiceRule, runbookBase?: string)
   }
 }
 
+/**
+ * The dead man's switch, as kube-prometheus ships it: an alert that always fires, routed to a
+ * receiver of its own (deploy/monitoring/alertmanager/alertmanager.yml) that a dead man's switch
+ * service watches. When it stops coming, Prometheus, its rules, Alertmanager or the path to the
+ * pager is down, and that service pages. No priority: it routes by its name, and nothing inhibits it.
+ */
+export const WATCHDOG = { alert: 'Watchdog', group: 'watchdog', expr: 'vector(1)', labels: { severity: 'none', measure: 'watchdog' } } as const
+
+export function watchdogAnnotations (runbookBase?: string): Record<string, string> {
+  return {
+    summary: 'Always firing: proves that Prometheus, its rules, Alertmanager and the watchdog receiver work',
+    description: 'This alert fires as long as Prometheus evaluates its rules and reaches Alertmanager, which sends it to the watchdog receiver every minute. The dead man\'s switch service behind that receiver pages when it stops coming. Never silence it.',
+    runbook_url: runbookUrl(WATCHDOG.labels.measure, runbookBase)
+  }
+}
+
 export function allRules (runbookBase?: string): AlertRule[] {
   return [...thresholdRules(runbookBase), ...serviceRules(runbookBase)]
 }
@@ -316,6 +338,16 @@ export function renderAlertRules (runbookBase?: string): string {
       ...yamlMap('          ', rule.annotations)
     )
   }
+  lines.push(
+    `  - name: ${WATCHDOG.group}`,
+    '    rules:',
+    `      - alert: ${WATCHDOG.alert}`,
+    `        expr: ${q(WATCHDOG.expr)}`,
+    '        labels:',
+    ...yamlMap('          ', WATCHDOG.labels),
+    '        annotations:',
+    ...yamlMap('          ', watchdogAnnotations(runbookBase))
+  )
   return `${lines.join('\n')}\n`
 }
 
@@ -637,14 +669,23 @@ export function serviceRuleCases (): PromtoolCase[] {
   }))
 }
 
+/** The Watchdog fires from the first evaluation on, whatever the service's series. */
+export function watchdogCase (): PromtoolCase {
+  return {
+    name: 'Watchdog: it fires from the first evaluation, with nothing scraped at all',
+    series: [{ series: seriesName('up', {}), values: constant(0) }],
+    checks: ['0m', EVAL_TIME].map((evalTime) => ({ evalTime, alertname: WATCHDOG.alert, alerts: [{ exp_labels: { ...WATCHDOG.labels }, exp_annotations: watchdogAnnotations() }] }))
+  }
+}
+
 /** deploy/monitoring/prometheus/alerts.test.yml */
 export function renderAlertRuleTests (): string {
-  return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), ...movedLimitTests(), ...incidentCases(), ...serviceRuleCases()], 'alerts.yml')}`
+  return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), ...movedLimitTests(), ...incidentCases(), ...serviceRuleCases(), watchdogCase()], 'alerts.yml')}`
 }
 
 // --- Grafana
 
-const GRAFANA_UNITS: Record<Unit, string> = { ms: 'ms', seconds: 's', percent: 'percent', requests: 'short', jobs: 'short', 'failing checks': 'short' }
+const GRAFANA_UNITS: Record<Unit, string> = { ms: 'ms', seconds: 's', percent: 'percent', requests: 'short', jobs: 'short', 'failing checks': 'short', rounds: 'short' }
 
 function thresholdSteps (row: Row) {
   return row.comparison === 'above'

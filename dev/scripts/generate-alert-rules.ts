@@ -1,12 +1,14 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, renderAlertRuleTests, renderAlertRules, renderDashboard } from './alert-rules.js'
+import { DASHBOARD_FILE, RULES_FILE, RULE_TESTS_FILE, checkedRunbookBase, renderAlertRuleTests, renderAlertRules, renderDashboard } from './alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
 
 /**
  * Writes the Prometheus rules, their promtool tests and the Grafana dashboard from plugins/app/monitoring/thresholds.ts.
  * With --check it writes nothing and exits 1 when a checked-in file differs from what it would write.
+ * With --print it writes the rules alone to stdout, their `runbook_url` under `--runbook-base-url=<url>`
+ * when given (where the deployment's operators open the runbooks), for an operator's Prometheus.
  */
 export function generatedFiles (): Array<{ path: string, content: string }> {
   return [
@@ -30,6 +32,11 @@ export function outOfDate (): string[] {
 }
 
 function main (args: string[]): number {
+  if (args.includes('--print')) {
+    const base = args.find((arg) => arg.startsWith('--runbook-base-url='))?.slice('--runbook-base-url='.length)
+    process.stdout.write(renderAlertRules(base === undefined ? undefined : checkedRunbookBase(base, '--runbook-base-url')))
+    return 0
+  }
   if (args.includes('--check')) {
     const stale = outOfDate()
     for (const path of stale) process.stderr.write(`${path} is out of date: run npm run monitoring:generate\n`)

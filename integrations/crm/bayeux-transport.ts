@@ -1,5 +1,5 @@
 import { Headers, Pool, getSetCookies } from 'undici'
-import { classifyFailure, type FailureClass } from '../../lib/errors.js'
+import { classifyUpstreamFailure, type FailureClass } from '../../lib/errors.js'
 import { asRecord, isRecord } from '../upstream.js'
 
 export type BayeuxMessage = Record<string, unknown>
@@ -101,7 +101,7 @@ export class BayeuxTransport {
       if (error instanceof StreamInterruption) throw error
       if (deadline.signal.aborted) throw new StreamInterruption('timeout', `${operation}: no answer within ${timeoutMs} ms`)
       // The network error's message may name hosts; its class says enough.
-      throw new StreamInterruption(classifyFailure(error), `${operation}: ${classifyFailure(error)}`)
+      throw new StreamInterruption(classifyUpstreamFailure(error), `${operation}: ${classifyUpstreamFailure(error)}`)
     } finally {
       clearTimeout(timer)
       signal?.removeEventListener('abort', abort)

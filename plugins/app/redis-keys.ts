@@ -35,6 +35,9 @@ export const signInFailuresPrefix = (prefix: string) => `${prefix}sign-in-failur
 /** The CRM's daily API usage and limit, one figure for every instance. */
 export const crmDailyUsageKey = (prefix: string) => `${prefix}crm:daily-usage`
 
+/** The order reconciliation's run of rounds in a row that could not ask the CRM, whichever instance ran them. */
+export const crmStatusRoundsKey = (prefix: string) => `${prefix}orders:crm-status-rounds`
+
 /**
  * The platform-event subscription to `channel`: its lease, the holder's report, the replay position
  * and its floor, and another instance's request that the holder subscribe again.

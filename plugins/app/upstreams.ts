@@ -12,6 +12,7 @@ import { combinedFailureRate, highest, windowed, type Reading } from './monitori
 import type { MonitoringSource } from './monitoring/index.js'
 import { ROWS, threshold, type MeasureName } from './monitoring/thresholds.js'
 import { crmDailyUsageKey } from './redis-keys.js'
+import { asProbe, LastCalls } from './last-calls.js'
 
 /** A setting of a number, by its name. */
 type NumberSetting = { [Name in keyof Config]-?: Config[Name] extends number ? Name : never }[keyof Config]
@@ -133,9 +134,14 @@ function crmUsagePart (crmUsage: DailyUsageStore): MonitoringSource<CrmUsageRepo
 async function upstreams (fastify: FastifyInstance, { upstreams }: UpstreamsOptions) {
   const { config } = fastify
   const upstreamCalls = Object.fromEntries(upstreams.map(({ name }) => [name, new SlidingWindow()])) as Record<UpstreamName, SlidingWindow>
+  const lastCalls = new Map(upstreams.map(({ name }) => [name, new LastCalls()]))
   const common = {
     timeoutMs: config.UPSTREAM_TIMEOUT_MS,
-    onCall: (call: UpstreamCall) => { upstreamCalls[call.upstream as UpstreamName].record(call.durationMs, call.outcome !== 'ok'); fastify.metrics.observeUpstreamCall(call) },
+    onCall: (call: UpstreamCall) => {
+      upstreamCalls[call.upstream as UpstreamName].record(call.durationMs, call.outcome !== 'ok')
+      lastCalls.get(call.upstream)?.record(call.outcome)
+      fastify.metrics.observeUpstreamCall(call)
+    },
     log: fastify.log
   }
   const crmUsage = new DailyUsageStore({ redis: fastify.redis, key: crmDailyUsageKey(config.REDIS_KEY_PREFIX), fallbackLimit: config.CRM_DAILY_API_LIMIT, log: fastify.log })
@@ -145,14 +151,20 @@ async function upstreams (fastify: FastifyInstance, { upstreams }: UpstreamsOpti
   fastify.decorate('upstreamCalls', upstreamCalls)
   for (const { upstream, client } of clients) {
     fastify.decorate(upstream.name, client)
-    fastify.integrationHealth.register(upstream.name, (signal) => upstream.health(client, signal))
+    // Failing when its probe fails, or when the last calls the service made failed (contract §10a).
+    fastify.integrationHealth.register(upstream.name, async (signal) => {
+      await asProbe(() => upstream.health(client, signal))
+      const failing = lastCalls.get(upstream.name)?.failing(upstream.name)
+      if (failing !== undefined) throw failing
+    })
     fastify.metrics.knowUpstream(upstream.name)
   }
 
   fastify.monitoring.register('upstreams', upstreamCallsPart(upstreamCalls))
   fastify.monitoring.register('crmUsage', crmUsagePart(crmUsage))
 
-  fastify.crm.startLimitsRefresh()
+  // Its timer's calls are probes too: started within one, they carry its mark.
+  asProbe(() => fastify.crm.startLimitsRefresh())
   fastify.addHook('onClose', async () => {
     await Promise.all(clients.map(({ client }) => client.close()))
   })

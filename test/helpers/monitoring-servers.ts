@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -22,19 +22,44 @@ export interface AlertmanagerAlert { fingerprint: string, labels: Record<string,
 
 export const ALERTMANAGER_CONFIG = 'deploy/monitoring/alertmanager/alertmanager.yml'
 
+/** The receivers an operator sets before the first start, by the variable docs/operations.md names. */
+export interface ReceiverUrls { PAGER_URL: string, TICKETS_URL: string, DEFAULT_URL: string, WATCHDOG_URL: string }
+
+/** The command docs/operations.md gives to set the receivers, writing to stdout instead of /etc. */
+export function documentedReceiversCommand (): string {
+  const operations = readFileSync(join(projectRoot, 'docs/operations.md'), 'utf8')
+  const command = /^ *(sed -e "s\|unset-pager:.*) > \/etc\/prometheus\/alertmanager\.yml$/m.exec(operations)?.[1]
+  if (command === undefined) throw new Error('docs/operations.md no longer gives the command that sets the receivers')
+  return command
+}
+
+/** The shipped Alertmanager configuration with the receivers set as docs/operations.md says, by running its command. */
+export function operatorAlertmanagerConfig (urls: ReceiverUrls): string {
+  const result = spawnSync('/bin/sh', ['-c', documentedReceiversCommand()], { cwd: projectRoot, encoding: 'utf8', env: { ...process.env, ...urls } })
+  if (result.status !== 0) throw new Error(`the documented command failed: ${result.stderr}`)
+  return result.stdout
+}
+
+/** Every receiver posting to one webhook receiver, under its name: /pager, /tickets, /default, /watchdog. */
+export function receiversAt (address: string): ReceiverUrls {
+  return { PAGER_URL: `http://${address}/pager`, TICKETS_URL: `http://${address}/tickets`, DEFAULT_URL: `http://${address}/default`, WATCHDOG_URL: `http://${address}/watchdog` }
+}
+
 /**
- * A real Alertmanager of the test's own with the shipped configuration (deploy/monitoring/alertmanager/alertmanager.yml),
- * or the given text of one; ended by PID.
+ * A real Alertmanager of the test's own with the shipped configuration (deploy/monitoring/alertmanager/alertmanager.yml)
+ * and its receivers set as docs/operations.md says, to `receiver` (by default an address nothing
+ * listens on, for a test that reads Alertmanager's alerts and no notification), or the given text
+ * of a configuration; ended by PID.
  */
 export class AlertmanagerServer {
   private constructor (readonly url: string, private readonly child: ChildProcess, private readonly directory: string) {}
 
-  static async start ({ config }: { config?: string } = {}): Promise<AlertmanagerServer> {
+  static async start ({ config, receiver = '127.0.0.1:9' }: { config?: string, receiver?: string } = {}): Promise<AlertmanagerServer> {
     const executable = findProgram('prometheus-alertmanager')
     if (executable === undefined) throw new Error('Alertmanager is not installed (Debian package prometheus-alertmanager)')
     const directory = tempDir('alertmanager')
-    const configFile = config === undefined ? join(projectRoot, ALERTMANAGER_CONFIG) : join(directory, 'alertmanager.yml')
-    if (config !== undefined) writeFileSync(configFile, config)
+    const configFile = join(directory, 'alertmanager.yml')
+    writeFileSync(configFile, config ?? operatorAlertmanagerConfig(receiversAt(receiver)))
     const port = await freePort()
     const child = spawn(executable, [
       `--config.file=${configFile}`,
@@ -153,29 +178,34 @@ export class PrometheusServer {
 }
 
 export interface Notification {
-  /** The receiver's path: /pager, /tickets or /default in the shipped configuration. */
+  /** The receiver's path: /pager, /tickets, /default or /watchdog (receiversAt). */
   path: string
   /** When it arrived (performance.now()). */
   at: number
   body: { status: 'firing' | 'resolved', groupLabels: Record<string, string>, alerts: Array<{ status: 'firing' | 'resolved', labels: Record<string, string>, annotations: Record<string, string> }> }
 }
 
-/** An HTTP server that takes Alertmanager's webhook notifications and keeps them, in order; closed by the test. */
+/**
+ * An HTTP server that takes Alertmanager's webhook notifications and keeps them, in order; closed
+ * by the test. The Watchdog's, every minute whatever happens, are kept apart (`watchdog`).
+ */
 export class WebhookReceiver {
-  private constructor (private readonly server: Server, readonly notifications: Notification[]) {}
+  private constructor (private readonly server: Server, readonly notifications: Notification[], readonly watchdog: Notification[]) {}
 
   static async start (): Promise<WebhookReceiver> {
     const notifications: Notification[] = []
+    const watchdog: Notification[] = []
     const server = createServer((request, response) => {
       let text = ''
       request.setEncoding('utf8').on('data', (chunk: string) => { text += chunk })
       request.on('end', () => {
-        notifications.push({ path: request.url ?? '', at: performance.now(), body: JSON.parse(text) as Notification['body'] })
+        const path = request.url ?? ''
+        ;(path === '/watchdog' ? watchdog : notifications).push({ path, at: performance.now(), body: JSON.parse(text) as Notification['body'] })
         response.writeHead(200).end()
       })
     })
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-    return new WebhookReceiver(server, notifications)
+    return new WebhookReceiver(server, notifications, watchdog)
   }
 
   get address (): string {

@@ -10,7 +10,7 @@ import { THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
 import { PROVISIONING_QUEUE } from '../../plugins/app/orders/provisioning-job.js'
 import { jobQueuePrefix } from '../../plugins/app/redis-keys.js'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
-import { ALERTMANAGER_CONFIG, AlertmanagerServer, PrometheusServer, WebhookReceiver, type Notification } from '../helpers/monitoring-servers.js'
+import { AlertmanagerServer, operatorAlertmanagerConfig, receiversAt, PrometheusServer, WebhookReceiver, type Notification } from '../helpers/monitoring-servers.js'
 import { SHARED_REDIS } from '../helpers/made.js'
 import { skipWithout } from '../helpers/packages.js'
 import { freePort } from '../helpers/ports.js'
@@ -23,8 +23,8 @@ import { bearer, login } from '../helpers/tokens.js'
 // deploy/monitoring, scraping a running instance, notifying a webhook receiver of the test's. Each
 // scenario is a run of its own. What differs from the shipped files, and nothing else:
 // - addresses: the scrape target is the test's instance (127.0.0.1:3000 shipped), Prometheus sends
-//   to the test's Alertmanager (127.0.0.1:9093), the receivers post to the test's webhook receiver
-//   (127.0.0.1:5001), and the operations token file holds the test's token;
+//   to the test's Alertmanager (127.0.0.1:9093), the receivers are set to the test's webhook receiver
+//   as docs/operations.md says, and the operations token file holds the test's token;
 // - durations, twelve times shorter: every rule's `for:` (a page's 1m is 5 s here, a ticket's 5m and
 //   10m are 25 s and 50 s), the rules' last-minute window (1m: 5 s), Alertmanager's group_wait and
 //   group_interval (a page's 67.5 s and 1m: 5.625 s and 5 s), scrape and evaluation (15 s: 1.25 s);
@@ -73,9 +73,7 @@ function shippedRules (): string {
 }
 
 function shippedAlertmanager (receiver: string): string {
-  const text = readFileSync(join(projectRoot, ALERTMANAGER_CONFIG), 'utf8')
-  if (!text.includes('127.0.0.1:5001')) throw new Error('the receivers no longer post to 127.0.0.1:5001')
-  return text.replaceAll('127.0.0.1:5001', receiver)
+  return operatorAlertmanagerConfig(receiversAt(receiver))
     .replace(/^( +(?:group_wait|group_interval): )(\S+)$/gm, (_, key: string, duration: string) => `${key}${shorter(duration)}`)
 }
 

@@ -2,7 +2,7 @@ import t from 'tap'
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DASHBOARD_FILE, FOR, PAGE_CONDITIONS, RULES_FILE, RULE_TESTS_FILE, RUNBOOK_DIRECTORY, FIRING_ALERTS_EXPR, SERVICE_PANELS, alertName, allRules, conditionExpr, panelExpr, renderAlertRules, rulePriority, runbookBaseUrl, valueExpr } from '../../dev/scripts/alert-rules.js'
+import { DASHBOARD_FILE, FOR, WATCHDOG, PAGE_CONDITIONS, RULES_FILE, RULE_TESTS_FILE, RUNBOOK_DIRECTORY, FIRING_ALERTS_EXPR, SERVICE_PANELS, alertName, allRules, conditionExpr, panelExpr, renderAlertRules, rulePriority, runbookBaseUrl, valueExpr } from '../../dev/scripts/alert-rules.js'
 import { SERVICE_RULES, SERVICE_RULE_CASES } from '../../dev/scripts/service-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { ROWS, THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
@@ -19,10 +19,12 @@ t.test('the checked-in rules, rule tests and dashboard are what plugins/app/moni
 })
 
 const RULE_COUNT = 2 * THRESHOLDS.length + SERVICE_RULES.length
+/** The rules file up to the Watchdog's group: the rules of the table and the service's own. */
+const portalRules = (text: string) => text.slice(0, text.indexOf(`  - name: ${WATCHDOG.group}\n`))
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 t.test('a warning and a critical rule per row of the thresholds table, and the service\'s own rules, after the page conditions', async (t) => {
-  const rules = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
+  const rules = portalRules(readFileSync(join(projectRoot, RULES_FILE), 'utf8'))
   t.equal(rules.match(/^ {6}- alert: /gm)?.length, RULE_COUNT, `${RULE_COUNT} rules`)
   t.match(rules, new RegExp(`^ {4}rules:\\n {6}- record: ${escape(PAGE_CONDITIONS)}\\n`, 'm'), 'the page conditions are recorded first: the pages evaluated after them read this evaluation\'s')
   for (const row of ROWS) {
@@ -50,8 +52,9 @@ t.test('a windowed measure fires only while it still holds over the last minute,
 
 t.test('pages are the customers\' failures: availability, errors, latency, provisioning, and billing failing; cost and efficiency open tickets', async (t) => {
   const paging = ROWS.filter((row) => pages(row.priority.critical)).map((row) => row.measure)
-  t.same(paging, ['core_status', 'billing_failed_requests', 'job_queue_waiting', 'job_queue_failed', 'orders_pending_age', 'api_response_time_p95', 'http_5xx_rate'])
-  t.ok(ROWS.every((row) => !pages(row.priority.warning)), 'no warning pages')
+  t.same(paging, ['core_status', 'billing_failed_requests', 'job_queue_waiting', 'job_queue_failed', 'orders_pending_age', 'reconciliation_crm_failed_rounds', 'api_response_time_p95', 'http_5xx_rate'])
+  // Contract §10a: three failed rounds in a row, the warning, page (decision 0086).
+  t.same(ROWS.filter((row) => pages(row.priority.warning)).map((row) => row.measure), ['reconciliation_crm_failed_rounds'], 'no other warning pages')
   for (const measure of ['cache_hit_rate', 'cache_latency', 'cache_memory']) t.notOk(pages(ROWS.find((row) => row.measure === measure)!.priority.critical), `${measure} opens a ticket`)
   const rules = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
   const pageConditions = /^ {6}- record: .*\n {8}expr: (".*")$/m.exec(rules)?.[1]
@@ -69,7 +72,7 @@ function parseRules (text: string): Array<{ alert: string, fields: Record<string
 }
 
 t.test('every rule has a priority P1-P4, a summary, a description and a runbook that exists', async (t) => {
-  const rules = parseRules(readFileSync(join(projectRoot, RULES_FILE), 'utf8'))
+  const rules = parseRules(portalRules(readFileSync(join(projectRoot, RULES_FILE), 'utf8')))
   t.equal(rules.length, RULE_COUNT, 'every rule is read')
   for (const { alert, fields } of rules) {
     const what = `${alert} ${fields.severity ?? '?'}`
@@ -88,12 +91,23 @@ t.test('every rule has a priority P1-P4, a summary, a description and a runbook 
       t.match(rule?.fields.description, `Incident priority ${expected} (${pages(expected) ? 'a page' : 'a ticket'}): respond within`, `${row.measure}: the ${level} rule says its response time`)
     }
   }
-  t.match(runbookBaseUrl(), /^https:\/\/[^/]+\/.*\/$/, 'the base is one absolute setting (package.json config.runbookBaseUrl)')
+  t.match(runbookBaseUrl(), /^https?:\/\/[^/]+\/.*\/$/, 'the base is one absolute setting (package.json config.runbookBaseUrl)')
   t.match(renderAlertRules('https://docs.test/runbooks/'), 'runbook_url: "https://docs.test/runbooks/core_status.md"', 'the runbook base can be given when rendering')
 })
 
-t.test('each rule waits the `for:` of its priority: every page a minute, so an incident\'s alerts fire together', async (t) => {
+t.test('the Watchdog always fires, in a group of its own, with no priority, no `for:` and a runbook', async (t) => {
   const text = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
+  const group = text.slice(text.indexOf(`  - name: ${WATCHDOG.group}\n`))
+  t.match(group, /^ {2}- name: watchdog\n {4}rules:\n {6}- alert: Watchdog\n {8}expr: "vector\(1\)"\n {8}labels:\n/, 'vector(1): always, whatever is scraped')
+  t.notMatch(group, 'for:', 'from the first evaluation')
+  t.notMatch(group, 'priority', 'routed by its name, never with the pages or tickets')
+  const [watchdog] = parseRules(group)
+  t.equal(watchdog?.fields.runbook_url, `${runbookBaseUrl()}watchdog.md`)
+  t.ok(existsSync(join(projectRoot, RUNBOOK_DIRECTORY, 'watchdog.md')), 'its runbook exists')
+})
+
+t.test('each rule waits the `for:` of its priority: every page a minute, so an incident\'s alerts fire together', async (t) => {
+  const text = portalRules(readFileSync(join(projectRoot, RULES_FILE), 'utf8'))
   const blocks = text.split(/^ {6}- alert: /m).slice(1)
   const rules = allRules()
   t.equal(blocks.length, rules.length)
@@ -151,7 +165,7 @@ const skip = skipWithout(['promtool'])
 t.test('promtool: the rules are valid and each fires at its threshold', { skip }, async (t) => {
   const check = promtool(['check', 'rules', RULES_FILE])
   t.equal(check.code, 0, 'promtool check rules', { output: check.output })
-  t.match(check.output, `SUCCESS: ${RULE_COUNT + 1} rules found`, 'and the recording of the page conditions')
+  t.match(check.output, `SUCCESS: ${RULE_COUNT + 2} rules found`, 'and the recording of the page conditions, and the Watchdog')
   const test = promtool(['test', 'rules', RULE_TESTS_FILE])
   t.equal(test.code, 0, 'promtool test rules: every rule fires just past its threshold and not before', { output: test.output })
 })

@@ -36,7 +36,7 @@ t.test('the status page is static HTML, CSS and JS that the service\'s CSP allow
   const summary = (await app.inject('/status/summary')).json()
   t.match(summary, { level: 'ok', core: { status: 'ok', checks: { database: 'ok', cache: 'ok' } }, billing: { health: 'healthy' }, crm: { health: 'healthy', dailyUsage: {} } })
   t.same(summary.jobs, { waiting: 0, active: 0, delayed: 0, failed: 0, completed: 0, recentFailed: 0 }, 'the job queue, with the failures its health is judged on')
-  t.same(summary.orders, { awaitingApproval: { count: 0, oldestAgeMs: null }, approvedNotReceived: { count: 0, oldestAgeMs: null } }, 'the orders in Pending Review, awaiting approval apart')
+  t.same(summary.orders, { awaitingApproval: { count: 0, oldestAgeMs: null }, approvedNotReceived: { count: 0, oldestAgeMs: null }, unknown: { count: 0, oldestAgeMs: null } }, 'the orders in Pending Review, awaiting approval and unknown apart')
   t.equal(summary.alerts.length, THRESHOLDS.length, 'every alert')
 })
 

@@ -11,7 +11,7 @@ export const Alert = Type.Object({
   measure: StringEnum(MEASURES, { description: 'the row of the thresholds table (specification §8)' }),
   description: Type.String(),
   value: Nullable(Type.Number(), 'the current value in `unit`; null when there is nothing to judge (see `note`)'),
-  unit: StringEnum(['failing checks', 'requests', 'jobs', 'percent', 'ms', 'seconds']),
+  unit: StringEnum(['failing checks', 'requests', 'jobs', 'percent', 'ms', 'seconds', 'rounds']),
   level: Type.Ref(AlertLevel),
   threshold: Type.Object({
     comparison: StringEnum(['above', 'below'], { description: 'a value past a limit in this direction crosses it; a value at the limit does not' }),

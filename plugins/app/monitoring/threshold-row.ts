@@ -4,7 +4,7 @@
  */
 export type Comparison = 'above' | 'below'
 
-export type Unit = 'failing checks' | 'requests' | 'jobs' | 'percent' | 'ms' | 'seconds'
+export type Unit = 'failing checks' | 'requests' | 'jobs' | 'percent' | 'ms' | 'seconds' | 'rounds'
 
 /** Specification §8: incident response times by priority. P1 and P2 page on-call; P3 and P4 open tickets. */
 export type Priority = 'P1' | 'P2' | 'P3' | 'P4'

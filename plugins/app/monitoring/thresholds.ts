@@ -103,6 +103,22 @@ export const THRESHOLDS = [
     prometheus: { kind: 'gauge', metric: 'portal_bff_orders_pending_oldest_age_seconds' }
   },
   {
+    measure: 'reconciliation_crm_failed_rounds',
+    description: 'order reconciliation: rounds in a row that could not ask the CRM where the orders in Pending Review stand',
+    unit: 'rounds',
+    comparison: 'above',
+    // Three failed rounds in a row (contract §10a): the service is blind to the orders the CRM
+    // approved and whose event did not come. Twelve: an hour at the default interval.
+    warning: 2,
+    critical: 11,
+    // Blind, an approved order waits unseen: a page at once, as a stuck order's would be.
+    priority: { warning: 'P2', critical: 'P2' },
+    dependency: 'crm',
+    note: 'a round that cannot ask the CRM (an error, a timeout, a refused query) leaves every order in Pending Review unjudged; a round with nothing to ask, or one the CRM answers, ends the run',
+    shared: true,
+    prometheus: { kind: 'gauge', metric: 'portal_bff_reconciliation_crm_failed_rounds_in_row' }
+  },
+  {
     measure: 'api_response_time_p95',
     description: 'API response time, 95th percentile over 5 minutes',
     unit: 'ms',

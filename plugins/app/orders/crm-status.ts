@@ -6,6 +6,8 @@ import { orderWorkId } from './provisioning-job.js'
 import type { ReconciliationTask } from './reconciliation.js'
 import type { OrderStore } from './store.js'
 import type { CrmStatusRecorded, CrmStatusSeen, PendingOrderStore } from './pending-orders.js'
+import { CrmStatusRounds, crmRoundsPart, type CrmRoundsReport } from './crm-rounds.js'
+import { crmStatusRoundsKey } from '../redis-keys.js'
 
 /** Orders asked about in one round: one SOQL query, its URL well within the REST API's limit. */
 export const CRM_STATUS_BATCH = 200
@@ -35,6 +37,8 @@ export interface CrmStatusOptions {
   cancel: (orderId: string, reason: string) => Promise<unknown>
   /** CRM_ORDER_CANCELLED_STATUSES */
   cancelledStatuses: readonly string[]
+  /** Each round's outcome: it asked the CRM (or had nothing to ask), or could not. */
+  rounds: Pick<CrmStatusRounds, 'asked' | 'failedToAsk'>
   /** The round found orders the CRM approved that no platform event brought (after provisioning them). */
   approvedNotReceived: (count: number) => Promise<void>
   log: FastifyBaseLogger
@@ -65,10 +69,18 @@ export class CrmStatusReconciliation implements ReconciliationTask {
   }
 
   async run (signal: AbortSignal): Promise<void> {
-    const { pending, crmStatuses, log } = this.options
+    const { pending, crmStatuses, rounds } = this.options
     const due = await pending.dueForCrmStatus(CRM_STATUS_BATCH)
-    if (due.length === 0) return
-    const statuses = await crmStatuses(due.map((order) => order.crmOrderId))
+    // Nothing to ask is not blind: the run of failed rounds ends as when the CRM answers.
+    const statuses = due.length === 0
+      ? new Map<string, string>()
+      : await crmStatuses(due.map((order) => order.crmOrderId)).catch(async (error: unknown) => { await rounds.failedToAsk(error); throw error })
+    await rounds.asked()
+    if (due.length > 0) await this.#judge(due, statuses, signal)
+  }
+
+  async #judge (due: Array<{ id: string, crmOrderId: string }>, statuses: Map<string, string>, signal: AbortSignal): Promise<void> {
+    const { pending, log } = this.options
     const seen: CrmStatusSeen[] = due.map(({ id, crmOrderId }) => {
       const status = statuses.get(caseSafeId(crmOrderId))
       return { id, crmStatus: status ?? null, approved: verdictOf(status, this.#cancelled) === 'approved' }
@@ -136,6 +148,13 @@ declare module 'fastify' {
   }
 }
 
+declare module '../monitoring/index.js' {
+  interface MonitoringParts {
+    /** The run of reconciliation rounds that could not ask the CRM, as every instance sees it. */
+    crmStatusRounds: CrmRoundsReport
+  }
+}
+
 /**
  * Adds the CRM status task to the orders' reconciliation: it provisions through the job queue, and
  * asks the platform-event subscription to subscribe again when the CRM approved orders that a
@@ -143,7 +162,9 @@ declare module 'fastify' {
  */
 async function orderCrmStatus (fastify: FastifyInstance) {
   const { config, orders, pendingOrders, crm, crmQueue, jobQueue, orderPlacement, eventSubscription, log } = fastify
+  const rounds = new CrmStatusRounds({ redis: fastify.redis, key: crmStatusRoundsKey(config.REDIS_KEY_PREFIX), log })
   const task = new CrmStatusReconciliation({
+    rounds,
     orders,
     pending: pendingOrders,
     crmStatuses: (crmOrderIds) => crmQueue.run((deadline) => crm.getOrderStatuses(crmOrderIds, deadline)),
@@ -163,6 +184,10 @@ async function orderCrmStatus (fastify: FastifyInstance) {
   fastify.metrics.live('portal_bff_orders_approved_not_received_total',
     'Orders the reconciliation found approved in the CRM while no platform event had brought them, and provisioned (this instance\'s rounds)',
     'counter', async () => [{ value: task.approvedNotReceived }])
+  fastify.metrics.live('portal_bff_reconciliation_crm_failed_rounds_total',
+    'Rounds of the order reconciliation that could not ask the CRM the Status of the orders in Pending Review (an error, a timeout, a refused query; this instance\'s rounds)',
+    'counter', async () => [{ value: rounds.failed }])
+  fastify.monitoring.register('crmStatusRounds', crmRoundsPart(rounds))
 }
 
 export default fp(orderCrmStatus, {

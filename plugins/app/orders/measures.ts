@@ -31,8 +31,10 @@ export function ordersPendingPart (pendingOrders: Pick<PendingOrderStore, 'count
     metrics: [
       ...countAndAge('portal_bff_orders_pending', 'Orders the CRM approved (as the reconciliation last read their Status) still in Pending Review: their platform event did not come, and their provisioning has not started',
         'Seconds since the reconciliation found the oldest of those orders approved; 0 when none waits', (pending: PendingOrders) => pending.approvedNotReceived),
-      ...countAndAge('portal_bff_orders_awaiting_approval', 'Portal orders in Pending Review whose CRM order awaits approval (its Status still Pending Review, or not asked yet); never judged',
-        'Age of the oldest portal order awaiting approval in the CRM; 0 when none does', (pending: PendingOrders) => pending.awaitingApproval)
+      ...countAndAge('portal_bff_orders_awaiting_approval', 'Portal orders in Pending Review whose CRM order awaits approval (its Status still Pending Review); never judged',
+        'Age of the oldest portal order awaiting approval in the CRM; 0 when none does', (pending: PendingOrders) => pending.awaitingApproval),
+      ...countAndAge('portal_bff_orders_crm_status_unknown', 'Portal orders in Pending Review whose CRM Status the reconciliation has not read yet (not asked yet, or the CRM did not answer)',
+        'Age of the oldest portal order whose CRM Status is unknown; 0 when none is', (pending: PendingOrders) => pending.unknown)
     ]
   }
 }

@@ -8,16 +8,18 @@ export interface Counted {
 
 /** The portal orders waiting in `Pending Review`, told apart by the CRM's word as the reconciliation last read it. */
 export interface PendingOrders {
-  /** Their CRM order still in `Pending Review` (or not asked yet), awaiting someone's approval: aged from when placed. */
+  /** Their CRM order still in `Pending Review`, awaiting someone's approval: aged from when placed. */
   awaitingApproval: Counted
+  /** The CRM has not told their Status yet (not asked yet, or it did not answer): never taken for awaiting approval; aged from when placed. */
+  unknown: Counted
   /** Approved in the CRM, their platform event not received: aged from when the reconciliation found them approved. */
   approvedNotReceived: Counted
 }
 
 /** The orders waiting, as the reports give them: ages in whole milliseconds. */
-export function pendingOrdersReport ({ awaitingApproval, approvedNotReceived }: PendingOrders) {
+export function pendingOrdersReport ({ awaitingApproval, approvedNotReceived, unknown }: PendingOrders) {
   const report = ({ count, oldestAgeSeconds }: Counted) => ({ count, oldestAgeMs: oldestAgeSeconds === null ? null : Math.round(oldestAgeSeconds * 1000) })
-  return { awaitingApproval: report(awaitingApproval), approvedNotReceived: report(approvedNotReceived) }
+  return { awaitingApproval: report(awaitingApproval), approvedNotReceived: report(approvedNotReceived), unknown: report(unknown) }
 }
 
 /** What the CRM said of an order still in `Pending Review`: its Status, null when it has no such order. */
@@ -48,19 +50,24 @@ export class PendingOrderStore {
 
   /** How many wait, and since when, told apart by the CRM's word. */
   async count (): Promise<PendingOrders> {
-    type Row = { awaiting: number, awaiting_oldest: number | null, approved: number, approved_oldest: number | null }
+    type Row = { awaiting: number, awaiting_oldest: number | null, approved: number, approved_oldest: number | null, unknown: number, unknown_oldest: number | null }
+    const awaiting = "crm_approved_at IS NULL AND crm_status = 'Pending Review'"
+    const unknown = 'crm_approved_at IS NULL AND crm_status_checked_at IS NULL'
     const { rows } = await this.pool.query<Row>(
-      `SELECT count(*) FILTER (WHERE crm_approved_at IS NULL)::int AS awaiting,
-         extract(epoch FROM now() - min(created_at) FILTER (WHERE crm_approved_at IS NULL))::float8 AS awaiting_oldest,
+      `SELECT count(*) FILTER (WHERE ${awaiting})::int AS awaiting,
+         extract(epoch FROM now() - min(created_at) FILTER (WHERE ${awaiting}))::float8 AS awaiting_oldest,
          count(crm_approved_at)::int AS approved,
-         extract(epoch FROM now() - min(crm_approved_at))::float8 AS approved_oldest
+         extract(epoch FROM now() - min(crm_approved_at))::float8 AS approved_oldest,
+         count(*) FILTER (WHERE ${unknown})::int AS unknown,
+         extract(epoch FROM now() - min(created_at) FILTER (WHERE ${unknown}))::float8 AS unknown_oldest
        FROM orders
        WHERE status = 'Pending Review' AND crm_order_id IS NOT NULL AND (crm_approved_at IS NOT NULL
          OR (provisioning_requested_at IS NULL AND (crm_status = 'Pending Review' OR crm_status_checked_at IS NULL)))`)
     const row = rows[0]
     return {
       awaitingApproval: { count: row?.awaiting ?? 0, oldestAgeSeconds: row?.awaiting_oldest ?? null },
-      approvedNotReceived: { count: row?.approved ?? 0, oldestAgeSeconds: row?.approved_oldest ?? null }
+      approvedNotReceived: { count: row?.approved ?? 0, oldestAgeSeconds: row?.approved_oldest ?? null },
+      unknown: { count: row?.unknown ?? 0, oldestAgeSeconds: row?.unknown_oldest ?? null }
     }
   }
 
