@@ -8,7 +8,7 @@ import { defaultBillingClients } from '../sandbox/index.js'
 import { DEV_BUILD, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
 import {
   CONNECTIONS, DATABASE_URL, REDIS_URL, ROUNDS, SECONDS,
-  cpuTime, deleteKeys, ensureDatabase, freePort, failures, load, median, peakRssMb, rate, runKeyPrefix, serviceEnv, startQuiet, stop, withServers, type CpuTime, type Measure, ALT_NODE
+  cpuTime, deleteKeys, ensureDatabase, freePort, failures, load, median, peakRssMb, rate, runKeyPrefix, serviceEnv, startQuiet, stop, withServers, type CpuTime, type Measure, ALT_NODE, altEnv
 } from './common.js'
 import { login } from './invoices.js'
 import { formatProfiles, profileDirectory, profileUnderLoad, type Profiled } from './profile.js'
@@ -27,10 +27,7 @@ const PROFILE = process.env.BENCH_CACHED_READ_PROFILE === '1'
 // service with other settings (BENCH_ALT_ENV=LOG_LEVEL=warn,...): a change against this build, in
 // the same rounds, before it is made here.
 const ALT_BUILD = process.env.BENCH_ALT_BUILD
-const ALT_ENV = Object.fromEntries((process.env.BENCH_ALT_ENV ?? '').split(',').filter((setting) => setting !== '').map((setting) => {
-  const [name, ...value] = setting.split('=')
-  return [name!, value.join('=')]
-}))
+const ALT_ENV = altEnv()
 // BENCH_ALT_ENV=OTEL_EXPORTER_OTLP_ENDPOINT=sink,...: the alt target traces, exporting to a collector this benchmark runs.
 const OTLP_SINK = ALT_ENV.OTEL_EXPORTER_OTLP_ENDPOINT === 'sink'
 

@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { DEV_BUILD, type RunOptions } from '../tools/service-process.js'
 import {
   CONNECTIONS, DATABASE_URL, ROUNDS, SECONDS,
-  cpuTime, deleteKeys, ensureDatabase, failures, load, median, rate, runKeyPrefix, serviceEnv, startQuiet, stop, withServers, type CpuTime, type Measure, ALT_NODE
+  cpuTime, deleteKeys, ensureDatabase, failures, load, median, rate, runKeyPrefix, serviceEnv, startQuiet, stop, withServers, type CpuTime, type Measure, ALT_NODE, altEnv
 } from './common.js'
 
 const ROUNDS_OF_HEALTH = Number(process.env.BENCH_HEALTH_ROUNDS ?? Math.max(ROUNDS, 6))
@@ -27,7 +27,7 @@ export async function benchHealthBuilds (): Promise<void> {
   const target = (name: string, entry: string, targetEnv: Record<string, string>, node?: string): Target => ({ name, options: { entry, node, env: targetEnv }, measures: [] })
   const minimal = target('minimal', join(DEV_BUILD, 'dev', 'bench', 'minimal-app.js'), {})
   const service = target('service', join(DEV_BUILD, 'dev', 'server.js'), env)
-  const alt = ALT_BUILD === undefined ? undefined : target('service (alt build)', join(ALT_BUILD, 'dev', 'server.js'), env, ALT_NODE)
+  const alt = ALT_BUILD === undefined ? undefined : target('service (alt build)', join(ALT_BUILD, 'dev', 'server.js'), { ...env, ...altEnv() }, ALT_NODE)
   const targets = [minimal, service, ...alt === undefined ? [] : [alt]]
   try {
     await withServers(async (start) => {

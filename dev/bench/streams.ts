@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { DEV_BUILD, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
 import {
   DATABASE_URL, REDIS_URL,
-  deleteKeys, ensureDatabase, median, peakRssMb, rssBytes, runKeyPrefix, serviceEnv, startQuiet, stop, ALT_NODE
+  deleteKeys, ensureDatabase, median, peakRssMb, rssBytes, runKeyPrefix, serviceEnv, startQuiet, stop, ALT_NODE, altEnv
 } from './common.js'
 import { compareSnapshots, formatDifference } from './heap-summary.js'
 import { InspectorSession, inspectorUrl } from './inspector.js'
@@ -169,7 +169,7 @@ export async function benchStreams (): Promise<void> {
   const dist = join(DEV_BUILD, 'dev')
   const bare: Target = { name: 'bare node:http', options: { entry: join(dist, 'bench', 'bare-sse.js'), env: { REDIS_URL, CHANNEL: channel }, execArgv }, rounds: [] }
   const service: Target = { name: 'service', options: { entry: join(dist, 'server.js'), env, execArgv }, rounds: [] }
-  const alt: Target | undefined = ALT_BUILD === undefined ? undefined : { name: 'service (alt build)', options: { entry: join(ALT_BUILD, 'dev', 'server.js'), node: ALT_NODE, env, execArgv }, rounds: [] }
+  const alt: Target | undefined = ALT_BUILD === undefined ? undefined : { name: 'service (alt build)', options: { entry: join(ALT_BUILD, 'dev', 'server.js'), node: ALT_NODE, env: { ...env, ...altEnv() }, execArgv }, rounds: [] }
   const targets = [bare, service, ...alt === undefined ? [] : [alt]]
   try {
     for (let round = 1; round <= ROUNDS_OF_STREAMS; round++) {
