@@ -1,7 +1,10 @@
-import { randomUUID } from 'node:crypto'
+import { createHash, randomUUID } from 'node:crypto'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import pg from 'pg'
 import type { FastifyInstance } from 'fastify'
 import { build, type BuildOptions } from '../../app.js'
+import { projectRoot } from '../../lib/project-root.js'
 import type { Config, UpstreamSettingGroup } from '../../schemas/config.js'
 import { loadConfig } from '../../settings.js'
 import { startSandbox, type Sandbox, type SandboxOptions } from '../../dev/sandbox/index.js'
@@ -10,11 +13,23 @@ import { SHARED_REDIS, tempDir, testKeyPrefix } from './made.js'
 
 export { tempDir, testKeyPrefix }
 
-export const TEST_DATABASE = 'portal_bff_test'
+/**
+ * The tests' database, named after the migrations it holds: a suite of another commit running beside
+ * this one (another checkout, CI) whose migrations differ gets a database of its own, instead of
+ * refusing the one this suite migrated ("checksum failed for migration").
+ */
+export const TEST_DATABASE = `portal_bff_test_${migrationsDigest()}`
 export const SHARED_POSTGRES = 'postgres://postgres@127.0.0.1:5432'
 export const TEST_DATABASE_URL = `${SHARED_POSTGRES}/${TEST_DATABASE}`
 
 interface Teardown { teardown (fn: () => unknown): void }
+
+function migrationsDigest (): string {
+  const folder = join(projectRoot, 'migrations')
+  const hash = createHash('sha256')
+  for (const name of readdirSync(folder).sort()) hash.update(name).update(readFileSync(join(folder, name)))
+  return hash.digest('hex').slice(0, 10)
+}
 
 let databaseReady: Promise<void> | undefined
 
