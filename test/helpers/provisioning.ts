@@ -18,6 +18,10 @@ export const approvedAgo = (app: FastifyInstance, id: string, seconds: number) =
   app.pg.query(`UPDATE orders SET crm_status = 'Approved', crm_status_checked_at = now(), provisioning_requested_at = now(),
     crm_approved_at = now() - make_interval(secs => $2) WHERE id = $1`, [id, seconds])
 
+/** The state the reconciliation leaves when the CRM says the order still awaits approval. */
+export const awaitingApproval = (app: FastifyInstance, id: string) =>
+  app.pg.query('UPDATE orders SET crm_status = \'Pending Review\', crm_status_checked_at = now() WHERE id = $1', [id])
+
 /** A sandbox CRM whose long polls end within a second, for tests that wait on the subscription. */
 export const STREAMING = { crm: { streaming: { connectTimeoutMs: 1000 } } }
 /** The platform-event subscription on, with a short lease, for tests that break and heal it. */

@@ -2,7 +2,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp } from '../../../helpers/app.js'
 import { expectLevel, scrapeHolding } from '../../../helpers/alerts.js'
-import { approvedAgo } from '../../../helpers/provisioning.js'
+import { approvedAgo, awaitingApproval } from '../../../helpers/provisioning.js'
 import { bearer, login } from '../../../helpers/tokens.js'
 
 // The specification's incident, judged by the CRM's word: orders it approved stay in Pending Review.
@@ -22,7 +22,9 @@ t.test('only the orders the CRM approved are judged, from when they were found a
   const app = await buildTestApp(t, { CRM_EVENTS_ENABLED: 'false' })
   const none = await expectLevel(t, app, 'orders_pending_age', 'ok', 'no order waits')
   t.match(none, { value: 0, note: 'no order the CRM approved waits in Pending Review' })
-  await ageOrder(app, await placeOrder(app), 5000)
+  const awaiting = await placeOrder(app)
+  await ageOrder(app, awaiting, 5000)
+  await awaitingApproval(app, awaiting)
   const approved = await placeOrder(app)
   await ageOrder(app, approved, 5000)
   await approvedAgo(app, approved, 100)
