@@ -20,9 +20,10 @@ t.test('the shipped rules: every runbook_url is the shipped base and the name of
     t.ok(url.startsWith(base), `${url}: built from package.json config.runbookBaseUrl`)
     t.ok(existsSync(join(projectRoot, RUNBOOK_DIRECTORY, url.slice(base.length))), `${url}: docs/runbooks has it`)
   }
-  const balancer = /^frontend portal\n\s+bind :(\d+)$/m.exec(read('deploy/haproxy/haproxy.cfg'))?.[1]
-  const { hostname, port, pathname } = new URL(base)
-  t.same({ hostname, port, pathname }, { hostname: '127.0.0.1', port: balancer, pathname: RUNBOOKS }, 'the service\'s runbooks through the shipped balancer, on the monitoring host as the shipped prometheus.yml addresses its targets')
+  // The balancer's TLS listener: its plain HTTP one only redirects.
+  const balancer = /^\s+bind :(\d+) ssl /m.exec(read('deploy/haproxy/haproxy.cfg'))?.[1]
+  const { protocol, hostname, port, pathname } = new URL(base)
+  t.same({ protocol, hostname, port: port === '' ? '443' : port, pathname }, { protocol: 'https:', hostname: '127.0.0.1', port: balancer, pathname: RUNBOOKS }, 'the service\'s runbooks through the shipped balancer, on the monitoring host as the shipped prometheus.yml addresses its targets')
   t.notMatch(read(RULES_FILE), 'example.com', 'no made-up host')
 })
 
