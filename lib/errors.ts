@@ -30,6 +30,7 @@ export const OpsUnauthorizedError = definePublicError('OPS_UNAUTHORIZED', 'This 
 export const InvalidCredentialsError = definePublicError('INVALID_CREDENTIALS', 'Invalid email or password', 401)
 export const TwoFactorRequiredError = definePublicError('TWO_FACTOR_REQUIRED', 'This account has two-factor authentication on, which portal sign-in cannot complete', 403)
 export const NoClientAccountError = definePublicError('NO_CLIENT_ACCOUNT', 'No billing client account acts for this user', 403)
+export const PasswordSignInOffError = definePublicError('PASSWORD_SIGN_IN_OFF', 'Browsers sign in through the identity provider here (GET /auth/oidc/login), not with a password', 403)
 export const AuthUnavailableError = definePublicError('AUTH_UNAVAILABLE', 'Authentication is temporarily unavailable', 503)
 export const BillingUnavailableError = definePublicError('BILLING_UNAVAILABLE', 'Billing service is temporarily unavailable', 503)
 export const InvoiceNotFoundError = definePublicError('INVOICE_NOT_FOUND', 'Invoice not found', 404)

@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { BillingUnavailableError, InvalidCredentialsError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../lib/errors.js'
+import { BillingUnavailableError, InvalidCredentialsError, PasswordSignInOffError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../lib/errors.js'
 import { FailureLimiter, type Limit } from '../lib/failure-limiter.js'
 import { SESSION_COOKIE, type Session } from '../plugins/app/sessions.js'
 import { AccessToken, LoginRequest, SessionInfo } from '../schemas/auth.js'
@@ -29,7 +29,7 @@ function sessionInfo ({ clientId, expiresAt, idleExpiresAt }: Session) {
 
 const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [LoginRequest, AccessToken, SessionInfo]) fastify.addSchema(schema)
-  const { ACCESS_TOKEN_TTL_SECONDS, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
+  const { ACCESS_TOKEN_TTL_SECONDS, PASSWORD_SIGN_IN, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
   const accountFailures = new FailureLimiter(fastify.redis, { keyPrefix: signInFailuresPrefix(REDIS_KEY_PREFIX), max: LOGIN_ACCOUNT_FAILURES_MAX, windowMs: LOGIN_ACCOUNT_WINDOW_MS })
   // The account's key: its email as billing compares it, hashed so that Redis holds no address.
   const accountOf = (email: string) => createHash('sha256').update(email.trim().toLowerCase()).digest('hex')
@@ -99,10 +99,11 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: Type.Ref(SessionInfo, { description: 'signed in: the `Set-Cookie` header carries the session' }),
         ...signInErrorResponses,
-        403: errorResponse(`${signInErrorResponses[403].description}; or the request comes from another site (\`Sec-Fetch-Site: cross-site\`, or an \`Origin\` that is none of this service's own, \`PUBLIC_ORIGIN\` and \`CORS_ORIGIN\`): \`CSRF_REJECTED\``)
+        403: errorResponse(`${signInErrorResponses[403].description}; or \`PASSWORD_SIGN_IN\` is off, as it is by default with \`OIDC_ISSUER\`, and browsers sign in through the provider (\`PASSWORD_SIGN_IN_OFF\`); or the request comes from another site (\`Sec-Fetch-Site: cross-site\`, or an \`Origin\` that is none of this service's own, \`PUBLIC_ORIGIN\` and \`CORS_ORIGIN\`): \`CSRF_REJECTED\``)
       }
     }
   }, async (request, reply) => {
+    if (!PASSWORD_SIGN_IN) throw new PasswordSignInOffError()
     const clientId = await signIn(request.body.email, request.body.password, reply)
     // The new cookie replaces the old one in the browser: the session it held ends, with its
     // streams, rather than live on unseen (decision 0090).

@@ -49,6 +49,16 @@ t.test('sign-in through /auth/session has the limits and errors of /auth/login, 
   t.equal((await app.inject({ method: 'POST', url: '/auth/session', payload: { email: 'tom@example.com', password: 'second-factor' }, remoteAddress: '10.0.0.2' })).json().code, 'TWO_FACTOR_REQUIRED')
 })
 
+t.test('PASSWORD_SIGN_IN=false: POST /auth/session takes no password, and says where browsers sign in; POST /auth/login still does', async (t) => {
+  const app = await buildTestApp(t, { PASSWORD_SIGN_IN: 'false' })
+  const refused = await app.inject({ method: 'POST', url: '/auth/session', payload: JANE })
+  t.equal(refused.statusCode, 403)
+  t.equal(refused.json().code, 'PASSWORD_SIGN_IN_OFF')
+  t.match(refused.json().message, '/auth/oidc/login')
+  t.notOk(refused.headers['set-cookie'], 'no session')
+  t.equal((await app.inject({ method: 'POST', url: '/auth/login', payload: JANE })).statusCode, 200)
+})
+
 t.test('no page on another site can sign a browser in: a cross-site sign-in is refused before billing is asked', async (t) => {
   const app = await buildTestApp(t, { CORS_ORIGIN: 'https://portal.example.com' })
   for (const headers of [{ 'sec-fetch-site': 'cross-site' }, { origin: 'https://evil.example.net' }]) {
