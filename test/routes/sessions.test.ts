@@ -13,7 +13,8 @@ t.test('POST /auth/session sets one HttpOnly, Secure, SameSite=Strict __Host- co
   const value = cookie.cookie.split('=')[1]!
   t.notMatch(value, /\./, 'not a JWT')
   const body = response.json()
-  t.same(Object.keys(body).sort(), ['clientId', 'expiresAt', 'idleExpiresAt'])
+  t.same(Object.keys(body).sort(), ['clientId', 'email', 'expiresAt', 'idleExpiresAt', 'name', 'signIn'])
+  t.match(body, { name: 'Jane Doe', email: JANE.email, signIn: 'password' })
   t.equal(body.clientId, 1)
   t.ok(Math.abs(Date.parse(body.expiresAt) - Date.now() - 43_200_000) < 5000, 'ends 12 hours after sign-in')
   t.ok(Math.abs(Date.parse(body.idleExpiresAt) - Date.now() - 1_800_000) < 5000, 'or after 30 minutes unused')
