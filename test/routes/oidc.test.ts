@@ -1,10 +1,12 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { decodeJwt, generateKeyPair } from 'jose'
 import { buildTestApp, startTestSandbox, testKeyPrefix, testSchemaUrl } from '../helpers/app.js'
 import { waitFor } from '../helpers/processes.js'
 import { SseClient } from '../helpers/sse.js'
-import { PEOPLE, PORTAL_ORIGIN, signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidc-provider.js'
+import { OIDC_CLIENT, PEOPLE, PORTAL_ORIGIN, signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidc-provider.js'
 import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
 import { LOGIN_COOKIE } from '../../routes/oidc.js'
 
@@ -102,6 +104,12 @@ t.test('a callback that is not this browser\'s sign-in starts no session', async
   t.equal((await callback(app, await signInAtProvider(stranger.location, 'stranger'), stranger.loginCookie)).headers.location, '/?signInError=no_client_account')
   const unverified = await beginSignIn(app, '/')
   t.equal((await callback(app, await signInAtProvider(unverified.location, 'unverified'), unverified.loginCookie)).headers.location, '/?signInError=email_unverified', 'an email the provider has not verified names no billing client')
+
+  await app.close()
+  const log = readFileSync(join(app.config.LOG_DIR, 'combined.log'), 'utf8')
+  t.match(log, 'OpenID Connect sign-in refused', 'the refusals are logged')
+  t.notMatch(log, OIDC_CLIENT.secret, 'never the client secret')
+  t.notMatch(log, /eyJ[A-Za-z0-9_-]+\./, 'nor a token of the provider')
 })
 
 t.test('returnTo is a path on this site, never another host', async (t) => {
