@@ -29,8 +29,12 @@ export interface TestProvider {
   close (): Promise<void>
 }
 
-/** A certified OpenID Connect provider (oidc-provider) on a loopback port, with the service registered as a confidential client. */
-export async function startTestProvider (): Promise<TestProvider> {
+/**
+ * A certified OpenID Connect provider (oidc-provider) on a loopback port, with the service
+ * registered as a confidential client. `publishesOtherKeys`: its key set names a key it does not
+ * sign with, as an impostor's tokens would look.
+ */
+export async function startTestProvider ({ publishesOtherKeys = false } = {}): Promise<TestProvider> {
   const port = await freePort()
   const issuer = `http://127.0.0.1:${port}`
   const { privateKey } = await generateKeyPair('RS256', { extractable: true })
@@ -53,6 +57,15 @@ export async function startTestProvider (): Promise<TestProvider> {
       return { accountId: sub, claims: () => ({ sub, email: person.email, email_verified: person.emailVerified ?? true, name: person.name }) }
     }
   })
+  if (publishesOtherKeys) {
+    const { publicKey } = await generateKeyPair('RS256', { extractable: true })
+    const other = { ...await exportJWK(publicKey), kid: 'test-key', alg: 'RS256', use: 'sig' }
+    provider.use(async (ctx, next) => {
+      if (ctx.path !== '/jwks') return next()
+      ctx.type = 'application/jwk-set+json'
+      ctx.body = { keys: [other] }
+    })
+  }
   const server: Server = createServer(provider.callback())
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
   return {

@@ -13,8 +13,8 @@ import { LOGIN_COOKIE } from '../../routes/oidc.js'
 const cookieOf = (setCookie: string | string[] | undefined, name: string) =>
   [setCookie ?? []].flat().find((line) => line.startsWith(`${name}=`))?.split(';')[0]
 
-async function withProvider (t: Test): Promise<TestProvider> {
-  const provider = await startTestProvider()
+async function withProvider (t: Test, options?: Parameters<typeof startTestProvider>[0]): Promise<TestProvider> {
+  const provider = await startTestProvider(options)
   t.teardown(() => provider.close())
   return provider
 }
@@ -110,6 +110,15 @@ t.test('a callback that is not this browser\'s sign-in starts no session', async
   t.match(log, 'OpenID Connect sign-in refused', 'the refusals are logged')
   t.notMatch(log, OIDC_CLIENT.secret, 'never the client secret')
   t.notMatch(log, /eyJ[A-Za-z0-9_-]+\./, 'nor a token of the provider')
+})
+
+t.test('an ID token not signed by the provider\'s published keys starts no session', async (t) => {
+  const provider = await withProvider(t, { publishesOtherKeys: true })
+  const app = await buildTestApp(t, provider.settings)
+  const { location, loginCookie } = await beginSignIn(app, '/')
+  const refused = await callback(app, await signInAtProvider(location, 'jane'), loginCookie)
+  t.equal(refused.headers.location, '/?signInError=token_refused')
+  t.notOk(cookieOf(refused.headers['set-cookie'], SESSION_COOKIE))
 })
 
 t.test('returnTo is a path on this site, never another host', async (t) => {
