@@ -7,6 +7,7 @@ import { buildTestApp, startTestSandbox, testKeyPrefix, testSchemaUrl } from '..
 import { waitFor } from '../helpers/processes.js'
 import { SseClient } from '../helpers/sse.js'
 import { OIDC_CLIENT, PEOPLE, PORTAL_ORIGIN, signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidc-provider.js'
+import { oidcLoginKey } from '../../plugins/app/redis-keys.js'
 import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
 import { LOGIN_COOKIE } from '../../routes/oidc.js'
 
@@ -99,6 +100,15 @@ t.test('a callback that is not this browser\'s sign-in starts no session', async
   const wrongNonce = await callback(app, otherBack, fresh.loginCookie)
   t.match(wrongNonce.headers.location, /^\/orders\?signInError=(token_refused|provider_refused)$/, 'the code was issued for another nonce and verifier')
   t.notOk(cookieOf(wrongNonce.headers['set-cookie'], SESSION_COOKIE))
+
+  // This browser's own code, state and verifier, but the nonce it kept is not the one the ID token carries.
+  const kept = await beginSignIn(app, '/orders')
+  const reference = kept.loginCookie.split('=')[1]!
+  const key = oidcLoginKey(app.config.REDIS_KEY_PREFIX, reference)
+  await app.redis.set(key, JSON.stringify({ ...JSON.parse((await app.redis.get(key))!), nonce: 'another-nonce' }), 'EX', 600)
+  const nonceRefused = await callback(app, await signInAtProvider(kept.location, 'jane'), kept.loginCookie)
+  t.equal(nonceRefused.headers.location, '/orders?signInError=token_refused', 'an ID token for another nonce')
+  t.notOk(cookieOf(nonceRefused.headers['set-cookie'], SESSION_COOKIE))
 
   const stranger = await beginSignIn(app, '/')
   t.equal((await callback(app, await signInAtProvider(stranger.location, 'stranger'), stranger.loginCookie)).headers.location, '/?signInError=no_client_account')
