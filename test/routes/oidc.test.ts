@@ -66,16 +66,23 @@ t.test('sign in through the provider: the code flow with PKCE, a session cookie,
   t.equal((await app.inject({ method: 'GET', url: '/api/invoices', headers: { cookie: session } })).statusCode, 200, 'the session reads invoices')
   for (const response of [signedIn, info]) t.notMatch(`${JSON.stringify(response.headers)}${response.body}`, /eyJ[A-Za-z0-9_-]+\./, 'no provider token in any header or body')
 
+  // A second sign-in from the same browser replaces the session its cookie holds (decision 0090).
+  const second = await beginSignIn(app, '/')
+  const replaced = await callback(app, await signInAtProvider(second.location, 'jane'), `${second.loginCookie}; ${session}`)
+  const newSession = cookieOf(replaced.headers['set-cookie'], SESSION_COOKIE)!
+  t.equal((await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie: session } })).statusCode, 401, 'the old session has ended')
+  t.equal((await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie: newSession } })).statusCode, 200)
+
   const again = await callback(app, back, loginCookie)
   t.equal(again.headers.location, '/?signInError=login_expired', 'a sign-in under way is used once')
   t.notOk(cookieOf(again.headers['set-cookie'], SESSION_COOKIE))
 
-  const logout = await app.inject({ method: 'POST', url: '/auth/logout', headers: { cookie: session, 'x-csrf': '1' } })
+  const logout = await app.inject({ method: 'POST', url: '/auth/logout', headers: { cookie: newSession, 'x-csrf': '1' } })
   t.equal(logout.statusCode, 200)
   const logoutUrl = new URL(logout.json().logoutUrl)
   t.equal(`${logoutUrl.origin}${logoutUrl.pathname}`, `${provider.issuer}/session/end`, 'the provider\'s end-session endpoint')
   t.match(Object.fromEntries(logoutUrl.searchParams), { client_id: 'portal-bff', post_logout_redirect_uri: `${PORTAL_ORIGIN}/`, id_token_hint: /^eyJ/ })
-  t.equal((await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie: session } })).statusCode, 401, 'signed out here')
+  t.equal((await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie: newSession } })).statusCode, 401, 'signed out here')
 })
 
 t.test('a callback that is not this browser\'s sign-in starts no session', async (t) => {
