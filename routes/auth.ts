@@ -1,12 +1,12 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply } from 'fastify'
 import { BillingUnavailableError, InvalidCredentialsError, PasswordSignInOffError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../lib/errors.js'
 import { FailureLimiter, type Limit } from '../lib/failure-limiter.js'
 import { SESSION_COOKIE, type Session } from '../plugins/app/sessions.js'
 import { AccessToken, LoginRequest, LogoutAnswer, SessionInfo } from '../schemas/auth.js'
-import { publicOriginOf } from './oidc.js'
+import { publicOriginOf, signInRateLimitOf } from './oidc.js'
 import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse, TOKEN_CHECK_UNAVAILABLE, unsafeAuthenticatedErrorResponses } from '../schemas/error.js'
 import { signInFailuresPrefix } from '../plugins/app/redis-keys.js'
 
@@ -39,8 +39,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     fastify.log.warn({ err: error }, 'sign-in failures cannot be counted: Redis is unavailable')
     return { limited: false, retryAfterSeconds: 0 }
   }
-  // Both ways of signing in share one bucket per address: a second endpoint gives no second allowance.
-  const signInRateLimit = { rateLimit: { max: LOGIN_RATE_LIMIT_MAX, timeWindow: 60_000, groupId: 'sign-in', keyGenerator: (request: FastifyRequest) => `login:${request.ip}` } }
+  const signInRateLimit = signInRateLimitOf(LOGIN_RATE_LIMIT_MAX)
 
   /** Checks the email and password with billing, within the sign-in limits; answers the billing client id. */
   async function signIn (email: string, password: string, reply: FastifyReply): Promise<{ clientId: number, name: string | null }> {

@@ -18,6 +18,14 @@ export function publicOriginOf (request: FastifyRequest, publicOrigins: readonly
   return publicOrigins[0] ?? `${request.protocol}://${request.host}`
 }
 
+/**
+ * The sign-in limit per address, LOGIN_RATE_LIMIT_MAX a minute. Every way of signing in shares
+ * one bucket: a second endpoint gives no second allowance.
+ */
+export function signInRateLimitOf (max: number) {
+  return { rateLimit: { max, timeWindow: 60_000, groupId: 'sign-in', keyGenerator: (request: FastifyRequest) => `login:${request.ip}` } }
+}
+
 /** `returnTo` with the sign-in's failure, still on this site. */
 function withError (returnTo: string, code: SignInError): string {
   const url = new URL(returnTo, 'https://service.invalid')
@@ -43,6 +51,8 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.get('/auth/oidc/login', {
+    // Each sign-in begun is kept in Redis for 10 minutes: as many as password sign-ins an address may try.
+    config: signInRateLimitOf(fastify.config.LOGIN_RATE_LIMIT_MAX),
     schema: {
       operationId: 'startOidcSignIn',
       tags: ['auth'],

@@ -149,6 +149,17 @@ t.test('returnTo is a path on this site, never another host', async (t) => {
   t.equal((await app.inject({ method: 'GET', url: '/auth/oidc/login' })).statusCode, 302, 'without one, back to /')
 })
 
+t.test('beginning sign-ins shares the address\'s sign-in limit with password sign-in', async (t) => {
+  const provider = await withProvider(t)
+  const app = await buildTestApp(t, { ...provider.settings, LOGIN_RATE_LIMIT_MAX: '2', PASSWORD_SIGN_IN: 'true' })
+  t.equal((await app.inject({ method: 'POST', url: '/auth/session', payload: { email: 'jane@example.com', password: 'correct-horse' } })).statusCode, 200)
+  t.equal((await app.inject({ method: 'GET', url: '/auth/oidc/login' })).statusCode, 302)
+  const limited = await app.inject({ method: 'GET', url: '/auth/oidc/login' })
+  t.equal(limited.statusCode, 429)
+  t.equal(limited.json().code, 'RATE_LIMITED')
+  t.notOk(limited.headers['set-cookie'], 'no sign-in begun')
+})
+
 t.test('a provider that does not answer at start: the service starts, its OpenID Connect sign-in answers 503', async (t) => {
   const app = await buildTestApp(t, { OIDC_ISSUER: 'http://127.0.0.1:9/', OIDC_CLIENT_ID: 'portal-bff', OIDC_CLIENT_SECRET: 'secret', UPSTREAM_TIMEOUT_MS: '1000' })
   const login = await app.inject({ method: 'GET', url: '/auth/oidc/login' })
