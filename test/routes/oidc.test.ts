@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -7,7 +8,7 @@ import { buildTestApp, startTestSandbox, testKeyPrefix, testSchemaUrl } from '..
 import { waitFor } from '../helpers/processes.js'
 import { SseClient } from '../helpers/sse.js'
 import { OIDC_CLIENT, PEOPLE, PORTAL_ORIGIN, signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidc-provider.js'
-import { oidcLoginKey } from '../../plugins/app/redis-keys.js'
+import { oidcLoginKey, sessionKey } from '../../plugins/app/redis-keys.js'
 import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
 import { LOGIN_COOKIE } from '../../routes/oidc.js'
 
@@ -72,6 +73,13 @@ t.test('sign in through the provider: the code flow with PKCE, a session cookie,
   const newSession = cookieOf(replaced.headers['set-cookie'], SESSION_COOKIE)!
   t.equal((await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie: session } })).statusCode, 401, 'the old session has ended')
   t.equal((await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie: newSession } })).statusCode, 200)
+
+  // The ID token the session keeps (for the end-session hint) is sealed in Redis, never in the clear.
+  const stored = (await app.redis.get(sessionKey(app.config.REDIS_KEY_PREFIX, createHash('sha256').update(newSession.split('=')[1]!).digest('base64url'))))!
+  const identity = JSON.parse(Buffer.from(stored.split(':')[3]!, 'base64url').toString('utf8'))
+  const idToken = app.oidcSignIn!.options.sealer.unseal(identity.sealedIdToken)!
+  t.match(idToken, /^eyJ/, 'it unseals to the ID token')
+  t.notMatch(`${stored}${JSON.stringify(identity)}`, idToken.split('.')[1]!, 'its claims are not readable at rest')
 
   const again = await callback(app, back, loginCookie)
   t.equal(again.headers.location, '/?signInError=login_expired', 'a sign-in under way is used once')
