@@ -30,6 +30,7 @@ import upstreamClients, { type ServiceUpstream } from './plugins/app/upstreams.j
 import blacklist from './plugins/app/blacklist.js'
 import sessions from './plugins/app/sessions.js'
 import authentication from './plugins/app/authentication.js'
+import oidc from './plugins/app/oidc/index.js'
 import opsAccess from './plugins/app/ops-access.js'
 import orders from './plugins/app/orders/index.js'
 import sseStreams from './plugins/app/sse-streams.js'
@@ -43,6 +44,7 @@ import alertRoutes from './routes/alerts.js'
 import metricsRoutes from './routes/metrics.js'
 import statusRoutes from './routes/status.js'
 import authRoutes from './routes/auth.js'
+import oidcRoutes from './routes/oidc.js'
 import portalApi from './routes/api/index.js'
 
 declare module 'fastify' {
@@ -155,6 +157,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(blacklist)
     await app.register(sessions)
     await app.register(authentication)
+    await app.register(oidc)
     await app.register(opsAccess)
     await app.register(orders)
     await app.register(sseStreams)
@@ -180,6 +183,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
       await scope.register(async function api (api) {
         await api.register(securityHeaders, { serves: 'api' })
         await api.register(authRoutes)
+        await api.register(oidcRoutes)
         // With the orders feature scope: placing orders and the reconciliation (decision 0075).
         await api.register(portalApi)
       })

@@ -8,7 +8,7 @@ import { UPSTREAMS } from './integrations/registry.js'
 import { originsOf } from './lib/setting-schemas.js'
 import {
   DEVELOPMENT_DEFAULTS, productionRequired, settingsSchema, upstreamSettingNames,
-  type Config, type RedisSentinel, type Settings, type UpstreamSettingGroup
+  type Config, type OidcSettings, type RedisSentinel, type Settings, type UpstreamSettingGroup
 } from './schemas/config.js'
 
 /** The settings schema of the service and its upstreams. */
@@ -162,6 +162,18 @@ function privateKeyOf (key: string | undefined, keyPath: string | undefined): st
   return privateKey
 }
 
+/** The OpenID Connect client: the provider and the credentials given together, or none of them. */
+function oidcOf (issuer: string | undefined, clientId: string | undefined, clientSecret: string | undefined, scopes: string): OidcSettings | undefined {
+  if (issuer === undefined) {
+    const stray = clientId === undefined ? (clientSecret === undefined ? undefined : 'OIDC_CLIENT_SECRET') : 'OIDC_CLIENT_ID'
+    if (stray !== undefined) throw new ConfigError(stray, 'set without OIDC_ISSUER: it is a credential at the OpenID Connect provider, which OIDC_ISSUER names')
+    return undefined
+  }
+  if (clientId === undefined) throw new ConfigError('OIDC_CLIENT_ID', 'required: OIDC_ISSUER is set, and the provider knows the service by its client id')
+  if (clientSecret === undefined) throw new ConfigError('OIDC_CLIENT_SECRET', 'required: OIDC_ISSUER is set, and the service is a confidential client of the provider')
+  return { issuer, clientId, clientSecret, scopes }
+}
+
 /**
  * Reads, converts and validates the settings. Throws one ConfigError naming every bad or missing
  * setting, each with the values it takes.
@@ -198,7 +210,7 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: rea
   problems.push(...schemaProblems(schema, settings).filter(({ setting }) => !named.has(setting)))
   const groupSettings = new Set(upstreamSettingNames(upstreams))
   const own = Object.fromEntries(Object.entries(settings).filter(([name]) => !groupSettings.has(name))) as Settings
-  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses, CORS_ORIGIN: corsOrigin, PUBLIC_ORIGIN: publicOrigin, ...rest } = own
+  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses, CORS_ORIGIN: corsOrigin, PUBLIC_ORIGIN: publicOrigin, OIDC_ISSUER: issuer, OIDC_CLIENT_ID: clientId, OIDC_CLIENT_SECRET: clientSecret, OIDC_SCOPES: scopes, PASSWORD_SIGN_IN: passwordSignIn, ...rest } = own
 
   // The CRM's key may come from its file instead.
   const values: Record<string, unknown> = { ...settings, CRM_PRIVATE_KEY: checked(() => privateKeyOf(settings.CRM_PRIVATE_KEY as string | undefined, keyPath)) }
@@ -215,6 +227,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: rea
     // Checked by the schema already: a value that is not a list of origins is named above.
     corsOrigins: originsOf(corsOrigin ?? '') ?? [],
     publicOrigins: originsOf(publicOrigin ?? '') ?? [],
+    oidc: checked(() => oidcOf(issuer, clientId, clientSecret, scopes)),
+    PASSWORD_SIGN_IN: passwordSignIn ?? issuer === undefined,
     isProduction,
     upstreamSettings,
     missingUpstreamSettings

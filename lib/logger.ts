@@ -34,7 +34,10 @@ export interface ServiceLogger {
 const REDACTED_PATHS = [
   'req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie',
   'headers["set-cookie"]', 'password', 'password2', 'token', 'accessToken', 'access_token', 'secret', 'assertion',
-  '*.password', '*.password2', '*.token', '*.accessToken', '*.access_token', '*.secret', '*.assertion', '*.authorization'
+  '*.password', '*.password2', '*.token', '*.accessToken', '*.access_token', '*.secret', '*.assertion', '*.authorization',
+  // The OpenID Connect client's secret and the provider's tokens, should an error carry them.
+  'client_secret', 'clientSecret', 'id_token', 'idToken', 'refresh_token', 'logout_token', 'code_verifier',
+  '*.client_secret', '*.clientSecret', '*.id_token', '*.idToken', '*.refresh_token', '*.logout_token', '*.code_verifier'
 ]
 
 const NO_FIELDS = Object.freeze({})

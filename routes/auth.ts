@@ -1,11 +1,12 @@
 import { createHash, randomUUID } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply, FastifyRequest } from 'fastify'
-import { BillingUnavailableError, InvalidCredentialsError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../lib/errors.js'
+import type { FastifyReply } from 'fastify'
+import { BillingUnavailableError, InvalidCredentialsError, PasswordSignInOffError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../lib/errors.js'
 import { FailureLimiter, type Limit } from '../lib/failure-limiter.js'
 import { SESSION_COOKIE, type Session } from '../plugins/app/sessions.js'
-import { AccessToken, LoginRequest, SessionInfo } from '../schemas/auth.js'
+import { AccessToken, LoginRequest, LogoutAnswer, SessionInfo } from '../schemas/auth.js'
+import { publicOriginOf, signInRateLimitOf } from './oidc.js'
 import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse, TOKEN_CHECK_UNAVAILABLE, unsafeAuthenticatedErrorResponses } from '../schemas/error.js'
 import { signInFailuresPrefix } from '../plugins/app/redis-keys.js'
 
@@ -23,13 +24,13 @@ const signOutErrorResponses = {
   503: errorResponse(`Redis is unavailable: the sign-out cannot be stored, nor the credential checked (\`AUTH_UNAVAILABLE\`); ${TOKEN_CHECK_UNAVAILABLE}`)
 }
 
-function sessionInfo ({ clientId, expiresAt, idleExpiresAt }: Session) {
-  return { clientId, expiresAt: new Date(expiresAt).toISOString(), idleExpiresAt: new Date(idleExpiresAt).toISOString() }
+function sessionInfo ({ clientId, expiresAt, idleExpiresAt, identity: { name, email, signIn } }: Session) {
+  return { clientId, name, email, signIn, expiresAt: new Date(expiresAt).toISOString(), idleExpiresAt: new Date(idleExpiresAt).toISOString() }
 }
 
 const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
-  for (const schema of [LoginRequest, AccessToken, SessionInfo]) fastify.addSchema(schema)
-  const { ACCESS_TOKEN_TTL_SECONDS, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
+  for (const schema of [LoginRequest, AccessToken, SessionInfo, LogoutAnswer]) fastify.addSchema(schema)
+  const { ACCESS_TOKEN_TTL_SECONDS, PASSWORD_SIGN_IN, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
   const accountFailures = new FailureLimiter(fastify.redis, { keyPrefix: signInFailuresPrefix(REDIS_KEY_PREFIX), max: LOGIN_ACCOUNT_FAILURES_MAX, windowMs: LOGIN_ACCOUNT_WINDOW_MS })
   // The account's key: its email as billing compares it, hashed so that Redis holds no address.
   const accountOf = (email: string) => createHash('sha256').update(email.trim().toLowerCase()).digest('hex')
@@ -38,11 +39,10 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     fastify.log.warn({ err: error }, 'sign-in failures cannot be counted: Redis is unavailable')
     return { limited: false, retryAfterSeconds: 0 }
   }
-  // Both ways of signing in share one bucket per address: a second endpoint gives no second allowance.
-  const signInRateLimit = { rateLimit: { max: LOGIN_RATE_LIMIT_MAX, timeWindow: 60_000, groupId: 'sign-in', keyGenerator: (request: FastifyRequest) => `login:${request.ip}` } }
+  const signInRateLimit = signInRateLimitOf(LOGIN_RATE_LIMIT_MAX)
 
   /** Checks the email and password with billing, within the sign-in limits; answers the billing client id. */
-  async function signIn (email: string, password: string, reply: FastifyReply): Promise<number> {
+  async function signIn (email: string, password: string, reply: FastifyReply): Promise<{ clientId: number, name: string | null }> {
     await fastify.tokenBlacklist.ensureCheckable()
     const account = accountOf(email)
     const limit = await accountFailures.check(account).catch(unlimited)
@@ -62,7 +62,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     if (outcome.outcome === 'two_factor_required') throw new TwoFactorRequiredError()
     if (outcome.outcome === 'no_client_account') throw new NoClientAccountError()
     await accountFailures.reset(account).catch(unlimited)
-    return outcome.clientId
+    return outcome
   }
 
   fastify.post('/auth/login', {
@@ -78,7 +78,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Type.Ref(AccessToken, { description: 'signed in' }), ...signInErrorResponses }
     }
   }, async (request, reply) => {
-    const clientId = await signIn(request.body.email, request.body.password, reply)
+    const { clientId } = await signIn(request.body.email, request.body.password, reply)
     const jti = randomUUID()
     // Recorded before it is handed out: signing out everywhere revokes every token it can find.
     await fastify.sessions.recordToken(jti, clientId, Math.ceil(Date.now() / 1000) + ACCESS_TOKEN_TTL_SECONDS)
@@ -99,16 +99,17 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: Type.Ref(SessionInfo, { description: 'signed in: the `Set-Cookie` header carries the session' }),
         ...signInErrorResponses,
-        403: errorResponse(`${signInErrorResponses[403].description}; or the request comes from another site (\`Sec-Fetch-Site: cross-site\`, or an \`Origin\` that is none of this service's own, \`PUBLIC_ORIGIN\` and \`CORS_ORIGIN\`): \`CSRF_REJECTED\``)
+        403: errorResponse(`${signInErrorResponses[403].description}; or \`PASSWORD_SIGN_IN\` is off, as it is by default with \`OIDC_ISSUER\`, and browsers sign in through the provider (\`PASSWORD_SIGN_IN_OFF\`); or the request comes from another site (\`Sec-Fetch-Site: cross-site\`, or an \`Origin\` that is none of this service's own, \`PUBLIC_ORIGIN\` and \`CORS_ORIGIN\`): \`CSRF_REJECTED\``)
       }
     }
   }, async (request, reply) => {
-    const clientId = await signIn(request.body.email, request.body.password, reply)
+    if (!PASSWORD_SIGN_IN) throw new PasswordSignInOffError()
+    const { clientId, name } = await signIn(request.body.email, request.body.password, reply)
     // The new cookie replaces the old one in the browser: the session it held ends, with its
     // streams, rather than live on unseen (decision 0090).
     const { cookie: header } = request.headers
     await fastify.sessions.endHeldBy(header === undefined ? undefined : fastify.parseCookie(header)[SESSION_COOKIE])
-    const { cookie, session } = await fastify.sessions.start(clientId)
+    const { cookie, session } = await fastify.sessions.start(clientId, { signIn: 'password', name, email: request.body.email })
     reply.header('set-cookie', fastify.sessionCookieHeader(cookie))
     return sessionInfo(session)
   })
@@ -137,16 +138,25 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Sign out: ends the cookie session, or revokes the access token until it expires',
       description: 'Every instance ends the SSE streams opened with the session or token. With the cookie, the answer clears it.',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
-      response: { 204: Type.Null({ description: 'signed out' }), ...signOutErrorResponses }
+      response: {
+        200: Type.Ref(LogoutAnswer, { description: 'signed out of a session begun at the OpenID Connect provider: the page navigates to `logoutUrl` to sign out there too' }),
+        204: Type.Null({ description: 'signed out' }),
+        ...signOutErrorResponses
+      }
     }
   }, async (request, reply) => {
-    if (request.session === undefined) {
+    const { session } = request
+    if (session === undefined) {
       await fastify.tokenBlacklist.revoke(request.user.jti, request.user.exp)
-    } else {
-      await fastify.sessions.end(request.session)
-      reply.header('set-cookie', fastify.sessionCookieHeader())
+      return reply.code(204).send(null)
     }
-    return reply.code(204).send(null)
+    await fastify.sessions.end(session)
+    reply.header('set-cookie', fastify.sessionCookieHeader())
+    const { oidcSignIn } = fastify
+    const logoutUrl = session.identity.signIn === 'oidc' && oidcSignIn?.provider.discovered === true
+      ? oidcSignIn.logoutUrl(session, `${publicOriginOf(request, fastify.config.publicOrigins)}/`)
+      : undefined
+    return logoutUrl === undefined ? reply.code(204).send(null) : reply.code(200).send({ logoutUrl })
   })
 
   fastify.post('/auth/logout-all', {

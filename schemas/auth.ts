@@ -34,10 +34,38 @@ export const AccessToken = Type.Object({
 
 export const SessionInfo = Type.Object({
   clientId: Type.Integer({ description: 'the billing client the session acts for' }),
+  name: Type.Union([Type.String(), Type.Null()], { description: 'the signed-in person\'s name: the identity provider\'s `name` claim, or the billing client\'s first and last name after a password sign-in; null when neither says' }),
+  email: Type.Union([Type.String(), Type.Null()], { description: 'the email the person signed in with (the provider\'s verified `email` claim); null for a session begun before the service kept it' }),
+  signIn: Type.Union([Type.Literal('password'), Type.Literal('oidc')], { description: 'how the session began: with an email and password (POST /auth/session), or at the OpenID Connect provider (GET /auth/oidc/login)' }),
   expiresAt: Type.String({ format: 'date-time', description: 'when the session ends however active: sign-in plus `SESSION_MAX_AGE_S`' }),
   idleExpiresAt: Type.String({ format: 'date-time', description: 'when the session ends if it is not used before: any authenticated request but GET /auth/session moves it on, to at most `expiresAt`' })
 }, {
   $id: 'SessionInfo',
   additionalProperties: false,
-  examples: [{ clientId: 1, expiresAt: '2026-11-27T08:00:00.000Z', idleExpiresAt: '2026-11-26T20:30:00.000Z' }]
+  examples: [{ clientId: 1, name: 'Jane Doe', email: 'jane@example.com', signIn: 'oidc', expiresAt: '2026-11-27T08:00:00.000Z', idleExpiresAt: '2026-11-26T20:30:00.000Z' }]
 })
+
+/** A path on this site: one `/`, never `//` or a backslash, which browsers would take for another host. */
+const LOCAL_PATH = String.raw`^/(?![/])[\x21-\x5b\x5d-\x7e]*$`
+
+export const OidcLoginQuery = Type.Object({
+  returnTo: Type.String({ pattern: LOCAL_PATH, maxLength: 2048, default: '/', description: 'the path on this site the browser comes back to, signed in or with `?signInError=<code>`; never another host' })
+}, { additionalProperties: false })
+
+// The provider may add parameters of its own (iss, session_state): they are taken, and not used.
+export const OidcCallbackQuery = Type.Object({
+  code: Type.Optional(Type.String({ maxLength: 4096 })),
+  state: Type.Optional(Type.String({ maxLength: 1024 })),
+  error: Type.Optional(Type.String({ maxLength: 256 }))
+}, { additionalProperties: Type.String({ maxLength: 4096 }) })
+
+export const SIGN_IN_ERRORS = ['login_expired', 'state_mismatch', 'provider_refused', 'token_refused', 'email_unverified', 'no_client_account', 'unavailable'] as const
+export type SignInError = typeof SIGN_IN_ERRORS[number]
+
+export const BackchannelLogoutRequest = Type.Object({
+  logout_token: Type.String({ minLength: 1, maxLength: 16_384, description: 'the provider\'s signed logout token (OpenID Connect Back-Channel Logout 1.0)' })
+}, { additionalProperties: false })
+
+export const LogoutAnswer = Type.Object({
+  logoutUrl: Type.String({ description: 'the provider\'s end-session URL: navigate the page to it to sign out at the provider too (RP-Initiated Logout)' })
+}, { $id: 'LogoutAnswer', additionalProperties: false })

@@ -81,6 +81,11 @@ export const ServiceSettingsSchema = Type.Object({
   ORDERS_PLACEMENT_RESUME_S: Type.Integer({ minimum: 1, maximum: 2_592_000, default: 900, description: 'how long an order placement sent with an Idempotency-Key, interrupted after billing took the order (the CRM order not created), waits for a retry with its key, which completes it; nobody retrying, the reconciliation then cancels its billing order and invoice. Each retry that fails again starts the wait anew' }),
   REQUEST_RECEIVE_TIMEOUT_MS: Milliseconds(30_000, 'the longest a client may take to send a whole request, headers and body'),
   JWT_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'secret that signs portal access tokens (HS256), the same on every instance; unset outside production, a random one per start, with a warning' })),
+  OIDC_ISSUER: Type.Optional(Url('the OpenID Connect provider\'s issuer URL (the billing system, or any certified provider): browsers sign in through it (GET /auth/oidc/login), its discovery document is read at start, and OIDC_CLIENT_ID and OIDC_CLIENT_SECRET become required. Unset: password sign-in only')),
+  OIDC_CLIENT_ID: Type.Optional(Type.String({ minLength: 1, description: 'the service\'s client id at the OpenID Connect provider, given with OIDC_ISSUER; register <public origin>/auth/oidc/callback as its redirect URI, <public origin>/ as its post-logout redirect URI and <public origin>/auth/oidc/backchannel-logout as its back-channel logout URI (the public origin: the first of PUBLIC_ORIGIN, or the request\'s own origin)' })),
+  OIDC_CLIENT_SECRET: Type.Optional(Secret('the service\'s client secret at the OpenID Connect provider, given with OIDC_ISSUER; it also keys the encryption of the ID tokens the service keeps, so every instance needs the same one')),
+  OIDC_SCOPES: Type.String({ pattern: '^([!#-\\[\\]-~]+ )*openid( [!#-\\[\\]-~]+)*$', default: 'openid profile email', description: 'space-separated scopes asked of the OpenID Connect provider; openid among them. The email claim maps the person to their billing client' }),
+  PASSWORD_SIGN_IN: Type.Optional(Type.Boolean({ description: 'whether POST /auth/session takes an email and password; unset: true without OIDC_ISSUER, false with it. POST /auth/login, for clients other than the browser app, takes one either way' })),
   CORS_ORIGIN: Type.Optional(Origins('comma-separated origins of portal pages on other origins (a sibling subdomain, a staging portal): CORS allows each, with credentials, and a cookie request from one passes the Origin check; unset, no cross-origin access at all')),
   PUBLIC_ORIGIN: Type.Optional(Origins('comma-separated origins at which browsers reach the service through a proxy (https://portal.example.com); a cookie request\'s Origin must be one of them, the request\'s own origin or one of CORS_ORIGIN. Unset, the request\'s own origin only, which is the proxy\'s when it keeps the Host (or sends X-Forwarded-Host) and X-Forwarded-Proto and TRUST_PROXY trusts it'))
 })
@@ -95,8 +100,20 @@ export interface RedisSentinel {
   password: string | undefined
 }
 
-export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME' | 'REDIS_SENTINEL_PASSWORD' | 'CRM_ORDER_CANCELLED_STATUSES' | 'CORS_ORIGIN' | 'PUBLIC_ORIGIN'> {
+/** The OpenID Connect provider the browsers sign in through. */
+export interface OidcSettings {
+  issuer: string
+  clientId: string
+  clientSecret: string
+  scopes: string
+}
+
+export interface Config extends Omit<Settings, 'CRM_PRIVATE_KEY_PATH' | 'JWT_SECRET' | 'TRUST_PROXY' | 'REDIS_SENTINELS' | 'REDIS_SENTINEL_NAME' | 'REDIS_SENTINEL_PASSWORD' | 'CRM_ORDER_CANCELLED_STATUSES' | 'CORS_ORIGIN' | 'PUBLIC_ORIGIN' | 'OIDC_ISSUER' | 'OIDC_CLIENT_ID' | 'OIDC_CLIENT_SECRET' | 'OIDC_SCOPES' | 'PASSWORD_SIGN_IN'> {
   JWT_SECRET: string
+  /** OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET and OIDC_SCOPES; unset without OIDC_ISSUER. */
+  oidc: OidcSettings | undefined
+  /** PASSWORD_SIGN_IN, its default resolved. */
+  PASSWORD_SIGN_IN: boolean
   /** CRM_ORDER_CANCELLED_STATUSES, one Status each. */
   crmOrderCancelledStatuses: readonly string[]
   /** CORS_ORIGIN, each origin as a browser's Origin header spells it; empty when unset. */

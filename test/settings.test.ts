@@ -103,6 +103,26 @@ t.test('PUBLIC_ORIGIN and CORS_ORIGIN: comma-separated origins, each as a browse
   t.equal(error.message, 'Invalid setting PUBLIC_ORIGIN: must be comma-separated origins, scheme://host[:port] without a path (got \'https://portal.example.com/app\')')
 })
 
+t.test('OpenID Connect: the provider and its client credentials given together; password sign-in off with it unless set', async (t) => {
+  const withoutProvider = loadConfig(base).config
+  t.equal(withoutProvider.oidc, undefined)
+  t.equal(withoutProvider.PASSWORD_SIGN_IN, true, 'without a provider, password sign-in as before')
+  const provider = { OIDC_ISSUER: 'https://billing.example.com', OIDC_CLIENT_ID: 'portal', OIDC_CLIENT_SECRET: 'client-s3cret' }
+  const { config } = loadConfig({ ...base, ...provider })
+  t.same(config.oidc, { issuer: 'https://billing.example.com', clientId: 'portal', clientSecret: 'client-s3cret', scopes: 'openid profile email' })
+  t.equal(config.PASSWORD_SIGN_IN, false, 'with a provider, the provider signs browsers in')
+  t.equal(loadConfig({ ...base, ...provider, PASSWORD_SIGN_IN: 'true' }).config.PASSWORD_SIGN_IN, true)
+  t.equal(loadConfig({ ...base, PASSWORD_SIGN_IN: 'false' }).config.PASSWORD_SIGN_IN, false)
+  t.equal(rejectedSetting({ ...base, OIDC_ISSUER: provider.OIDC_ISSUER, OIDC_CLIENT_ID: 'portal' }), 'OIDC_CLIENT_SECRET')
+  t.equal(rejectedSetting({ ...base, OIDC_ISSUER: provider.OIDC_ISSUER, OIDC_CLIENT_SECRET: 'client-s3cret' }), 'OIDC_CLIENT_ID')
+  t.equal(rejectedSetting({ ...base, OIDC_CLIENT_ID: 'portal' }), 'OIDC_CLIENT_ID', 'a client of no provider')
+  t.equal(rejectedSetting({ ...base, ...provider, OIDC_ISSUER: 'billing' }), 'OIDC_ISSUER')
+  t.equal(rejectedSetting({ ...base, ...provider, OIDC_SCOPES: 'profile email' }), 'OIDC_SCOPES', 'openid is what makes it OpenID Connect')
+  t.equal(loadConfig({ ...base, ...provider, OIDC_SCOPES: 'email openid offline_access' }).config.oidc?.scopes, 'email openid offline_access')
+  const refused = t.throws(() => loadConfig({ ...base, ...provider, OIDC_CLIENT_ID: 'portal', PORT: 'x' })) as ConfigError
+  t.notMatch(refused.message, 'client-s3cret', 'the client secret is never echoed')
+})
+
 t.test('production without the platform-event subscription starts, and says that approved orders reach provisioning only through the reconciliation', async (t) => {
   const { warnings } = loadConfig(COMPLETE_PRODUCTION)
   t.equal(warnings.filter((warning) => /^CRM_EVENTS_ENABLED is not true: .*only through the reconciliation, which asks the CRM every ORDERS_RECONCILE_INTERVAL_S \(300 s\)$/.test(warning)).length, 1, 'one warning')

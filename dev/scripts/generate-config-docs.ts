@@ -43,6 +43,11 @@ export const SECTIONS: readonly Section[] = [
     settings: ['JWT_SECRET', 'ACCESS_TOKEN_TTL_SECONDS', 'SESSION_IDLE_TIMEOUT_S', 'SESSION_MAX_AGE_S', 'AUTH_BLACKLIST_FAIL_CLOSED', 'OPS_TOKEN']
   },
   {
+    title: 'Sign-in through an OpenID Connect provider',
+    lead: 'The browser app signs in at the provider (the billing system is one), as a confidential client with the code flow; without `OIDC_ISSUER`, with an email and password.',
+    settings: ['OIDC_ISSUER', 'OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET', 'OIDC_SCOPES', 'PASSWORD_SIGN_IN']
+  },
+  {
     title: 'Rate limits',
     lead: 'Counted in Redis, so every instance shares them; the client address is the one `TRUST_PROXY` makes it.',
     settings: ['RATE_LIMIT_MAX', 'LOGIN_RATE_LIMIT_MAX', 'LOGIN_ACCOUNT_FAILURES_MAX', 'LOGIN_ACCOUNT_WINDOW_MS', 'TOKEN_FAILURES_MAX']

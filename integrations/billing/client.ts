@@ -31,6 +31,8 @@ const FALLBACK_PAYMENT_METHOD = 'mailin'
 type WhmcsValue = string | number
 export type WhmcsParams = Record<string, WhmcsValue | readonly WhmcsValue[] | undefined>
 
+const nameOf = ({ firstName, lastName }: ClientDetails) => `${firstName} ${lastName}`.trim() || null
+
 /** The WHMCS API, spoken as `POST` form fields with `responsetype=json`. */
 export class BillingClient {
   readonly #upstream: Upstream
@@ -75,12 +77,26 @@ export class BillingClient {
     const user = await this.validateLogin(email, password, until)
     if (user === null) return { outcome: 'invalid_credentials' }
     if (user.twoFactorRequired) return { outcome: 'two_factor_required' }
-    for (const lookup of [{ clientid: user.userId }, { email }]) {
+    const client = await this.#clientActingFor([{ clientid: user.userId }, { email }], user.userId, email, until)
+    return client === null ? { outcome: 'no_client_account' } : { outcome: 'signed_in', clientId: client.id, name: nameOf(client) }
+  }
+
+  /**
+   * The client account that acts for the person an identity provider signed in with this email (a
+   * verified one): the client with that email, or one that lists a user with it, as signIn finds it.
+   */
+  async clientActingFor (email: string, until?: Cancellation): Promise<{ clientId: number, name: string | null } | null> {
+    const client = await this.#clientActingFor([{ email }], undefined, email, until)
+    return client === null ? null : { clientId: client.id, name: nameOf(client) }
+  }
+
+  async #clientActingFor (lookups: WhmcsParams[], userId: number | undefined, email: string, until?: Cancellation): Promise<ClientDetails | null> {
+    for (const lookup of lookups) {
       const client = await this.#action('GetClientsDetails', lookup, until, answer => answer,
         message => says(message, 'Client Not Found') ? null : undefined)
-      if (client !== null && actsFor(client, user.userId, email)) return { outcome: 'signed_in', clientId: toClientDetails(client).id }
+      if (client !== null && actsFor(client, userId, email)) return toClientDetails(client)
     }
-    return { outcome: 'no_client_account' }
+    return null
   }
 
   getClientsDetails (clientId: number, until?: Cancellation): Promise<ClientDetails | null> {

@@ -81,7 +81,7 @@ export interface PlacedOrder {
 }
 
 export type SignIn =
-  | { outcome: 'signed_in', clientId: number }
+  | { outcome: 'signed_in', clientId: number, name: string | null }
   | { outcome: 'invalid_credentials' }
   | { outcome: 'two_factor_required' }
   /** The user signed in, but no client account it acts for could be found. */
@@ -201,8 +201,8 @@ function usersOf (answer: WhmcsAnswer): Array<{ id: number, email: string }> | u
  * the user owns it (`owner_user_id`) or is among its users, by id or by email (WHMCS 8); where
  * clients list no users (WHMCS 7, where user and client are one), when it has the user's email.
  */
-export function actsFor (answer: WhmcsAnswer, userId: number, email: string): boolean {
-  if (Number(clientOf(answer).owner_user_id) === userId) return true
+export function actsFor (answer: WhmcsAnswer, userId: number | undefined, email: string): boolean {
+  if (userId !== undefined && Number(clientOf(answer).owner_user_id) === userId) return true
   const users = usersOf(answer)
   return users === undefined
     ? sameEmail(toText(clientOf(answer).email), email)

@@ -20,6 +20,16 @@ export interface Session {
   expiresAt: number
   /** The end if the session is not used again: its last renewal plus SESSION_IDLE_TIMEOUT_S. */
   idleExpiresAt: number
+  identity: SessionIdentity
+}
+
+/** Who signed in, and how. */
+export interface SessionIdentity {
+  signIn: 'password' | 'oidc'
+  name: string | null
+  email: string | null
+  /** The provider's ID token, sealed (never kept in the clear): the hint of its end-session URL. */
+  sealedIdToken?: string
 }
 
 export interface SessionStoreOptions {
@@ -65,10 +75,10 @@ export class SessionStore {
   }
 
   /** Starts a session for the client; answers the cookie's value, which only the browser keeps. */
-  async start (clientId: number): Promise<{ cookie: string, session: Session }> {
+  async start (clientId: number, identity: SessionIdentity): Promise<{ cookie: string, session: Session }> {
     const cookie = randomBytes(32).toString('base64url')
     const now = Date.now()
-    const session: Session = { id: hash(cookie), clientId, expiresAt: now + this.options.maxAgeMs, idleExpiresAt: 0 }
+    const session: Session = { id: hash(cookie), clientId, expiresAt: now + this.options.maxAgeMs, idleExpiresAt: 0, identity }
     session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
     // Recorded first: a session that exists is one that signing out everywhere can find.
     await this.#record(session.id, 'session', clientId, session.expiresAt)
@@ -138,7 +148,7 @@ export class SessionStore {
   }
 
   /** Ends one session on every instance: its SSE streams end with it. */
-  async end (session: Session): Promise<void> {
+  async end (session: Pick<Session, 'id' | 'expiresAt'>): Promise<void> {
     await this.options.blacklist.revoke(session.id, Math.ceil(session.expiresAt / 1000))
     // The revocation ends it already; the key would only expire later.
     await this.options.redis.del(this.#key(session.id)).catch(() => {})
@@ -175,14 +185,26 @@ export class SessionStore {
   }
 }
 
+// A session of an earlier release holds no identity: it was a password sign-in.
+const UNNAMED: SessionIdentity = { signIn: 'password', name: null, email: null }
+
 function serialize (session: Session): string {
-  return `${session.clientId}:${session.expiresAt}:${session.idleExpiresAt}`
+  return `${session.clientId}:${session.expiresAt}:${session.idleExpiresAt}:${Buffer.from(JSON.stringify(session.identity)).toString('base64url')}`
 }
 
 function deserialize (id: string, value: string): Session | undefined {
-  const [clientId, expiresAt, idleExpiresAt] = value.split(':').map(Number)
-  if (!Number.isSafeInteger(clientId) || !Number.isSafeInteger(expiresAt) || !Number.isSafeInteger(idleExpiresAt)) return undefined
-  return { id, clientId: clientId!, expiresAt: expiresAt!, idleExpiresAt: idleExpiresAt! }
+  const [clientId, expiresAt, idleExpiresAt, identity] = value.split(':')
+  const times = [clientId, expiresAt, idleExpiresAt].map(Number)
+  if (!times.every(Number.isSafeInteger)) return undefined
+  return { id, clientId: times[0]!, expiresAt: times[1]!, idleExpiresAt: times[2]!, identity: identity === undefined ? UNNAMED : identityOf(identity) }
+}
+
+function identityOf (encoded: string): SessionIdentity {
+  try {
+    return JSON.parse(Buffer.from(encoded, 'base64url').toString('utf8')) as SessionIdentity
+  } catch {
+    return UNNAMED
+  }
 }
 
 declare module 'fastify' {

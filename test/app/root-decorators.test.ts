@@ -23,6 +23,7 @@ const ROOT_DECORATORS = [
   'tokenBlacklist',
   'sessions', 'sessionCookieHeader',
   'authenticate', 'authenticateSession', 'requireSameSite',
+  'oidcSignIn',
   'requireOpsToken',
   'orders', 'pendingOrders', 'statusChanges',
   'sseStreams',

@@ -13,7 +13,8 @@ t.test('POST /auth/session sets one HttpOnly, Secure, SameSite=Strict __Host- co
   const value = cookie.cookie.split('=')[1]!
   t.notMatch(value, /\./, 'not a JWT')
   const body = response.json()
-  t.same(Object.keys(body).sort(), ['clientId', 'expiresAt', 'idleExpiresAt'])
+  t.same(Object.keys(body).sort(), ['clientId', 'email', 'expiresAt', 'idleExpiresAt', 'name', 'signIn'])
+  t.match(body, { name: 'Jane Doe', email: JANE.email, signIn: 'password' })
   t.equal(body.clientId, 1)
   t.ok(Math.abs(Date.parse(body.expiresAt) - Date.now() - 43_200_000) < 5000, 'ends 12 hours after sign-in')
   t.ok(Math.abs(Date.parse(body.idleExpiresAt) - Date.now() - 1_800_000) < 5000, 'or after 30 minutes unused')
@@ -47,6 +48,16 @@ t.test('sign-in through /auth/session has the limits and errors of /auth/login, 
   t.equal(limited.statusCode, 429, 'the fifth sign-in from the address in a minute, by either way')
   t.equal(limited.json().code, 'RATE_LIMITED')
   t.equal((await app.inject({ method: 'POST', url: '/auth/session', payload: { email: 'tom@example.com', password: 'second-factor' }, remoteAddress: '10.0.0.2' })).json().code, 'TWO_FACTOR_REQUIRED')
+})
+
+t.test('PASSWORD_SIGN_IN=false: POST /auth/session takes no password, and says where browsers sign in; POST /auth/login still does', async (t) => {
+  const app = await buildTestApp(t, { PASSWORD_SIGN_IN: 'false' })
+  const refused = await app.inject({ method: 'POST', url: '/auth/session', payload: JANE })
+  t.equal(refused.statusCode, 403)
+  t.equal(refused.json().code, 'PASSWORD_SIGN_IN_OFF')
+  t.match(refused.json().message, '/auth/oidc/login')
+  t.notOk(refused.headers['set-cookie'], 'no session')
+  t.equal((await app.inject({ method: 'POST', url: '/auth/login', payload: JANE })).statusCode, 200)
 })
 
 t.test('no page on another site can sign a browser in: a cross-site sign-in is refused before billing is asked', async (t) => {

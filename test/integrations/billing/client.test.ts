@@ -40,11 +40,11 @@ t.test('signIn: the client account a WHMCS 8 user acts for, never a client that 
     return { result, actions: billing.calls.map(call => [call.route, call.params?.clientid ?? call.params?.email]) }
   }
   t.same(await actionsOf(() => whmcs.signIn('jane@example.com', 'correct-horse'))(), {
-    result: { outcome: 'signed_in', clientId: 1 },
+    result: { outcome: 'signed_in', clientId: 1, name: 'Jane Doe' },
     actions: [['ValidateLogin', 'jane@example.com'], ['GetClientsDetails', '1']]
   }, 'user 1 owns client 1, which has her email')
   t.same(await actionsOf(() => whmcs.signIn('nina@example.com', 'fresh-start'))(), {
-    result: { outcome: 'signed_in', clientId: 3 },
+    result: { outcome: 'signed_in', clientId: 3, name: 'Nina Newcomer' },
     actions: [['ValidateLogin', 'nina@example.com'], ['GetClientsDetails', '4'], ['GetClientsDetails', 'nina@example.com']]
   }, 'user 4: client 4 is Tom, so the client with her email')
   t.same(await actionsOf(() => whmcs.signIn('tom@example.com', 'second-factor'))(), {
@@ -63,10 +63,13 @@ t.test('signIn: the client account a WHMCS 8 user acts for, never a client that 
   await invited.start()
   const acme = client({ url: invited.apiUrl, identifier: invited.identifier, secret: invited.secret })
   t.teardown(() => invited.close())
-  t.same(await acme.signIn('ops@acme.example', 'ops-password'), { outcome: 'signed_in', clientId: 7 },
+  t.same(await acme.signIn('ops@acme.example', 'ops-password'), { outcome: 'signed_in', clientId: 7, name: 'Acme Accounts' },
     'user 7 signs in with an email of its own: client 7 lists it among its users')
   t.same(await acme.signIn('team@acme.example', 'team-password'), { outcome: 'no_client_account' },
     'user 9: no client 9, and client 8, which has its email, does not list it')
+  t.same(await whmcs.clientActingFor('jane@example.com'), { clientId: 1, name: 'Jane Doe' }, 'signed in at a provider: the client with her email')
+  t.equal(await acme.clientActingFor('team@acme.example'), null, 'the client with the email does not list that user: it does not act for them')
+  t.equal(await acme.clientActingFor('nobody@acme.example'), null)
   invited.injectFault({ kind: 'http5xx', route: 'GetClientsDetails', status: 502 })
   t.match(await failure(acme.signIn('ops@acme.example', 'ops-password')), { failure: 'http_5xx' }, 'a failed lookup is a failure, not a sign-in')
 })
@@ -91,10 +94,10 @@ t.test('signIn: a client the user owns (owner_user_id) or that lists her by the 
     return outcome
   }
   t.same(await signInWith({ id: '1', email: 'accounts@example.com', users: { user: [{ id: '55', email: 'Jane@Example.com' }] } }),
-    { outcome: 'signed_in', clientId: 1 }, 'listed by her email, under another user id')
+    { outcome: 'signed_in', clientId: 1, name: null }, 'listed by her email, under another user id')
   t.same(await signInWith({ id: '1', email: 'accounts@example.com' }, { users: { user: [{ id: '55', email: 'jane@example.com' }] } }),
-    { outcome: 'signed_in', clientId: 1 }, 'listed by her email beside the client rather than in it')
-  t.same(await signInWith({ id: '1', email: 'accounts@example.com', owner_user_id: 1 }), { outcome: 'signed_in', clientId: 1 }, 'owned by her')
+    { outcome: 'signed_in', clientId: 1, name: null }, 'listed by her email beside the client rather than in it')
+  t.same(await signInWith({ id: '1', email: 'accounts@example.com', owner_user_id: 1 }), { outcome: 'signed_in', clientId: 1, name: null }, 'owned by her')
   t.same(await signInWith({ id: '1', email: 'accounts@example.com', owner_user_id: 2, users: { user: [{ id: '2', email: 'boss@example.com' }] } }),
     { outcome: 'no_client_account' }, 'neither owned by her nor listing her')
 })
