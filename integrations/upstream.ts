@@ -1,8 +1,8 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Deadline, type Cancellation } from '../lib/deadline.js'
-import { currentContext, traceparentOf } from '../lib/log-context.js'
-import { SpanKind, currentTraceparent, inSpan } from '../lib/tracing.js'
+import { currentContext } from '../lib/log-context.js'
+import { SpanKind, inSpan, propagationHeaders } from '../lib/tracing.js'
 import { classifyFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/errors.js'
 
 export interface UpstreamCall {
@@ -152,12 +152,12 @@ export class Upstream {
     const { origin, pathname, search } = new URL(url)
     // The work this call is for (a request, an order's provisioning) is named to the upstream too.
     const context = currentContext()
-    // While tracing, the traceparent is the current span's (this call's), so that the upstream's spans join the trace.
-    const traceparent = currentTraceparent() ?? (context === undefined ? undefined : traceparentOf(context.correlationId))
-    const traced = context === undefined
-      ? (traceparent === undefined ? headers : { ...headers, traceparent })
-      : { ...headers, 'x-correlation-id': context.correlationId, traceparent: traceparent! }
-    const response = await this.#pool(origin).request({ path: `${pathname}${search}`, method, headers: traced, body, signal })
+    // While tracing, the trace goes on too (this call's span, its tracestate and baggage); with
+    // tracing off nothing is kept, so no trace is named.
+    const propagated = propagationHeaders()
+    let sent = propagated === undefined ? headers : { ...headers, ...propagated }
+    if (context !== undefined) sent = { ...sent, 'x-correlation-id': context.correlationId }
+    const response = await this.#pool(origin).request({ path: `${pathname}${search}`, method, headers: sent, body, signal })
     return { status: response.statusCode, headers: response.headers, text: await response.body.text() }
   }
 

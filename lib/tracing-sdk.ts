@@ -1,6 +1,6 @@
-import { ROOT_CONTEXT, type Context } from '@opentelemetry/api'
+import { ROOT_CONTEXT, type Context, type TextMapPropagator } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
-import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
+import { CompositePropagator, ExportResultCode, W3CBaggagePropagator, W3CTraceContextPropagator, type ExportResult } from '@opentelemetry/core'
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-node'
 import { currentTrace, runInTrace } from './log-context.js'
@@ -85,6 +85,23 @@ class SharedContextManager extends AsyncLocalStorageContextManager {
   }
 }
 
+const PROPAGATORS: Record<string, () => TextMapPropagator> = {
+  tracecontext: () => new W3CTraceContextPropagator(),
+  baggage: () => new W3CBaggagePropagator()
+}
+
+/**
+ * What carries a trace in and out (OTEL_PROPAGATORS, default `tracecontext,baggage`); null for
+ * `none`, which leaves OpenTelemetry's no-op propagator: nothing read, nothing sent.
+ */
+export function propagatorOf (env: NodeJS.ProcessEnv): TextMapPropagator | null {
+  const names = (env.OTEL_PROPAGATORS ?? '').split(',').map((name) => name.trim().toLowerCase()).filter((name) => name !== '')
+  const chosen = names.length === 0 ? ['tracecontext', 'baggage'] : names
+  if (chosen.includes('none')) return null
+  const propagators = [...new Set(chosen)].filter((name) => name in PROPAGATORS).map((name) => PROPAGATORS[name]!())
+  return propagators.length === 0 ? null : new CompositePropagator({ propagators })
+}
+
 async function exporterFor (protocol: Protocol): Promise<SpanExporter> {
   // Each reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS and _TIMEOUT itself.
   if (protocol === 'http/json') return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter()
@@ -98,7 +115,7 @@ export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string): Pr
   const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })).merge(detectResources({ detectors: [envDetector] }))
   // The sampler comes from OTEL_TRACES_SAMPLER / _ARG (default parentbased_always_on).
   const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] })
-  provider.register({ contextManager: new SharedContextManager() })
+  provider.register({ contextManager: new SharedContextManager(), propagator: propagatorOf(env) })
   setTracingEnabled(true)
   return {
     logTo: (log) => exporter.logTo(log),

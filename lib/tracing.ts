@@ -1,4 +1,4 @@
-import { context, trace, SpanKind, SpanStatusCode, TraceFlags, type Attributes, type Context, type Link, type Span, type SpanContext } from '@opentelemetry/api'
+import { context, propagation, trace, SpanKind, SpanStatusCode, TraceFlags, type Attributes, type Context, type Link, type Span, type SpanContext } from '@opentelemetry/api'
 
 /*
  * The service's spans, through OpenTelemetry's API alone. The API is a no-op until an SDK registers
@@ -92,7 +92,23 @@ function currentSpanContext (): SpanContext | undefined {
   return spanContext !== undefined && trace.isSpanContextValid(spanContext) ? spanContext : undefined
 }
 
-/** The W3C traceparent of the current span; undefined while tracing is off or no span is current. */
+/**
+ * The headers that carry the current trace to an upstream, as the global propagator writes them
+ * (W3C trace context and baggage unless OTEL_PROPAGATORS says otherwise); undefined while tracing
+ * is off, when no trace is sent at all.
+ */
+export function propagationHeaders (): Record<string, string> | undefined {
+  if (!enabled) return undefined
+  const carrier: Record<string, string> = {}
+  propagation.inject(context.active(), carrier)
+  return carrier
+}
+
+/**
+ * The W3C traceparent of the current span, kept with work that runs later (a queued job) to link
+ * back to it: the service's own record, whatever OTEL_PROPAGATORS sends upstreams. Undefined while
+ * tracing is off or no span is current.
+ */
 export function currentTraceparent (): string | undefined {
   if (!enabled) return undefined
   const spanContext = currentSpanContext()

@@ -118,6 +118,7 @@ export const OPENTELEMETRY_SETTINGS: ReadonlyArray<{ name: string, default: stri
   { name: 'OTEL_RESOURCE_ATTRIBUTES', default: 'unset', description: 'more resource attributes of every span, `key=value` pairs separated by commas (`deployment.environment.name=production,service.version=1.4.0`)' },
   { name: 'OTEL_TRACES_SAMPLER', default: '`parentbased_always_on`', description: 'which traces are kept: `always_on`, `always_off`, `traceidratio`, or the `parentbased_` forms of these, which follow an incoming traceparent\'s sampled flag' },
   { name: 'OTEL_TRACES_SAMPLER_ARG', default: '`1.0`', description: 'the ratio of the `traceidratio` samplers, 0 to 1 (`0.1`: one trace in ten)' },
+  { name: 'OTEL_PROPAGATORS', default: '`tracecontext,baggage`', description: 'how a trace is read from a request and sent on to the upstreams: `tracecontext` (W3C `traceparent` and `tracestate`), `baggage` (W3C `baggage`), or `none`' },
   { name: 'OTEL_SDK_DISABLED', default: '`false`', description: '`true` turns tracing off whatever the endpoint' },
   { name: 'OTEL_BSP_SCHEDULE_DELAY', default: '`5000`', description: 'how often in ms the spans held are exported' },
   { name: 'OTEL_BSP_MAX_QUEUE_SIZE', default: '`2048`', description: 'spans held for export at most; past it new spans are dropped rather than slow a request' }

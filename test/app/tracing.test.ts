@@ -68,6 +68,20 @@ t.test('an incoming traceparent is the request span\'s parent', async (t) => {
   t.equal(request.parentSpanId, parentId)
 })
 
+t.test('an incoming tracestate and baggage reach the upstream with the billing call\'s traceparent', async (t) => {
+  const { sandbox, app, token } = await signedIn(t)
+  const traceId = '6bf92f3577b34da6a3ce929d0e0e4738'
+  const headers = { ...bearer(token), traceparent: `00-${traceId}-00f067aa0ba902b7-01`, tracestate: 'vendor=opaque-1', baggage: 'tenant=portal,region=eu', 'x-correlation-id': 'trace-state-1' }
+  t.equal((await app.inject({ url: '/api/invoices', headers })).statusCode, 200)
+  const { calls } = await (await fetch(`${sandbox.billing.url}/__sandbox/calls`)).json() as { calls: Array<{ params?: Record<string, unknown>, headers?: Record<string, string> }> }
+  const sent = calls.find((recorded) => recorded.params?.action === 'GetInvoices')?.headers ?? {}
+  const billing = await receiver.span('the billing call', (span) => span.traceId === traceId && span.name === 'billing GetInvoices')
+  t.equal(sent.traceparent, `00-${traceId}-${billing.spanId}-01`)
+  t.equal(sent.tracestate, 'vendor=opaque-1')
+  t.same(sent.baggage?.split(',').map((entry) => entry.trim()).sort(), ['region=eu', 'tenant=portal'])
+  t.equal(sent['x-correlation-id'], 'trace-state-1', 'beside the correlation id')
+})
+
 t.test('a trace the caller did not sample: no span is made, the upstream is told so in the traceparent, and the log lines name no trace', async (t) => {
   const { sandbox, app, token } = await signedIn(t)
   const traceId = '5bf92f3577b34da6a3ce929d0e0e4737'
