@@ -39,3 +39,8 @@ export function runInTrace<T> (trace: unknown, work: () => T): T {
 export function currentTrace (): unknown {
   return storage.getStore()?.trace
 }
+
+/** Runs `work` outside any work and trace: the SDK's own lines, which no request caused. */
+export function outsideAnyWork<T> (work: () => T): T {
+  return storage.exit(work)
+}
