@@ -1,8 +1,8 @@
-import { DiagLogLevel, ROOT_CONTEXT, context, diag, type Context, type DiagLogger, type TextMapPropagator } from '@opentelemetry/api'
+import { DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, context, diag, type Context, type DiagLogger, type SpanStatus, type TextMapPropagator } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { CompositePropagator, ExportResultCode, W3CBaggagePropagator, W3CTraceContextPropagator, suppressTracing, type ExportResult } from '@opentelemetry/core'
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
-import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-node'
+import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-node'
 import { currentTrace, outsideAnyWork, runInTrace } from './log-context.js'
 import { OutageLog, type OutageLogger } from './outage-log.js'
 import { setTracingEnabled } from './tracing.js'
@@ -116,6 +116,26 @@ export function propagatorOf (env: NodeJS.ProcessEnv): TextMapPropagator | null 
   return new CompositePropagator({ propagators: [...new Set(chosen)].map((name) => PROPAGATORS[name]!()) })
 }
 
+/**
+ * A request answered 4xx is not the server's failure (OpenTelemetry's HTTP conventions leave a
+ * server span's status unset for it), but @fastify/otel marks the request span failed for every
+ * error thrown, a 401 included, before the status code is known. Set right as the span ends
+ * (`onEnding`, while it can still change).
+ */
+class ClientErrorsAreNotFailures implements SpanProcessor {
+  onEnding (span: Span): void {
+    if (span.kind !== SpanKind.SERVER || span.status.code !== SpanStatusCode.ERROR) return
+    const status = span.attributes['http.response.status_code']
+    // setStatus never goes back to unset; the SDK's span keeps its status in a plain field.
+    if (typeof status === 'number' && status < 500) (span as { status: SpanStatus }).status = { code: SpanStatusCode.UNSET }
+  }
+
+  onStart (): void {}
+  onEnd (): void {}
+  async forceFlush (): Promise<void> {}
+  async shutdown (): Promise<void> {}
+}
+
 async function otlpExporter (protocol: Protocol): Promise<SpanExporter> {
   // Each reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS and _TIMEOUT itself.
   if (protocol === 'http/json') return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter()
@@ -162,6 +182,7 @@ export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string, exp
   if (level !== undefined && level !== 'none') diag.setLogger(diagnostics, { logLevel: DIAGNOSTIC_LEVEL[level], suppressOverrideMessage: true })
   const otlp = exporters.includes('otlp') ? new WatchedExporter(await otlpExporter(protocolOf(env))) : undefined
   const spanProcessors = [
+    new ClientErrorsAreNotFailures(),
     ...(otlp === undefined ? [] : [new BatchSpanProcessor(otlp)]),
     ...(exporters.includes('console') ? [new BatchSpanProcessor(new ConsoleSpanExporter())] : [])
   ]

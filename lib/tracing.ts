@@ -127,15 +127,35 @@ export function linkTo (traceparent: unknown): Link | undefined {
   return trace.isSpanContextValid(spanContext) ? { context: spanContext } : undefined
 }
 
+interface TraceIds { traceId: string, spanId: string }
+
+function sampledIds (spanContext: SpanContext | undefined): TraceIds | undefined {
+  return spanContext === undefined || (spanContext.traceFlags & TraceFlags.SAMPLED) !== TraceFlags.SAMPLED
+    ? undefined
+    : { traceId: spanContext.traceId, spanId: spanContext.spanId }
+}
+
 /**
  * `traceId` and `spanId` of the current span, for a log line (pino's mixin); nothing outside a span,
  * nor in one the sampler left out: no backend holds that trace.
  */
-export function traceIdsOfLine (): { traceId: string, spanId: string } | undefined {
-  const spanContext = currentSpanContext()
-  return spanContext === undefined || (spanContext.traceFlags & TraceFlags.SAMPLED) !== TraceFlags.SAMPLED
-    ? undefined
-    : { traceId: spanContext.traceId, spanId: spanContext.spanId }
+export function traceIdsOfLine (): TraceIds | undefined {
+  return sampledIds(currentSpanContext())
+}
+
+/** The span each piece of work (a request) ran in, for a line written outside its context. */
+const spansOfWork = new WeakMap<object, SpanContext>()
+
+export function keepSpanOf (work: object, span: Span): void {
+  spansOfWork.set(work, span.spanContext())
+}
+
+/**
+ * `traceId` and `spanId` of the span `work` ran in, when sampled: for a line written after it, from
+ * another context (an event stream's completion, written by whatever ended the stream).
+ */
+export function traceIdsOfWork (work: object): TraceIds | undefined {
+  return sampledIds(spansOfWork.get(work))
 }
 
 export { SpanKind }

@@ -4,12 +4,13 @@ import { join } from 'node:path'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
 import { traceThisProcess } from '../helpers/otlp-receiver.js'
 import { waitFor } from '../helpers/processes.js'
+import { SseClient } from '../helpers/sse.js'
 import { bearer, login } from '../helpers/tokens.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
 
 const receiver = await traceThisProcess(t)
 
-interface LogLine { correlationId?: string, traceId?: string, spanId?: string, message?: string }
+interface LogLine { correlationId?: string, traceId?: string, spanId?: string, message?: string, path?: string }
 
 function logLines (logDir: string): LogLine[] {
   return readFileSync(join(logDir, 'combined.log'), 'utf8').split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as LogLine)
@@ -98,6 +99,35 @@ t.test('a trace the caller did not sample: no span is made, the upstream is told
   const lines = logLines(app.config.LOG_DIR).filter((line) => line.correlationId === correlationId)
   t.ok(lines.length > 0, 'the unsampled request logged')
   t.ok(lines.every((line) => line.traceId === undefined && line.spanId === undefined), 'no trace id no backend holds')
+})
+
+t.test('a 4xx answer is not a span error; a 5xx is', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  t.equal((await app.inject({ url: '/api/invoices', headers: { 'x-correlation-id': 'trace-401' } })).statusCode, 401)
+  const refused = await receiver.span('the refused request', (span) => span.attributes['correlation.id'] === 'trace-401')
+  t.equal(refused.attributes['http.response.status_code'], 401)
+  t.equal(refused.status.code ?? 0, 0, 'status unset: the client\'s mistake, not the server\'s failure')
+  const token = await login(app)
+  sandbox.billing.injectFault({ kind: 'http5xx', status: 500 })
+  t.equal((await app.inject({ url: '/api/invoices', headers: { ...bearer(token), 'x-correlation-id': 'trace-503' } })).statusCode, 503)
+  const failed = await receiver.span('the failed request', (span) => span.attributes['correlation.id'] === 'trace-503')
+  t.equal(failed.status.code, 2, 'error')
+})
+
+t.test('an event stream\'s completion line, written when a logout ends it, names the stream request\'s trace', async (t) => {
+  const app = await buildTestApp(t)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const token = await login(app)
+  const stream = await SseClient.open(`${url}/api/events`, { ...bearer(token), 'x-correlation-id': 'trace-stream-1' })
+  t.equal(stream.status, 200)
+  t.equal((await app.inject({ method: 'POST', url: '/auth/logout', headers: bearer(token) })).statusCode, 204)
+  await waitFor('the stream ended', async () => stream.ended)
+  await app.close()
+  // The request span ends with the stream.
+  const request = await receiver.span('the stream\'s request span', (span) => span.attributes['correlation.id'] === 'trace-stream-1')
+  const completion = logLines(app.config.LOG_DIR).find((line) => line.message === 'request completed' && line.path === '/api/events')
+  t.match(completion, { correlationId: 'trace-stream-1', traceId: request.traceId, spanId: request.spanId })
 })
 
 const PROBES = ['/health', '/health/live', '/health/ready', '/health/queues', '/metrics', '/status', '/status/summary']

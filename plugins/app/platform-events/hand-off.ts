@@ -42,26 +42,29 @@ export class OrderHandOff {
   async handOff (event: PlatformEventMessage): Promise<void> {
     const crmOrderId = event.data.payload.OrderId__c
     const { replayId } = event.data.event
-    if (typeof crmOrderId !== 'string' || crmOrderId === '') {
-      this.options.log.warn({ replayId }, 'OrderProvisionRequested__e without an OrderId__c: skipped')
-      return
-    }
-    // The hand-off's lines, and its CRM read, carry the order's id, as its provisioning's do.
-    const correlationId = orderWorkId(caseSafeId(crmOrderId))
+    const named = typeof crmOrderId === 'string' && crmOrderId !== ''
     await inSpan('platform event hand-off', {
       kind: SpanKind.CONSUMER,
       root: true,
-      attributes: { 'messaging.destination.name': event.channel, 'messaging.message.id': String(replayId), 'crm.order_id': crmOrderId }
-    }, () => runInContext({ correlationId, log: this.options.logFor(correlationId) }, async () => {
-      try {
-        await this.#provision(crmOrderId, replayId)
-      } catch (error) {
-        if (!(error instanceof HandOffRefused)) throw error
-        const parked = await this.options.parked.park(this.options.channel, caseSafeId(crmOrderId), event, error)
-        this.options.log.error({ replayId, crmOrderId, reason: error.reason, parkedEventId: parked.id },
-          `platform event parked, the subscription moves on: ${error.message}. Mend the data, then retry it (POST /health/events/parked/${parked.id}/retry)`)
+      attributes: { 'messaging.destination.name': event.channel, 'messaging.message.id': String(replayId), ...(named && { 'crm.order_id': crmOrderId }) }
+    }, async () => {
+      if (!named) {
+        this.options.log.warn({ replayId }, 'OrderProvisionRequested__e without an OrderId__c: skipped')
+        return
       }
-    }))
+      // The hand-off's lines, and its CRM read, carry the order's id, as its provisioning's do.
+      const correlationId = orderWorkId(caseSafeId(crmOrderId))
+      await runInContext({ correlationId, log: this.options.logFor(correlationId) }, async () => {
+        try {
+          await this.#provision(crmOrderId, replayId)
+        } catch (error) {
+          if (!(error instanceof HandOffRefused)) throw error
+          const parked = await this.options.parked.park(this.options.channel, caseSafeId(crmOrderId), event, error)
+          this.options.log.error({ replayId, crmOrderId, reason: error.reason, parkedEventId: parked.id },
+            `platform event parked, the subscription moves on: ${error.message}. Mend the data, then retry it (POST /health/events/parked/${parked.id}/retry)`)
+        }
+      })
+    })
   }
 
   /**

@@ -1,4 +1,6 @@
 import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { buildTestApp, startTestSandbox } from '../../../helpers/app.js'
 import { traceThisProcess } from '../../../helpers/otlp-receiver.js'
 import { waitFor } from '../../../helpers/processes.js'
@@ -24,6 +26,7 @@ t.test('an order from placement to Active: its placement, the event\'s hand-off,
   const query = await receiver.span('the hand-off\'s PostgreSQL statement', (span) => span.parentSpanId === handOff.spanId && span.name.startsWith('pg '))
   t.equal(query.attributes['db.system.name'], 'postgresql')
   t.notMatch(String(query.attributes['db.query.text']), order.crmOrderId, 'the statement carries no value')
+  t.match(String(query.attributes['db.query.text']), /\$1\b/, 'and keeps its placeholders, as PostgreSQL shows them')
   const job = await receiver.span('the job', (span) => span.name === 'provisioning job' && span.attributes['crm.order_id'] === order.crmOrderId)
   t.same(job.links, [{ traceId: handOff.traceId, spanId: handOff.spanId }], 'the job links back to the hand-off that queued it')
   t.equal(job.attributes['job.attempt'], 1)
@@ -37,4 +40,12 @@ t.test('an order from placement to Active: its placement, the event\'s hand-off,
   ])
   const [telecom] = steps().filter((span) => span.name === 'provisioning step: telecom activation')
   t.ok(receiver.children(telecom!).some((span) => span.name.startsWith('telecom ')), 'the telecom call is a child of its step')
+
+  sandbox.crm.publishOrderProvisionRequested('')
+  const skipped = await receiver.span('the hand-off of an event naming no order', (span) => span.name === 'platform event hand-off' && span.attributes['crm.order_id'] === undefined)
+  await app.close()
+  const lines = readFileSync(join(app.config.LOG_DIR, 'combined.log'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
+  t.match(lines.find((line) => line.message === 'provisioning requested' && line.crmOrderId === order.crmOrderId), { traceId: handOff.traceId }, 'the platform event\'s line names the hand-off\'s trace')
+  t.match(lines.find((line) => line.message === 'OrderProvisionRequested__e without an OrderId__c: skipped'), { traceId: skipped.traceId }, 'and so does the line of an event it skips')
+  t.match(lines.find((line) => line.message === 'order provisioned' && line.correlationId === `order:${order.crmOrderId}`), { traceId: job.traceId }, 'the job\'s, the job\'s')
 })
