@@ -159,3 +159,4 @@ export function traceIdsOfWork (work: object): TraceIds | undefined {
 }
 
 export { SpanKind }
+export type { Span }

@@ -17,9 +17,9 @@ function logLines (logDir: string): LogLine[] {
 }
 
 /** An app with a sandbox of its own, Jane signed in, and the sandbox billing's record of calls emptied. */
-async function signedIn (t: Test) {
+async function signedIn (t: Test, overrides: (sandbox: Sandbox) => Record<string, string> = () => ({})) {
   const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, {}, sandbox)
+  const app = await buildTestApp(t, overrides(sandbox), sandbox)
   const token = await login(app)
   await fetch(`${sandbox.billing.url}/__sandbox/calls`, { method: 'DELETE' })
   return { sandbox, app, token }
@@ -31,8 +31,9 @@ async function sentTraceparent (sandbox: Sandbox): Promise<string | undefined> {
   return calls.find((recorded) => recorded.params?.action === 'GetInvoices')?.headers?.traceparent
 }
 
-t.test('a GET /api/invoices missing the cache is one trace: the request, its queue wait, its billing call (whose traceparent it sent) and its Redis commands', async (t) => {
-  const { sandbox, app, token } = await signedIn(t)
+t.test('a GET /api/invoices missing the cache is one trace: the request, its queue wait, its billing call with its HTTP request (whose traceparent it sent) and its Redis commands', async (t) => {
+  // Credentials in the URL (a proxy's, say) and a query never reach a span.
+  const { sandbox, app, token } = await signedIn(t, (sandbox) => ({ BILLING_API_URL: sandbox.billing.apiUrl.replace('http://', 'http://proxy-user:proxy-secret@') + '?account=jane' }))
   const correlationId = 'trace-invoices-1'
   const response = await app.inject({ url: '/api/invoices', headers: { ...bearer(token), 'x-correlation-id': correlationId } })
   t.equal(response.statusCode, 200)
@@ -47,12 +48,23 @@ t.test('a GET /api/invoices missing the cache is one trace: the request, its que
   t.equal(billing.parentSpanId, request.spanId, 'the billing call is a child of the request')
   t.match(billing.attributes, { 'upstream.name': 'billing', 'upstream.operation': 'GetInvoices' })
   t.notOk(Object.keys(billing.attributes).some((key) => /client|email|secret|identifier|password/i.test(key)), 'no credential or personal field')
+  const http = await receiver.span('the billing call\'s HTTP request', (span) => span.parentSpanId === billing.spanId && span.name === 'POST')
+  const { port, pathname } = new URL(sandbox.billing.apiUrl)
+  t.same(http.kind, 3, 'an HTTP client span')
+  t.same(billing.kind, 1, 'under the call\'s internal span: one client span a request')
+  t.match(http.attributes, {
+    'http.request.method': 'POST',
+    'url.full': `http://127.0.0.1:${port}${pathname}?account=REDACTED`,
+    'server.address': '127.0.0.1',
+    'server.port': Number(port),
+    'http.response.status_code': 200
+  })
   t.ok(children().includes('redis GET'), 'the cache read')
   await waitFor('the cache write', async () => children().includes('redis SET'))
   const redis = receiver.children(request).find((span) => span.name === 'redis SET')!
   t.equal(redis.attributes['db.query.text'], 'SET ? ? ? ?', 'keys and values elided')
 
-  t.equal(await sentTraceparent(sandbox), `00-${request.traceId}-${billing.spanId}-01`, 'the traceparent sent is the billing call span\'s')
+  t.equal(await sentTraceparent(sandbox), `00-${request.traceId}-${http.spanId}-01`, 'the traceparent sent is the HTTP request span\'s')
 
   await app.close()
   const lines = logLines(app.config.LOG_DIR).filter((line) => line.correlationId === correlationId)
@@ -76,8 +88,8 @@ t.test('an incoming tracestate and baggage reach the upstream with the billing c
   t.equal((await app.inject({ url: '/api/invoices', headers })).statusCode, 200)
   const { calls } = await (await fetch(`${sandbox.billing.url}/__sandbox/calls`)).json() as { calls: Array<{ params?: Record<string, unknown>, headers?: Record<string, string> }> }
   const sent = calls.find((recorded) => recorded.params?.action === 'GetInvoices')?.headers ?? {}
-  const billing = await receiver.span('the billing call', (span) => span.traceId === traceId && span.name === 'billing GetInvoices')
-  t.equal(sent.traceparent, `00-${traceId}-${billing.spanId}-01`)
+  const http = await receiver.span('the billing call\'s HTTP request', (span) => span.traceId === traceId && span.name === 'POST')
+  t.equal(sent.traceparent, `00-${traceId}-${http.spanId}-01`)
   t.equal(sent.tracestate, 'vendor=opaque-1')
   t.same(sent.baggage?.split(',').map((entry) => entry.trim()).sort(), ['region=eu', 'tenant=portal'])
   t.equal(sent['x-correlation-id'], 'trace-state-1', 'beside the correlation id')

@@ -1,9 +1,12 @@
 /** The provisioning job of one order: its queue, its id and data, the work id of its lines, its lock. */
 export const PROVISIONING_QUEUE = 'provisioning'
 
+/** OpenTelemetry's messaging attributes of the job's spans: BullMQ is the messaging system, the queue its destination. */
+export const JOB_MESSAGING = { 'messaging.system': 'bullmq', 'messaging.destination.name': PROVISIONING_QUEUE } as const
+
 export interface ProvisioningJob {
   crmOrderId: string
-  /** The W3C traceparent of the work that queued the job (the platform event's hand-off), while tracing. */
+  /** The W3C traceparent of the span that queued the job (its producer span, under the hand-off), while tracing. */
   traceparent?: string
 }
 

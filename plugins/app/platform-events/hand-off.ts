@@ -25,6 +25,9 @@ export type RetryOutcome =
   | { handedOff: true, order: Order }
   | { handedOff: false, parked: ParkedEvent }
 
+/** OpenTelemetry's messaging attributes of a hand-off: a platform event of Salesforce's, processed. */
+const EVENT_MESSAGING = { 'messaging.system': 'salesforce', 'messaging.operation.type': 'process' } as const
+
 function numberOrNull (value: unknown): number | null {
   const number = Number(value)
   return value !== null && value !== undefined && value !== '' && Number.isInteger(number) ? number : null
@@ -46,7 +49,7 @@ export class OrderHandOff {
     await inSpan('platform event hand-off', {
       kind: SpanKind.CONSUMER,
       root: true,
-      attributes: { 'messaging.destination.name': event.channel, 'messaging.message.id': String(replayId), ...(named && { 'crm.order_id': crmOrderId }) }
+      attributes: { ...EVENT_MESSAGING, 'messaging.destination.name': event.channel, 'messaging.message.id': String(replayId), ...(named && { 'crm.order_id': crmOrderId }) }
     }, async () => {
       if (!named) {
         this.options.log.warn({ replayId }, 'OrderProvisionRequested__e without an OrderId__c: skipped')

@@ -28,7 +28,12 @@ t.test('an order from placement to Active: its placement, the event\'s hand-off,
   t.notMatch(String(query.attributes['db.query.text']), order.crmOrderId, 'the statement carries no value')
   t.match(String(query.attributes['db.query.text']), /\$1\b/, 'and keeps its placeholders, as PostgreSQL shows them')
   const job = await receiver.span('the job', (span) => span.name === 'provisioning job' && span.attributes['crm.order_id'] === order.crmOrderId)
-  t.same(job.links, [{ traceId: handOff.traceId, spanId: handOff.spanId }], 'the job links back to the hand-off that queued it')
+  t.match(handOff.attributes, { 'messaging.system': 'salesforce', 'messaging.operation.type': 'process' })
+  const producer = await receiver.span('the job\'s producer span', (span) => span.parentSpanId === handOff.spanId && span.name === 'send provisioning')
+  t.equal(producer.kind, 4, 'a producer span')
+  t.match(producer.attributes, { 'messaging.system': 'bullmq', 'messaging.operation.type': 'send', 'messaging.destination.name': 'provisioning' })
+  t.same(job.links, [{ traceId: handOff.traceId, spanId: producer.spanId }], 'the job links back to the producer span, in the hand-off that queued it')
+  t.match(job.attributes, { 'messaging.system': 'bullmq', 'messaging.operation.type': 'process', 'messaging.destination.name': 'provisioning' })
   t.equal(job.attributes['job.attempt'], 1)
 
   const steps = () => receiver.children(job).filter((span) => span.name.startsWith('provisioning step: '))
