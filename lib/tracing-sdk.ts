@@ -5,6 +5,7 @@ import { defaultResource, detectResources, envDetector, resourceFromAttributes }
 import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-node'
 import { currentTrace, outsideAnyWork, runInTrace } from './log-context.js'
 import { OutageLog, type OutageLogger } from './outage-log.js'
+import { samplerOf } from './tracing-sampler.js'
 import { setTracingEnabled } from './tracing.js'
 import { diagnosticLevelOf, listOf, tracingSettingWarnings, type DiagnosticLevel, type ExporterName } from './tracing-settings.js'
 
@@ -188,8 +189,8 @@ export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string, exp
   ]
   // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the service's own name.
   const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })).merge(detectResources({ detectors: [envDetector] }))
-  // The sampler comes from OTEL_TRACES_SAMPLER / _ARG (default parentbased_always_on).
-  const provider = new NodeTracerProvider({ resource, spanProcessors })
+  // OTEL_TRACES_SAMPLER / _ARG (default parentbased_always_on), a parent-based one following links too.
+  const provider = new NodeTracerProvider({ resource, spanProcessors, sampler: samplerOf(env) })
   provider.register({ contextManager: new SharedContextManager(), propagator: propagatorOf(env) })
   setTracingEnabled(true)
   return {

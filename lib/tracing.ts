@@ -159,4 +159,4 @@ export function traceIdsOfWork (work: object): TraceIds | undefined {
 }
 
 export { SpanKind }
-export type { Span }
+export type { Link, Span }

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg'
+import { currentTraceparent } from '../../../lib/tracing.js'
 import { COLUMNS, toOrder, type Order, type OrderRow } from './store.js'
 
 /**
@@ -44,10 +45,11 @@ export class PlacementStore {
   /** The order row, before anything is asked of billing; claimed by the caller for `claimMs`. */
   async begin (order: NewPlacement, claimMs: number, client: Queryable = this.pool): Promise<Placement> {
     const { rows } = await client.query<PlacementRow>(
-      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, placement, placement_claimed_until, billing_floor)
-       VALUES ($1, $3, $4, 'billing', ${CLAIM}, (SELECT max(billing_order_id) FROM orders))
+      `INSERT INTO orders (billing_client_id, product_id, billing_cycle, placement, placement_claimed_until, billing_floor, placement_trace)
+       VALUES ($1, $3, $4, 'billing', ${CLAIM}, (SELECT max(billing_order_id) FROM orders), $5)
        RETURNING ${PLACEMENT_COLUMNS}`,
-      [order.billingClientId, claimMs, order.productId, order.billingCycle])
+      // The placement's span, kept with the order: its later work links to it.
+      [order.billingClientId, claimMs, order.productId, order.billingCycle, currentTraceparent() ?? null])
     return toPlacement(rows[0]!)
   }
 

@@ -5,7 +5,7 @@ import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import type { Deadline } from '../../../lib/deadline.js'
 import { runInContext } from '../../../lib/log-context.js'
 import { SpanKind, inSpan } from '../../../lib/tracing.js'
-import { orderWorkId } from '../orders/provisioning-job.js'
+import { orderWorkId, placementLink } from '../orders/provisioning-job.js'
 import type { Order, OrderStore } from '../orders/store.js'
 import { HandOffRefused, isBillingOrderConflict, type ParkedEvent, type ParkedEvents } from './parked-events.js'
 
@@ -46,11 +46,14 @@ export class OrderHandOff {
     const crmOrderId = event.data.payload.OrderId__c
     const { replayId } = event.data.event
     const named = typeof crmOrderId === 'string' && crmOrderId !== ''
+    // Linked to the order's placement, whose sampling decision it follows (lib/tracing-sdk.ts).
+    const placement = named ? await placementLink(this.options.orders, crmOrderId) : undefined
     await inSpan('platform event hand-off', {
       kind: SpanKind.CONSUMER,
       root: true,
+      links: placement === undefined ? [] : [placement],
       attributes: { ...EVENT_MESSAGING, 'messaging.destination.name': event.channel, 'messaging.message.id': String(replayId), ...(named && { 'crm.order_id': crmOrderId }) }
-    }, async () => {
+    }, async (span) => {
       if (!named) {
         this.options.log.warn({ replayId }, 'OrderProvisionRequested__e without an OrderId__c: skipped')
         return
@@ -59,7 +62,8 @@ export class OrderHandOff {
       const correlationId = orderWorkId(caseSafeId(crmOrderId))
       await runInContext({ correlationId, log: this.options.logFor(correlationId) }, async () => {
         try {
-          await this.#provision(crmOrderId, replayId)
+          const order = await this.#provision(crmOrderId, replayId)
+          span?.setAttributes({ 'order.id': order.id, ...(order.billingOrderId !== null && { 'billing.order_id': order.billingOrderId }) })
         } catch (error) {
           if (!(error instanceof HandOffRefused)) throw error
           const parked = await this.options.parked.park(this.options.channel, caseSafeId(crmOrderId), event, error)
