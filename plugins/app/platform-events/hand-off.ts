@@ -4,7 +4,7 @@ import type { CrmOrder } from '../../../integrations/crm/client.js'
 import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import type { Deadline } from '../../../lib/deadline.js'
 import { runInContext } from '../../../lib/log-context.js'
-import { SpanKind, inSpan } from '../../../lib/tracing.js'
+import { SpanKind, inSpan, type Span } from '../../../lib/tracing.js'
 import { orderWorkId, placementLink } from '../orders/provisioning-job.js'
 import type { Order, OrderStore } from '../orders/store.js'
 import { HandOffRefused, isBillingOrderConflict, type ParkedEvent, type ParkedEvents } from './parked-events.js'
@@ -46,14 +46,7 @@ export class OrderHandOff {
     const crmOrderId = event.data.payload.OrderId__c
     const { replayId } = event.data.event
     const named = typeof crmOrderId === 'string' && crmOrderId !== ''
-    // Linked to the order's placement, whose sampling decision it follows (lib/tracing-sdk.ts).
-    const placement = named ? await placementLink(this.options.orders, crmOrderId) : undefined
-    await inSpan('platform event hand-off', {
-      kind: SpanKind.CONSUMER,
-      root: true,
-      links: placement === undefined ? [] : [placement],
-      attributes: { ...EVENT_MESSAGING, 'messaging.destination.name': event.channel, 'messaging.message.id': String(replayId), ...(named && { 'crm.order_id': crmOrderId }) }
-    }, async (span) => {
+    await this.#inSpan(event.channel, replayId, named ? crmOrderId : undefined, async (span) => {
       if (!named) {
         this.options.log.warn({ replayId }, 'OrderProvisionRequested__e without an OrderId__c: skipped')
         return
@@ -84,7 +77,7 @@ export class OrderHandOff {
     const event = await parked.find(id)
     if (event === null) return null
     const correlationId = orderWorkId(caseSafeId(event.crmOrderId))
-    return await runInContext({ correlationId, log: logFor(correlationId) }, async () => {
+    return await this.#inSpan(event.channel, event.replayId, event.crmOrderId, async () => await runInContext({ correlationId, log: logFor(correlationId) }, async () => {
       try {
         const order = await this.#provision(event.crmOrderId, event.replayId)
         await parked.remove(id)
@@ -96,7 +89,18 @@ export class OrderHandOff {
         log.warn({ parkedEventId: id, crmOrderId: event.crmOrderId, reason: error.reason }, `parked platform event retried, still refused: ${error.message}`)
         return still === null ? null : { handedOff: false, parked: still }
       }
-    })
+    }))
+  }
+
+  /** A hand-off's span: a trace of its own, linked to the order's placement, whose sampling decision it follows. */
+  async #inSpan<T> (channel: string, replayId: number, crmOrderId: string | undefined, work: (span: Span | undefined) => Promise<T>): Promise<T> {
+    const placement = crmOrderId === undefined ? undefined : await placementLink(this.options.orders, crmOrderId)
+    return await inSpan('platform event hand-off', {
+      kind: SpanKind.CONSUMER,
+      root: true,
+      links: placement === undefined ? [] : [placement],
+      attributes: { ...EVENT_MESSAGING, 'messaging.destination.name': channel, 'messaging.message.id': String(replayId), ...(crmOrderId !== undefined && { 'crm.order_id': crmOrderId }) }
+    }, work)
   }
 
   async #provision (crmOrderId: string, replayId: number): Promise<Order> {

@@ -54,3 +54,21 @@ t.test('an order from placement to Active: its placement, the event\'s hand-off,
   t.match(lines.find((line) => line.message === 'OrderProvisionRequested__e without an OrderId__c: skipped'), { traceId: skipped.traceId }, 'and so does the line of an event it skips')
   t.match(lines.find((line) => line.message === 'order provisioned' && line.correlationId === `order:${order.crmOrderId}`), { traceId: job.traceId }, 'the job\'s, the job\'s')
 })
+
+t.test('an operator\'s retry of a parked event is a hand-off span too, and its lines name its trace', async (t) => {
+  const sandbox = await startTestSandbox(t, STREAMING)
+  const app = await buildTestApp(t, EVENTS_ON, sandbox)
+  await waitFor('the subscription', async () => (await eventsReport(app)).state === 'connected', 10_000)
+  const incomplete = sandbox.crm.putOrder({ Name: 'no billing order yet', Status: 'Pending Review', BillingClientId__c: '1', Product__c: '1' })
+  sandbox.crm.publishOrderProvisionRequested(incomplete)
+  const parked = async () => (await app.inject('/health/events/parked')).json().events as Array<{ id: string }>
+  await waitFor('the event parked', async () => (await parked()).length === 1, 15_000)
+  const [{ id }] = await parked() as [{ id: string }]
+  t.equal((await app.inject({ method: 'POST', url: `/health/events/parked/${id}/retry` })).statusCode, 409, 'not mended: refused again')
+  const spans = () => receiver.spans.filter((span) => span.name === 'platform event hand-off' && span.attributes['crm.order_id'] === incomplete)
+  await waitFor('the event\'s hand-off and the retry\'s', async () => spans().length === 2)
+  await app.close()
+  const lines = readFileSync(join(app.config.LOG_DIR, 'combined.log'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
+  const refused = lines.find((line) => String(line.message).startsWith('parked platform event retried, still refused'))
+  t.ok(spans().some((span) => span.traceId === refused?.traceId), 'the retry\'s line names its span\'s trace')
+})
