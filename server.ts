@@ -44,7 +44,7 @@ export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pag
     await onClosed?.()
     process.exit(1)
   })
-  for (const warning of warnings) app.log.warn(warning)
+  for (const warning of [...warnings, ...tracing?.warnings ?? []]) app.log.warn(warning)
   tracing?.logTo(app.logFor('system'))
   // logrotate's postrotate `kill -HUP`: new files under the old names, no line lost. SIGHUP is
   // not a shutdown signal here (close-with-grace makes it one by default).

@@ -1,8 +1,8 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Deadline, type Cancellation } from '../lib/deadline.js'
-import { currentContext, traceparentOf } from '../lib/log-context.js'
-import { SpanKind, currentTraceparent, inSpan } from '../lib/tracing.js'
+import { currentContext } from '../lib/log-context.js'
+import { SpanKind, failSpan, inSpan, propagationHeaders, recording, type Span } from '../lib/tracing.js'
 import { classifyUpstreamFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/errors.js'
 
 export interface UpstreamCall {
@@ -82,6 +82,25 @@ function networkCode (error: unknown): string | undefined {
   return undefined
 }
 
+const DEFAULT_PORTS: Record<string, number> = { 'http:': 80, 'https:': 443 }
+
+/**
+ * OpenTelemetry's HTTP client attributes, as its undici instrumentation sets them; `url.full`
+ * without credentials, and with every query value redacted (a query may name a customer).
+ */
+function httpClientAttributes (method: string, target: URL): Record<string, string | number> {
+  const url = new URL(target.href)
+  url.username = ''
+  url.password = ''
+  for (const key of new Set(url.searchParams.keys())) url.searchParams.set(key, 'REDACTED')
+  return {
+    'http.request.method': method,
+    'url.full': url.href,
+    'server.address': target.hostname,
+    'server.port': target.port === '' ? DEFAULT_PORTS[target.protocol] ?? 0 : Number(target.port)
+  }
+}
+
 /**
  * What the clients share: one connection pool per origin, a deadline on every call, and the one
  * place where a failure is classified, logged and reported.
@@ -116,8 +135,9 @@ export class Upstream {
    */
   async call<T> (operation: string, run: (signal: AbortSignal) => Promise<T>, until?: Cancellation): Promise<T> {
     // The span names the upstream and the operation (a billing action, a CRM method and resource),
-    // nothing of the request's fields: they may be credentials or personal data.
-    return await inSpan(`${this.name} ${operation}`, { kind: SpanKind.CLIENT, attributes: { 'upstream.name': this.name, 'upstream.operation': operation } }, () => this.#call(operation, run, until))
+    // nothing of the request's fields: they may be credentials or personal data. Each HTTP request
+    // it makes (a retry, a new token) is a client span under it.
+    return await inSpan(`${this.name} ${operation}`, { kind: SpanKind.INTERNAL, attributes: { 'upstream.name': this.name, 'upstream.operation': operation } }, () => this.#call(operation, run, until))
   }
 
   async #call<T> (operation: string, run: (signal: AbortSignal) => Promise<T>, until?: Cancellation): Promise<T> {
@@ -147,17 +167,27 @@ export class Upstream {
     }
   }
 
-  async send ({ url, method, headers, body, signal }: UpstreamRequest): Promise<UpstreamResponse> {
+  /** One HTTP request; while its work is traced, an HTTP client span of OpenTelemetry's conventions. */
+  async send (request: UpstreamRequest): Promise<UpstreamResponse> {
     if (this.#closed) throw this.failure('upstream_error', `${this.name} client is closed`)
-    const { origin, pathname, search } = new URL(url)
+    const target = new URL(request.url)
+    if (!recording()) return await this.#send(request, target, undefined)
+    return await inSpan(request.method, { kind: SpanKind.CLIENT, attributes: httpClientAttributes(request.method, target) }, (span) => this.#send(request, target, span))
+  }
+
+  async #send ({ method, headers, body, signal }: UpstreamRequest, { origin, pathname, search }: URL, span: Span | undefined): Promise<UpstreamResponse> {
     // The work this call is for (a request, an order's provisioning) is named to the upstream too.
     const context = currentContext()
-    // While tracing, the traceparent is the current span's (this call's), so that the upstream's spans join the trace.
-    const traceparent = currentTraceparent() ?? (context === undefined ? undefined : traceparentOf(context.correlationId))
-    const traced = context === undefined
-      ? (traceparent === undefined ? headers : { ...headers, traceparent })
-      : { ...headers, 'x-correlation-id': context.correlationId, traceparent: traceparent! }
-    const response = await this.#pool(origin).request({ path: `${pathname}${search}`, method, headers: traced, body, signal })
+    // While tracing, the trace goes on too (this request's span, the caller's tracestate and
+    // baggage); with tracing off nothing is kept, so no trace is named.
+    const propagated = propagationHeaders()
+    let sent = propagated === undefined ? headers : { ...headers, ...propagated }
+    if (context !== undefined) sent = { ...sent, 'x-correlation-id': context.correlationId }
+    const response = await this.#pool(origin).request({ path: `${pathname}${search}`, method, headers: sent, body, signal })
+    if (span !== undefined) {
+      span.setAttribute('http.response.status_code', response.statusCode)
+      if (response.statusCode >= 400) failSpan(span, undefined, String(response.statusCode))
+    }
     return { status: response.statusCode, headers: response.headers, text: await response.body.text() }
   }
 

@@ -1,5 +1,4 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
-import { createHash, randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 
 /** The work a line is written for: a request, or the service's own (an event, a provisioning job). */
@@ -41,12 +40,7 @@ export function currentTrace (): unknown {
   return storage.getStore()?.trace
 }
 
-/**
- * A W3C `traceparent` for an outbound call of the current work: its trace id is the correlation
- * id's (the UUID itself, or a digest of another id), the parent id new for each call.
- */
-export function traceparentOf (correlationId: string): string {
-  const hex = correlationId.replaceAll('-', '').toLowerCase()
-  const traceId = /^[0-9a-f]{32}$/.test(hex) && !/^0+$/.test(hex) ? hex : createHash('sha256').update(correlationId).digest('hex').slice(0, 32)
-  return `00-${traceId}-${randomBytes(8).toString('hex')}-01`
+/** Runs `work` outside any work and trace: the SDK's own lines, which no request caused. */
+export function outsideAnyWork<T> (work: () => T): T {
+  return storage.exit(work)
 }

@@ -4,9 +4,9 @@ import { SpanKind, failSpan, recording, startChildSpan } from './tracing.js'
 type Observe = (durationMs: number, failed: boolean) => void
 type AnyQuery = (...args: unknown[]) => unknown
 
-/** A statement with its literal values elided: parameters are never in the text, and literals may be personal too. */
+/** A statement with its literal values elided, its placeholders (`$1`) kept: parameters are never in the text, and literals may be personal too. */
 export function elidedStatement (text: string): string {
-  return text.replace(/'(?:[^']|'')*'/g, '?').replace(/\b\d+(\.\d+)?\b/g, '?').replace(/\s+/g, ' ').trim()
+  return text.replace(/'(?:[^']|'')*'/g, '?').replace(/(?<!\$)\b\d+(\.\d+)?\b/g, '?').replace(/\s+/g, ' ').trim()
 }
 
 function statementOf (query: unknown): string | undefined {

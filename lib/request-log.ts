@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 import { levels } from 'pino'
+import { traceIdsOfWork, tracingEnabled } from './tracing.js'
 
 export const CORRELATION_HEADER = 'x-correlation-id'
 const VALID_CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -75,7 +76,9 @@ export class RequestLogController extends LogController {
       path: request.url.split('?')[0],
       method: request.method,
       statusCode,
-      ...(slow && { slow: true })
+      ...(slow && { slow: true }),
+      // An event stream ends from another context (a logout, the shutdown): its request's trace is named here.
+      ...(tracingEnabled() && traceIdsOfWork(request))
     }
     const failed = statusCode >= 500 && !probe
     if (failed && !outageAnswers.has(request)) reply.log.error(line, 'request completed')

@@ -1,11 +1,13 @@
-import { ROOT_CONTEXT, type Context } from '@opentelemetry/api'
+import { DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, context, diag, type Context, type DiagLogger, type SpanStatus, type TextMapPropagator } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
-import { ExportResultCode, type ExportResult } from '@opentelemetry/core'
+import { CompositePropagator, ExportResultCode, W3CBaggagePropagator, W3CTraceContextPropagator, suppressTracing, type ExportResult } from '@opentelemetry/core'
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
-import { BatchSpanProcessor, NodeTracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-node'
-import { currentTrace, runInTrace } from './log-context.js'
+import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-node'
+import { currentTrace, outsideAnyWork, runInTrace } from './log-context.js'
 import { OutageLog, type OutageLogger } from './outage-log.js'
+import { samplerOf } from './tracing-sampler.js'
 import { setTracingEnabled } from './tracing.js'
+import { diagnosticLevelOf, listOf, tracingSettingWarnings, type DiagnosticLevel, type ExporterName } from './tracing-settings.js'
 
 /*
  * OpenTelemetry's Node SDK, configured by the standard OTEL_* variables alone. Loaded (by a
@@ -13,9 +15,17 @@ import { setTracingEnabled } from './tracing.js'
  * its modules is in the process.
  */
 
+/** The service's logger, as the SDK's own lines are written to it. */
+export interface SdkLogger extends OutageLogger {
+  debug: (details: object, message: string) => void
+  trace: (details: object, message: string) => void
+}
+
 export interface Tracing {
-  /** Where the exporter's outages are logged, once the service's logger exists. */
-  logTo (log: OutageLogger): void
+  /** What is wrong with the OTEL_* settings, to log at start as the other settings' warnings are. */
+  warnings: string[]
+  /** Where the exporter's outages and the SDK's diagnostics (OTEL_LOG_LEVEL) are logged, once the service's logger exists. */
+  logTo (log: SdkLogger): void
   /** Sends the spans still held, within `timeoutMs` at most; tracing is off afterwards. */
   shutdown (timeoutMs: number): Promise<void>
 }
@@ -47,12 +57,18 @@ class WatchedExporter implements SpanExporter {
     this.#outage = new OutageLog(log, 'trace exporter: the OTLP collector')
   }
 
+  /**
+   * Outside any work: the batch processor's timer was started by whichever span ended first, and
+   * its lines would carry that request's ids. Tracing is suppressed for the export's own calls.
+   */
   export (spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    this.exporter.export(spans, (result) => {
-      if (result.code === ExportResultCode.SUCCESS) this.#outage?.recovered()
-      else this.#outage?.error(result.error ?? new Error('export failed'))
-      done(result)
-    })
+    outsideAnyWork(() => context.with(suppressTracing(ROOT_CONTEXT), () => {
+      this.exporter.export(spans, (result) => {
+        if (result.code === ExportResultCode.SUCCESS) this.#outage?.recovered()
+        else this.#outage?.error(result.error ?? new Error('export failed'))
+        done(result)
+      })
+    }))
   }
 
   async shutdown (): Promise<void> {
@@ -85,23 +101,104 @@ class SharedContextManager extends AsyncLocalStorageContextManager {
   }
 }
 
-async function exporterFor (protocol: Protocol): Promise<SpanExporter> {
+const PROPAGATORS: Record<string, () => TextMapPropagator> = {
+  tracecontext: () => new W3CTraceContextPropagator(),
+  baggage: () => new W3CBaggagePropagator()
+}
+
+/**
+ * What carries a trace in and out (OTEL_PROPAGATORS, default `tracecontext,baggage`); null for
+ * `none`, which leaves OpenTelemetry's no-op propagator: nothing read, nothing sent.
+ */
+export function propagatorOf (env: NodeJS.ProcessEnv): TextMapPropagator | null {
+  const names = listOf(env.OTEL_PROPAGATORS).filter((name) => name === 'none' || name in PROPAGATORS)
+  const chosen = names.length === 0 ? ['tracecontext', 'baggage'] : names
+  if (chosen.includes('none')) return null
+  return new CompositePropagator({ propagators: [...new Set(chosen)].map((name) => PROPAGATORS[name]!()) })
+}
+
+/**
+ * A request answered 4xx is not the server's failure (OpenTelemetry's HTTP conventions leave a
+ * server span's status unset for it), but @fastify/otel marks the request span failed for every
+ * error thrown, a 401 included, before the status code is known. Set right as the span ends
+ * (`onEnding`, while it can still change).
+ */
+class ClientErrorsAreNotFailures implements SpanProcessor {
+  onEnding (span: Span): void {
+    if (span.kind !== SpanKind.SERVER || span.status.code !== SpanStatusCode.ERROR) return
+    const status = span.attributes['http.response.status_code']
+    // setStatus never goes back to unset; the SDK's span keeps its status in a plain field.
+    if (typeof status === 'number' && status < 500) (span as { status: SpanStatus }).status = { code: SpanStatusCode.UNSET }
+  }
+
+  onStart (): void {}
+  onEnd (): void {}
+  async forceFlush (): Promise<void> {}
+  async shutdown (): Promise<void> {}
+}
+
+async function otlpExporter (protocol: Protocol): Promise<SpanExporter> {
   // Each reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS and _TIMEOUT itself.
   if (protocol === 'http/json') return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter()
   return new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter()
 }
 
-/** Starts the SDK and registers it as OpenTelemetry's global tracer provider. */
-export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string): Promise<Tracing> {
-  const exporter = new WatchedExporter(await exporterFor(protocolOf(env)))
+const DIAGNOSTIC_LEVEL: Record<DiagnosticLevel, DiagLogLevel> = {
+  none: DiagLogLevel.NONE, error: DiagLogLevel.ERROR, warn: DiagLogLevel.WARN, info: DiagLogLevel.INFO, debug: DiagLogLevel.DEBUG, verbose: DiagLogLevel.VERBOSE, all: DiagLogLevel.ALL
+}
+
+/**
+ * OpenTelemetry's diagnostics as the service's log lines, outside any work (the SDK writes them
+ * from wherever it is called). Lines written before the logger exists are kept until it does.
+ */
+class DiagnosticLog implements DiagLogger {
+  #log: SdkLogger | undefined
+  readonly #early: Array<[keyof SdkLogger, string]> = []
+
+  logTo (log: SdkLogger): void {
+    this.#log = log
+    for (const [level, message] of this.#early.splice(0)) this.#write(level, message)
+  }
+
+  #write (level: keyof SdkLogger, message: string, args: unknown[] = []): void {
+    const log = this.#log
+    if (log === undefined) {
+      if (this.#early.length < 100) this.#early.push([level, message])
+      return
+    }
+    outsideAnyWork(() => log[level](args.length === 0 ? {} : { details: args.map(String) }, `OpenTelemetry: ${message}`))
+  }
+
+  error (message: string, ...args: unknown[]): void { this.#write('error', message, args) }
+  warn (message: string, ...args: unknown[]): void { this.#write('warn', message, args) }
+  info (message: string, ...args: unknown[]): void { this.#write('info', message, args) }
+  debug (message: string, ...args: unknown[]): void { this.#write('debug', message, args) }
+  verbose (message: string, ...args: unknown[]): void { this.#write('trace', message, args) }
+}
+
+/** Starts the SDK, exporting to `exporters`, and registers it as OpenTelemetry's global tracer provider. */
+export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string, exporters: ExporterName[]): Promise<Tracing> {
+  const diagnostics = new DiagnosticLog()
+  const level = diagnosticLevelOf(env)
+  if (level !== undefined && level !== 'none') diag.setLogger(diagnostics, { logLevel: DIAGNOSTIC_LEVEL[level], suppressOverrideMessage: true })
+  const otlp = exporters.includes('otlp') ? new WatchedExporter(await otlpExporter(protocolOf(env))) : undefined
+  const spanProcessors = [
+    new ClientErrorsAreNotFailures(),
+    ...(otlp === undefined ? [] : [new BatchSpanProcessor(otlp)]),
+    ...(exporters.includes('console') ? [new BatchSpanProcessor(new ConsoleSpanExporter())] : [])
+  ]
   // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the service's own name.
   const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })).merge(detectResources({ detectors: [envDetector] }))
-  // The sampler comes from OTEL_TRACES_SAMPLER / _ARG (default parentbased_always_on).
-  const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] })
-  provider.register({ contextManager: new SharedContextManager() })
+  // OTEL_TRACES_SAMPLER / _ARG (default parentbased_always_on), a parent-based one following links too.
+  const provider = new NodeTracerProvider({ resource, spanProcessors, sampler: samplerOf(env) })
+  provider.register({ contextManager: new SharedContextManager(), propagator: propagatorOf(env) })
   setTracingEnabled(true)
   return {
-    logTo: (log) => exporter.logTo(log),
+    warnings: tracingSettingWarnings(env),
+    logTo (log) {
+      otlp?.logTo(log)
+      diagnostics.logTo(log)
+    },
     async shutdown (timeoutMs) {
       setTracingEnabled(false)
       let bound: NodeJS.Timeout | undefined
@@ -111,6 +208,7 @@ export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string): Pr
         new Promise<void>((resolve) => { bound = setTimeout(resolve, timeoutMs).unref() })
       ])
       clearTimeout(bound)
+      diag.disable()
     }
   }
 }

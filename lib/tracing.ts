@@ -1,4 +1,4 @@
-import { context, trace, SpanKind, SpanStatusCode, TraceFlags, type Attributes, type Context, type Link, type Span, type SpanContext } from '@opentelemetry/api'
+import { context, propagation, trace, SpanKind, SpanStatusCode, TraceFlags, type Attributes, type Context, type Link, type Span, type SpanContext } from '@opentelemetry/api'
 
 /*
  * The service's spans, through OpenTelemetry's API alone. The API is a no-op until an SDK registers
@@ -92,7 +92,23 @@ function currentSpanContext (): SpanContext | undefined {
   return spanContext !== undefined && trace.isSpanContextValid(spanContext) ? spanContext : undefined
 }
 
-/** The W3C traceparent of the current span; undefined while tracing is off or no span is current. */
+/**
+ * The headers that carry the current trace to an upstream, as the global propagator writes them
+ * (W3C trace context and baggage unless OTEL_PROPAGATORS says otherwise); undefined while tracing
+ * is off, when no trace is sent at all.
+ */
+export function propagationHeaders (): Record<string, string> | undefined {
+  if (!enabled) return undefined
+  const carrier: Record<string, string> = {}
+  propagation.inject(context.active(), carrier)
+  return carrier
+}
+
+/**
+ * The W3C traceparent of the current span, kept with work that runs later (a queued job) to link
+ * back to it: the service's own record, whatever OTEL_PROPAGATORS sends upstreams. Undefined while
+ * tracing is off or no span is current.
+ */
 export function currentTraceparent (): string | undefined {
   if (!enabled) return undefined
   const spanContext = currentSpanContext()
@@ -111,15 +127,36 @@ export function linkTo (traceparent: unknown): Link | undefined {
   return trace.isSpanContextValid(spanContext) ? { context: spanContext } : undefined
 }
 
-/**
- * `traceId` and `spanId` of the current span, for a log line (pino's mixin); nothing outside a span,
- * nor in one the sampler left out: no backend holds that trace.
- */
-export function traceIdsOfLine (): { traceId: string, spanId: string } | undefined {
-  const spanContext = currentSpanContext()
+interface TraceIds { traceId: string, spanId: string }
+
+function sampledIds (spanContext: SpanContext | undefined): TraceIds | undefined {
   return spanContext === undefined || (spanContext.traceFlags & TraceFlags.SAMPLED) !== TraceFlags.SAMPLED
     ? undefined
     : { traceId: spanContext.traceId, spanId: spanContext.spanId }
 }
 
+/**
+ * `traceId` and `spanId` of the current span, for a log line (pino's mixin); nothing outside a span,
+ * nor in one the sampler left out: no backend holds that trace.
+ */
+export function traceIdsOfLine (): TraceIds | undefined {
+  return sampledIds(currentSpanContext())
+}
+
+/** The span each piece of work (a request) ran in, for a line written outside its context. */
+const spansOfWork = new WeakMap<object, SpanContext>()
+
+export function keepSpanOf (work: object, span: Span): void {
+  spansOfWork.set(work, span.spanContext())
+}
+
+/**
+ * `traceId` and `spanId` of the span `work` ran in, when sampled: for a line written after it, from
+ * another context (an event stream's completion, written by whatever ended the stream).
+ */
+export function traceIdsOfWork (work: object): TraceIds | undefined {
+  return sampledIds(spansOfWork.get(work))
+}
+
 export { SpanKind }
+export type { Link, Span }

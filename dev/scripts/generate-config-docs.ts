@@ -114,15 +114,18 @@ export const SECTIONS: readonly Section[] = [
  * they are listed here, in a section of their own; tracing is on only while an endpoint is set.
  */
 export const OPENTELEMETRY_SETTINGS: ReadonlyArray<{ name: string, default: string, description: string }> = [
-  { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', default: 'unset', description: 'base URL of the OTLP/HTTP collector (`/v1/traces` is added). Unset, together with `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, tracing is off: the SDK is not loaded and nothing is traced' },
+  { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', default: 'unset', description: 'base URL of the OTLP/HTTP collector (`/v1/traces` is added). Unset, together with `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, tracing is off (unless `OTEL_TRACES_EXPORTER` says `console`): the SDK is not loaded and nothing is traced' },
   { name: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', default: 'unset', description: 'full URL traces are sent to, used as it is; wins over `OTEL_EXPORTER_OTLP_ENDPOINT`' },
   { name: 'OTEL_EXPORTER_OTLP_PROTOCOL', default: '`http/protobuf`', description: '`http/protobuf` or `http/json` (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` wins over it); `grpc` is not supported, and any other value stops the start naming the setting' },
   { name: 'OTEL_EXPORTER_OTLP_HEADERS', default: 'unset', description: 'headers of every export, `key=value` pairs separated by commas (an API key of a hosted backend); `OTEL_EXPORTER_OTLP_TRACES_HEADERS` adds to them. Never logged' },
   { name: 'OTEL_EXPORTER_OTLP_TIMEOUT', default: '`10000`', description: 'bound in ms on one export; an export that fails is dropped, never retried past it' },
   { name: 'OTEL_SERVICE_NAME', default: '`SERVICE_NAME`', description: 'the `service.name` of every span; wins over a `service.name` in `OTEL_RESOURCE_ATTRIBUTES`' },
   { name: 'OTEL_RESOURCE_ATTRIBUTES', default: 'unset', description: 'more resource attributes of every span, `key=value` pairs separated by commas (`deployment.environment.name=production,service.version=1.4.0`)' },
-  { name: 'OTEL_TRACES_SAMPLER', default: '`parentbased_always_on`', description: 'which traces are kept: `always_on`, `always_off`, `traceidratio`, or the `parentbased_` forms of these, which follow an incoming traceparent\'s sampled flag' },
+  { name: 'OTEL_TRACES_SAMPLER', default: '`parentbased_always_on`', description: 'which traces are kept: `always_on`, `always_off`, `traceidratio`, or the `parentbased_` forms of these, which follow an incoming traceparent\'s sampled flag, and the placement\'s decision for an order\'s later work (its hand-off and job link to it)' },
   { name: 'OTEL_TRACES_SAMPLER_ARG', default: '`1.0`', description: 'the ratio of the `traceidratio` samplers, 0 to 1 (`0.1`: one trace in ten)' },
+  { name: 'OTEL_TRACES_EXPORTER', default: '`otlp`', description: 'where spans go: `otlp` (while an endpoint is set), `console` (stdout, for development; tracing is on without an endpoint), or `none` (tracing off, the SDK not loaded); a comma-separated list takes several' },
+  { name: 'OTEL_LOG_LEVEL', default: 'unset', description: 'the SDK\'s own diagnostics as log lines (`OpenTelemetry: …`, `correlationId: system`): `error`, `warn`, `info`, `debug`, `verbose`; unset or `none`, none are written' },
+  { name: 'OTEL_PROPAGATORS', default: '`tracecontext,baggage`', description: 'how a trace is read from a request and sent on to the upstreams: `tracecontext` (W3C `traceparent` and `tracestate`), `baggage` (W3C `baggage`), or `none`' },
   { name: 'OTEL_SDK_DISABLED', default: '`false`', description: '`true` turns tracing off whatever the endpoint' },
   { name: 'OTEL_BSP_SCHEDULE_DELAY', default: '`5000`', description: 'how often in ms the spans held are exported' },
   { name: 'OTEL_BSP_MAX_QUEUE_SIZE', default: '`2048`', description: 'spans held for export at most; past it new spans are dropped rather than slow a request' }

@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { tracingEnabled } from '../../lib/tracing.js'
+import { keepSpanOf, tracingEnabled } from '../../lib/tracing.js'
 import { traceCommands } from '../../lib/redis-tracing.js'
 
 /** The request span's attribute naming the request's correlation id, as its log lines do. */
@@ -31,6 +31,7 @@ async function opentelemetry (fastify: FastifyInstance) {
       if (!span.isRecording()) return
       span.updateName(`${request.method} ${request.routeOptions.url ?? 'unknown route'}`)
       span.setAttribute(CORRELATION_ATTRIBUTE, request.id)
+      keepSpanOf(request, span)
     }
   })
   await fastify.register(instrumentation.plugin())

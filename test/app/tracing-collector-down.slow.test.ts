@@ -39,13 +39,15 @@ async function signIn (service: ServiceProcess): Promise<string> {
 }
 
 for (const [state, collector] of [['down', downCollector], ['hung', hungCollector]] as const) {
-  t.test(`the collector ${state}: requests, /health and SIGTERM are unaffected, and the log says so once`, async (t) => {
+  t.test(`the collector ${state}: requests, /health and SIGTERM are unaffected, and the log says so once, naming no request's trace`, async (t) => {
     await ensureTestDatabase()
     const service = await startService(testEnv({
       OTEL_EXPORTER_OTLP_ENDPOINT: await collector(t),
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_EXPORTER_OTLP_TIMEOUT: '1000',
       OTEL_BSP_SCHEDULE_DELAY: '100',
+      OTEL_TRACES_SAMPLER: 'sometimes',
+      OTEL_LOG_LEVEL: 'error',
       SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS)
     }))
     t.teardown(() => { service.child.kill('SIGKILL') })
@@ -65,6 +67,12 @@ for (const [state, collector] of [['down', downCollector], ['hung', hungCollecto
     }
     t.equal(outages().length, 1, 'one warning for the outage')
     t.match(outages()[0], { level: 40, correlationId: 'system' })
+    t.equal(outages()[0]?.traceId, undefined, 'the SDK\'s line names no request\'s trace')
+    t.equal(outages()[0]?.spanId, undefined)
+    t.ok(service.lines.some((line) => line.level === 40 && /^OTEL_TRACES_SAMPLER: "sometimes" is not one of/.test(String(line.message))), 'an invalid OTEL_* setting warns at start')
+    const diagnostics = service.lines.filter((line) => String(line.message).startsWith('OpenTelemetry: '))
+    t.ok(diagnostics.some((line) => /OTEL_TRACES_SAMPLER value "sometimes" invalid/.test(String(line.message))), 'OTEL_LOG_LEVEL: the SDK\'s diagnostics are log lines')
+    t.same(diagnostics.filter((line) => line.traceId !== undefined || line.correlationId !== 'system'), [], 'none of them names a request')
 
     const signalled = performance.now()
     service.child.kill('SIGTERM')

@@ -4,21 +4,22 @@ import { join } from 'node:path'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
 import { traceThisProcess } from '../helpers/otlp-receiver.js'
 import { waitFor } from '../helpers/processes.js'
+import { SseClient } from '../helpers/sse.js'
 import { bearer, login } from '../helpers/tokens.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
 
 const receiver = await traceThisProcess(t)
 
-interface LogLine { correlationId?: string, traceId?: string, spanId?: string, message?: string }
+interface LogLine { correlationId?: string, traceId?: string, spanId?: string, message?: string, path?: string }
 
 function logLines (logDir: string): LogLine[] {
   return readFileSync(join(logDir, 'combined.log'), 'utf8').split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as LogLine)
 }
 
 /** An app with a sandbox of its own, Jane signed in, and the sandbox billing's record of calls emptied. */
-async function signedIn (t: Test) {
+async function signedIn (t: Test, overrides: (sandbox: Sandbox) => Record<string, string> = () => ({})) {
   const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, {}, sandbox)
+  const app = await buildTestApp(t, overrides(sandbox), sandbox)
   const token = await login(app)
   await fetch(`${sandbox.billing.url}/__sandbox/calls`, { method: 'DELETE' })
   return { sandbox, app, token }
@@ -30,8 +31,9 @@ async function sentTraceparent (sandbox: Sandbox): Promise<string | undefined> {
   return calls.find((recorded) => recorded.params?.action === 'GetInvoices')?.headers?.traceparent
 }
 
-t.test('a GET /api/invoices missing the cache is one trace: the request, its queue wait, its billing call (whose traceparent it sent) and its Redis commands', async (t) => {
-  const { sandbox, app, token } = await signedIn(t)
+t.test('a GET /api/invoices missing the cache is one trace: the request, its queue wait, its billing call with its HTTP request (whose traceparent it sent) and its Redis commands', async (t) => {
+  // Credentials in the URL (a proxy's, say) and a query never reach a span.
+  const { sandbox, app, token } = await signedIn(t, (sandbox) => ({ BILLING_API_URL: sandbox.billing.apiUrl.replace('http://', 'http://proxy-user:proxy-secret@') + '?account=jane' }))
   const correlationId = 'trace-invoices-1'
   const response = await app.inject({ url: '/api/invoices', headers: { ...bearer(token), 'x-correlation-id': correlationId } })
   t.equal(response.statusCode, 200)
@@ -46,12 +48,23 @@ t.test('a GET /api/invoices missing the cache is one trace: the request, its que
   t.equal(billing.parentSpanId, request.spanId, 'the billing call is a child of the request')
   t.match(billing.attributes, { 'upstream.name': 'billing', 'upstream.operation': 'GetInvoices' })
   t.notOk(Object.keys(billing.attributes).some((key) => /client|email|secret|identifier|password/i.test(key)), 'no credential or personal field')
+  const http = await receiver.span('the billing call\'s HTTP request', (span) => span.parentSpanId === billing.spanId && span.name === 'POST')
+  const { port, pathname } = new URL(sandbox.billing.apiUrl)
+  t.same(http.kind, 3, 'an HTTP client span')
+  t.same(billing.kind, 1, 'under the call\'s internal span: one client span a request')
+  t.match(http.attributes, {
+    'http.request.method': 'POST',
+    'url.full': `http://127.0.0.1:${port}${pathname}?account=REDACTED`,
+    'server.address': '127.0.0.1',
+    'server.port': Number(port),
+    'http.response.status_code': 200
+  })
   t.ok(children().includes('redis GET'), 'the cache read')
   await waitFor('the cache write', async () => children().includes('redis SET'))
   const redis = receiver.children(request).find((span) => span.name === 'redis SET')!
   t.equal(redis.attributes['db.query.text'], 'SET ? ? ? ?', 'keys and values elided')
 
-  t.equal(await sentTraceparent(sandbox), `00-${request.traceId}-${billing.spanId}-01`, 'the traceparent sent is the billing call span\'s')
+  t.equal(await sentTraceparent(sandbox), `00-${request.traceId}-${http.spanId}-01`, 'the traceparent sent is the HTTP request span\'s')
 
   await app.close()
   const lines = logLines(app.config.LOG_DIR).filter((line) => line.correlationId === correlationId)
@@ -66,6 +79,20 @@ t.test('an incoming traceparent is the request span\'s parent', async (t) => {
   const request = await receiver.span('the request span', (span) => span.attributes['correlation.id'] === 'trace-parent-1')
   t.equal(request.traceId, traceId)
   t.equal(request.parentSpanId, parentId)
+})
+
+t.test('an incoming tracestate and baggage reach the upstream with the billing call\'s traceparent', async (t) => {
+  const { sandbox, app, token } = await signedIn(t)
+  const traceId = '6bf92f3577b34da6a3ce929d0e0e4738'
+  const headers = { ...bearer(token), traceparent: `00-${traceId}-00f067aa0ba902b7-01`, tracestate: 'vendor=opaque-1', baggage: 'tenant=portal,region=eu', 'x-correlation-id': 'trace-state-1' }
+  t.equal((await app.inject({ url: '/api/invoices', headers })).statusCode, 200)
+  const { calls } = await (await fetch(`${sandbox.billing.url}/__sandbox/calls`)).json() as { calls: Array<{ params?: Record<string, unknown>, headers?: Record<string, string> }> }
+  const sent = calls.find((recorded) => recorded.params?.action === 'GetInvoices')?.headers ?? {}
+  const http = await receiver.span('the billing call\'s HTTP request', (span) => span.traceId === traceId && span.name === 'POST')
+  t.equal(sent.traceparent, `00-${traceId}-${http.spanId}-01`)
+  t.equal(sent.tracestate, 'vendor=opaque-1')
+  t.same(sent.baggage?.split(',').map((entry) => entry.trim()).sort(), ['region=eu', 'tenant=portal'])
+  t.equal(sent['x-correlation-id'], 'trace-state-1', 'beside the correlation id')
 })
 
 t.test('a trace the caller did not sample: no span is made, the upstream is told so in the traceparent, and the log lines name no trace', async (t) => {
@@ -84,6 +111,35 @@ t.test('a trace the caller did not sample: no span is made, the upstream is told
   const lines = logLines(app.config.LOG_DIR).filter((line) => line.correlationId === correlationId)
   t.ok(lines.length > 0, 'the unsampled request logged')
   t.ok(lines.every((line) => line.traceId === undefined && line.spanId === undefined), 'no trace id no backend holds')
+})
+
+t.test('a 4xx answer is not a span error; a 5xx is', async (t) => {
+  const sandbox = await startTestSandbox(t)
+  const app = await buildTestApp(t, {}, sandbox)
+  t.equal((await app.inject({ url: '/api/invoices', headers: { 'x-correlation-id': 'trace-401' } })).statusCode, 401)
+  const refused = await receiver.span('the refused request', (span) => span.attributes['correlation.id'] === 'trace-401')
+  t.equal(refused.attributes['http.response.status_code'], 401)
+  t.equal(refused.status.code ?? 0, 0, 'status unset: the client\'s mistake, not the server\'s failure')
+  const token = await login(app)
+  sandbox.billing.injectFault({ kind: 'http5xx', status: 500 })
+  t.equal((await app.inject({ url: '/api/invoices', headers: { ...bearer(token), 'x-correlation-id': 'trace-503' } })).statusCode, 503)
+  const failed = await receiver.span('the failed request', (span) => span.attributes['correlation.id'] === 'trace-503')
+  t.equal(failed.status.code, 2, 'error')
+})
+
+t.test('an event stream\'s completion line, written when a logout ends it, names the stream request\'s trace', async (t) => {
+  const app = await buildTestApp(t)
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  const token = await login(app)
+  const stream = await SseClient.open(`${url}/api/events`, { ...bearer(token), 'x-correlation-id': 'trace-stream-1' })
+  t.equal(stream.status, 200)
+  t.equal((await app.inject({ method: 'POST', url: '/auth/logout', headers: bearer(token) })).statusCode, 204)
+  await waitFor('the stream ended', async () => stream.ended)
+  await app.close()
+  // The request span ends with the stream.
+  const request = await receiver.span('the stream\'s request span', (span) => span.attributes['correlation.id'] === 'trace-stream-1')
+  const completion = logLines(app.config.LOG_DIR).find((line) => line.message === 'request completed' && line.path === '/api/events')
+  t.match(completion, { correlationId: 'trace-stream-1', traceId: request.traceId, spanId: request.spanId })
 })
 
 const PROBES = ['/health', '/health/live', '/health/ready', '/health/queues', '/metrics', '/status', '/status/summary']

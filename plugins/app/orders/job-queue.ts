@@ -2,11 +2,11 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { Queue } from 'bullmq'
 import { abortable } from '../../../lib/abortable.js'
-import { currentTraceparent } from '../../../lib/tracing.js'
+import { SpanKind, currentTraceparent, inSpan } from '../../../lib/tracing.js'
 import type { MonitoringSource } from '../monitoring/index.js'
 import { healthOf, levelOf, worstLevel, type QueueHealth } from '../monitoring/levels.js'
 import { JOB_STATES, type JobCounts } from './provisioning.js'
-import { PROVISIONING_QUEUE, jobIdOf, type ProvisioningJob } from './provisioning-job.js'
+import { JOB_MESSAGING, PROVISIONING_QUEUE, jobIdOf, type ProvisioningJob } from './provisioning-job.js'
 import { ProvisioningWorker } from './provisioning-worker.js'
 
 export interface JobQueueBounds {
@@ -25,9 +25,16 @@ export class ProvisioningJobQueue {
 
   /** Resolves once the job is durably in Redis; rejects when Redis does not take it in time. */
   async enqueue (crmOrderId: string): Promise<void> {
-    const traceparent = currentTraceparent()
-    const data: ProvisioningJob = traceparent === undefined ? { crmOrderId } : { crmOrderId, traceparent }
-    await abortable(this.queue.add('provision', data, { jobId: jobIdOf(crmOrderId) }), AbortSignal.timeout(this.bounds.enqueueTimeoutMs))
+    const jobId = jobIdOf(crmOrderId)
+    // A producer span (messaging conventions) under the work that queues the job; the job links to it.
+    await inSpan(`send ${PROVISIONING_QUEUE}`, {
+      kind: SpanKind.PRODUCER,
+      attributes: { ...JOB_MESSAGING, 'messaging.operation.type': 'send', 'messaging.message.id': jobId, 'crm.order_id': crmOrderId }
+    }, async () => {
+      const traceparent = currentTraceparent()
+      const data: ProvisioningJob = traceparent === undefined ? { crmOrderId } : { crmOrderId, traceparent }
+      await abortable(this.queue.add('provision', data, { jobId }), AbortSignal.timeout(this.bounds.enqueueTimeoutMs))
+    })
   }
 
   async counts (): Promise<JobCounts> {

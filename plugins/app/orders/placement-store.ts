@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg'
+import { currentTraceparent } from '../../../lib/tracing.js'
 import { COLUMNS, toOrder, type Order, type OrderRow } from './store.js'
 
 /**
@@ -77,10 +78,11 @@ export class PlacementStore {
   async begin (order: NewPlacement, claimMs: number, client: Queryable = this.pool, lease?: Lease): Promise<Placement> {
     const { rows } = await client.query<PlacementRow>(
       `INSERT INTO orders (billing_client_id, product_id, billing_cycle, placement, placement_claimed_until, billing_floor,
-         placement_holder, placement_lease_until, create_landing_until)
-       VALUES ($1, $3, $4, 'billing', ${CLAIM}, (SELECT max(billing_order_id) FROM orders), $5, ${AFTER('$6::int')}, ${AFTER('$7::int')})
+         placement_holder, placement_lease_until, create_landing_until, placement_trace)
+       VALUES ($1, $3, $4, 'billing', ${CLAIM}, (SELECT max(billing_order_id) FROM orders), $5, ${AFTER('$6::int')}, ${AFTER('$7::int')}, $8)
        RETURNING ${PLACEMENT_COLUMNS}`,
-      [order.billingClientId, claimMs, order.productId, order.billingCycle, lease?.holder ?? null, lease?.leaseMs ?? null, lease === undefined ? null : claimMs])
+      // The placement's span, kept with the order: its later work links to it.
+      [order.billingClientId, claimMs, order.productId, order.billingCycle, lease?.holder ?? null, lease?.leaseMs ?? null, lease === undefined ? null : claimMs, currentTraceparent() ?? null])
     return toPlacement(rows[0]!)
   }
 

@@ -10,7 +10,7 @@ import type { Config } from '../../../schemas/config.js'
 import { closeRedis, redisConnectionOptions } from '../../external/redis.js'
 import { jobQueuePrefix } from '../redis-keys.js'
 import { failOrder, provisionOrder, type ProvisioningDependencies } from './provisioning.js'
-import { PROVISIONING_QUEUE, lockOptions, orderWorkId, type ProvisioningJob } from './provisioning-job.js'
+import { JOB_MESSAGING, PROVISIONING_QUEUE, lockOptions, orderWorkId, type ProvisioningJob } from './provisioning-job.js'
 
 export interface ProvisioningWorkerOptions {
   config: Pick<Config, 'REDIS_URL' | 'REDIS_COMMAND_TIMEOUT_MS' | 'redisSentinel' | 'REDIS_KEY_PREFIX' | 'PROVISIONING_ATTEMPTS' |
@@ -133,7 +133,7 @@ export class ProvisioningWorker {
       kind: SpanKind.CONSUMER,
       root: true,
       links: link === undefined ? [] : [link],
-      attributes: { 'crm.order_id': crmOrderId, 'job.id': job.id ?? '', 'job.attempt': job.attemptsMade + 1 }
+      attributes: { ...JOB_MESSAGING, 'messaging.operation.type': 'process', 'messaging.message.id': job.id ?? '', 'crm.order_id': crmOrderId, 'job.id': job.id ?? '', 'job.attempt': job.attemptsMade + 1 }
     }, () => runInContext({ correlationId, log: this.options.logFor(correlationId) }, () => this.#provision(job)))
   }
 

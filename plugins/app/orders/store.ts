@@ -149,6 +149,12 @@ export class OrderStore {
    * leaves Pending Review, a job for it is queued; a first hand-off's time stays); null when none
    * is stored. Found and marked in one statement.
    */
+  /** The traceparent of the span the order was placed in (any of its CRM id's forms); null when none was kept. */
+  async placementTrace (crmOrderIds: string[]): Promise<string | null> {
+    const { rows } = await this.pool.query<{ placement_trace: string | null }>('SELECT placement_trace FROM orders WHERE crm_order_id = ANY($1) AND placement_trace IS NOT NULL LIMIT 1', [crmOrderIds])
+    return rows[0]?.placement_trace ?? null
+  }
+
   async markProvisioningRequested (crmOrderId: string): Promise<Order | null> {
     const { rows } = await this.pool.query<OrderRow>(
       `UPDATE orders SET provisioning_requested_at = COALESCE(provisioning_requested_at, now()) WHERE crm_order_id = $1 RETURNING ${COLUMNS}`,

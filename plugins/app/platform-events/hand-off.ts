@@ -4,8 +4,8 @@ import type { CrmOrder } from '../../../integrations/crm/client.js'
 import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import type { Deadline } from '../../../lib/deadline.js'
 import { runInContext } from '../../../lib/log-context.js'
-import { SpanKind, inSpan } from '../../../lib/tracing.js'
-import { orderWorkId } from '../orders/provisioning-job.js'
+import { SpanKind, inSpan, type Span } from '../../../lib/tracing.js'
+import { orderWorkId, placementLink } from '../orders/provisioning-job.js'
 import type { Order, OrderStore } from '../orders/store.js'
 import { HandOffRefused, isBillingOrderConflict, type ParkedEvent, type ParkedEvents } from './parked-events.js'
 
@@ -25,6 +25,9 @@ export type RetryOutcome =
   | { handedOff: true, order: Order }
   | { handedOff: false, parked: ParkedEvent }
 
+/** OpenTelemetry's messaging attributes of a hand-off: a platform event of Salesforce's, processed. */
+const EVENT_MESSAGING = { 'messaging.system': 'salesforce', 'messaging.operation.type': 'process' } as const
+
 function numberOrNull (value: unknown): number | null {
   const number = Number(value)
   return value !== null && value !== undefined && value !== '' && Number.isInteger(number) ? number : null
@@ -42,26 +45,26 @@ export class OrderHandOff {
   async handOff (event: PlatformEventMessage): Promise<void> {
     const crmOrderId = event.data.payload.OrderId__c
     const { replayId } = event.data.event
-    if (typeof crmOrderId !== 'string' || crmOrderId === '') {
-      this.options.log.warn({ replayId }, 'OrderProvisionRequested__e without an OrderId__c: skipped')
-      return
-    }
-    // The hand-off's lines, and its CRM read, carry the order's id, as its provisioning's do.
-    const correlationId = orderWorkId(caseSafeId(crmOrderId))
-    await inSpan('platform event hand-off', {
-      kind: SpanKind.CONSUMER,
-      root: true,
-      attributes: { 'messaging.destination.name': event.channel, 'messaging.message.id': String(replayId), 'crm.order_id': crmOrderId }
-    }, () => runInContext({ correlationId, log: this.options.logFor(correlationId) }, async () => {
-      try {
-        await this.#provision(crmOrderId, replayId)
-      } catch (error) {
-        if (!(error instanceof HandOffRefused)) throw error
-        const parked = await this.options.parked.park(this.options.channel, caseSafeId(crmOrderId), event, error)
-        this.options.log.error({ replayId, crmOrderId, reason: error.reason, parkedEventId: parked.id },
-          `platform event parked, the subscription moves on: ${error.message}. Mend the data, then retry it (POST /health/events/parked/${parked.id}/retry)`)
+    const named = typeof crmOrderId === 'string' && crmOrderId !== ''
+    await this.#inSpan(event.channel, replayId, named ? crmOrderId : undefined, async (span) => {
+      if (!named) {
+        this.options.log.warn({ replayId }, 'OrderProvisionRequested__e without an OrderId__c: skipped')
+        return
       }
-    }))
+      // The hand-off's lines, and its CRM read, carry the order's id, as its provisioning's do.
+      const correlationId = orderWorkId(caseSafeId(crmOrderId))
+      await runInContext({ correlationId, log: this.options.logFor(correlationId) }, async () => {
+        try {
+          const order = await this.#provision(crmOrderId, replayId)
+          span?.setAttributes({ 'order.id': order.id, ...(order.billingOrderId !== null && { 'billing.order_id': order.billingOrderId }) })
+        } catch (error) {
+          if (!(error instanceof HandOffRefused)) throw error
+          const parked = await this.options.parked.park(this.options.channel, caseSafeId(crmOrderId), event, error)
+          this.options.log.error({ replayId, crmOrderId, reason: error.reason, parkedEventId: parked.id },
+            `platform event parked, the subscription moves on: ${error.message}. Mend the data, then retry it (POST /health/events/parked/${parked.id}/retry)`)
+        }
+      })
+    })
   }
 
   /**
@@ -74,7 +77,7 @@ export class OrderHandOff {
     const event = await parked.find(id)
     if (event === null) return null
     const correlationId = orderWorkId(caseSafeId(event.crmOrderId))
-    return await runInContext({ correlationId, log: logFor(correlationId) }, async () => {
+    return await this.#inSpan(event.channel, event.replayId, event.crmOrderId, async () => await runInContext({ correlationId, log: logFor(correlationId) }, async () => {
       try {
         const order = await this.#provision(event.crmOrderId, event.replayId)
         await parked.remove(id)
@@ -86,7 +89,18 @@ export class OrderHandOff {
         log.warn({ parkedEventId: id, crmOrderId: event.crmOrderId, reason: error.reason }, `parked platform event retried, still refused: ${error.message}`)
         return still === null ? null : { handedOff: false, parked: still }
       }
-    })
+    }))
+  }
+
+  /** A hand-off's span: a trace of its own, linked to the order's placement, whose sampling decision it follows. */
+  async #inSpan<T> (channel: string, replayId: number, crmOrderId: string | undefined, work: (span: Span | undefined) => Promise<T>): Promise<T> {
+    const placement = crmOrderId === undefined ? undefined : await placementLink(this.options.orders, crmOrderId)
+    return await inSpan('platform event hand-off', {
+      kind: SpanKind.CONSUMER,
+      root: true,
+      links: placement === undefined ? [] : [placement],
+      attributes: { ...EVENT_MESSAGING, 'messaging.destination.name': channel, 'messaging.message.id': String(replayId), ...(crmOrderId !== undefined && { 'crm.order_id': crmOrderId }) }
+    }, work)
   }
 
   async #provision (crmOrderId: string, replayId: number): Promise<Order> {

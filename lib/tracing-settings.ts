@@ -1,0 +1,60 @@
+/*
+ * The OTEL_* settings the service reads itself, or checks before the SDK reads them: the SDK falls
+ * back silently (or into a diagnostic log nobody reads) on a value it does not know; here such a
+ * value is a warning at start, as every other setting's is. Plain string work, loaded whether or
+ * not tracing is on.
+ */
+
+/** The names in a comma-separated list setting, trimmed and lower-cased; empty when unset. */
+export function listOf (value: string | undefined): string[] {
+  return (value ?? '').split(',').map((name) => name.trim().toLowerCase()).filter((name) => name !== '')
+}
+
+export const EXPORTERS = ['otlp', 'console', 'none'] as const
+export type ExporterName = typeof EXPORTERS[number]
+
+export const PROPAGATOR_NAMES = ['tracecontext', 'baggage', 'none'] as const
+
+const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']
+
+/** OpenTelemetry's diagnostic levels, as OTEL_LOG_LEVEL names them. */
+export const DIAGNOSTIC_LEVELS = ['none', 'error', 'warn', 'info', 'debug', 'verbose', 'all'] as const
+export type DiagnosticLevel = typeof DIAGNOSTIC_LEVELS[number]
+
+function known<T extends string> (names: readonly T[], name: string): name is T {
+  return (names as readonly string[]).includes(name)
+}
+
+/** The exporters OTEL_TRACES_EXPORTER names that the service has (default `otlp`); `none` alone means no traces. */
+export function exportersOf (env: NodeJS.ProcessEnv): ExporterName[] {
+  const names = listOf(env.OTEL_TRACES_EXPORTER).filter((name) => known(EXPORTERS, name))
+  return names.length === 0 ? ['otlp'] : [...new Set(names)]
+}
+
+/** OTEL_LOG_LEVEL, when it names a level; undefined (no diagnostics) otherwise. */
+export function diagnosticLevelOf (env: NodeJS.ProcessEnv): DiagnosticLevel | undefined {
+  const level = env.OTEL_LOG_LEVEL?.trim().toLowerCase() ?? ''
+  return known(DIAGNOSTIC_LEVELS, level) ? level : undefined
+}
+
+function unknownIn (setting: string, value: string | undefined, names: readonly string[], used: string): string[] {
+  const unknown = listOf(value).filter((name) => !names.includes(name))
+  return unknown.length === 0 ? [] : [`${setting}: ${unknown.map((name) => `"${name}"`).join(', ')} is not one of ${names.join(', ')}; ${used}`]
+}
+
+/** What is wrong with the OTEL_* settings, each a warning naming the setting and what is used instead. */
+export function tracingSettingWarnings (env: NodeJS.ProcessEnv): string[] {
+  const warnings = [
+    ...unknownIn('OTEL_TRACES_EXPORTER', env.OTEL_TRACES_EXPORTER, EXPORTERS, 'the others are used (otlp when none is left)'),
+    ...unknownIn('OTEL_PROPAGATORS', env.OTEL_PROPAGATORS, PROPAGATOR_NAMES, 'the others are used (tracecontext,baggage when none is left)')
+  ]
+  const sampler = env.OTEL_TRACES_SAMPLER?.trim() ?? ''
+  if (sampler !== '' && !SAMPLERS.includes(sampler)) warnings.push(`OTEL_TRACES_SAMPLER: "${sampler}" is not one of ${SAMPLERS.join(', ')}; parentbased_always_on is used`)
+  const ratio = env.OTEL_TRACES_SAMPLER_ARG?.trim() ?? ''
+  if (sampler.endsWith('traceidratio') && ratio !== '' && !(Number(ratio) >= 0 && Number(ratio) <= 1)) {
+    warnings.push(`OTEL_TRACES_SAMPLER_ARG: "${ratio}" is not a ratio from 0 to 1; 1 is used (every trace kept)`)
+  }
+  const level = env.OTEL_LOG_LEVEL?.trim() ?? ''
+  if (level !== '' && diagnosticLevelOf(env) === undefined) warnings.push(`OTEL_LOG_LEVEL: "${level}" is not one of ${DIAGNOSTIC_LEVELS.join(', ')}; no diagnostics are logged`)
+  return warnings
+}
