@@ -42,7 +42,8 @@ export function ensureTestDatabase (): Promise<void> {
       const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [TEST_DATABASE])
       if (rowCount === 0) {
         await client.query(`CREATE DATABASE ${TEST_DATABASE}`).catch((error: { code?: string }) => {
-          if (error.code !== '42P04') throw error
+          // 42P04, or 23505 when another test process created it in the same instant.
+          if (error.code !== '42P04' && error.code !== '23505') throw error
         })
       }
     } finally {
