@@ -68,4 +68,8 @@ export const BackchannelLogoutRequest = Type.Object({
 
 export const LogoutAnswer = Type.Object({
   logoutUrl: Type.String({ description: 'the provider\'s end-session URL: navigate the page to it to sign out at the provider too (RP-Initiated Logout)' })
-}, { $id: 'LogoutAnswer', additionalProperties: false })
+}, {
+  $id: 'LogoutAnswer',
+  additionalProperties: false,
+  examples: [{ logoutUrl: 'https://billing.example.com/oauth/logout?id_token_hint=eyJhbGciOi...&post_logout_redirect_uri=https%3A%2F%2Fportal.example.com%2F&client_id=portal-bff' }]
+})
