@@ -51,9 +51,10 @@ export const ServiceSettingsSchema = Type.Object({
   PROVISIONING_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 200, default: 10, description: 'provisioning jobs run at once by one instance' }),
   PROVISIONING_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 50, default: 5, description: 'attempts of one provisioning job, the first included, before its order is Failed' }),
   PROVISIONING_BACKOFF_MS: Milliseconds(2000, 'first retry delay of a provisioning job; doubles each attempt'),
-  // 8 s: a dead instance's jobs run again within 12 s, inside the 15 s a restart is allowed, while a
-  // renewal may still come 4 s late, far past a GC pause; a lock lost anyway only repeats idempotent steps.
-  PROVISIONING_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 8000, description: 'lock of a running provisioning job, renewed at most half of it apart: a dead instance\'s jobs are taken over within this long and a half (the stalled-job check runs every quarter of it); a renewal later than half of it (an event loop blocked, Redis not answering) lets another instance run the job again, which repeats no step\'s effect' }),
+  // 2 s (decision 0092): a dead instance's jobs run again within 3 s, while a renewal may still come
+  // 1.5 s late, several times the longest event-loop pause measured under load; a lock lost anyway
+  // only repeats idempotent steps.
+  PROVISIONING_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 2000, description: 'lock of a running provisioning job, renewed about a quarter of it apart: a dead instance\'s jobs are taken over within this long and a half (the stalled-job check runs every quarter of it); a renewal later than three quarters of it (an event loop blocked, Redis not answering) lets another instance run the job again, which repeats no step\'s effect' }),
   // At most 22.5 s: a takeover comes within the lease and one renewal period (a quarter of it), and the contract bounds it at 30 s.
   // At least 1.5 s: a renewal (up to REDIS_COMMAND_TIMEOUT_MS, 1 s) must land within three quarters
   // of the lease; one that fails stops the holder at once. A holder paused past its lease cannot
