@@ -266,12 +266,9 @@ async function monitoring (fastify: FastifyInstance) {
     }
   })
 
-  const evaluate = () => {
+  const timer = setInterval(() => {
     instance.evaluate({ unattended: true }).catch((error: unknown) => fastify.log.warn({ err: error }, 'alert evaluation failed'))
-  }
-  // The first at start: the parts that query PostgreSQL are read then, not when the first probes come.
-  fastify.addHook('onReady', async () => { evaluate() })
-  const timer = setInterval(evaluate, EVALUATION_INTERVAL_MS)
+  }, EVALUATION_INTERVAL_MS)
   timer.unref()
   fastify.addHook('onClose', async () => clearInterval(timer))
 }
