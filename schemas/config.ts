@@ -51,14 +51,15 @@ export const ServiceSettingsSchema = Type.Object({
   PROVISIONING_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 200, default: 10, description: 'provisioning jobs run at once by one instance' }),
   PROVISIONING_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 50, default: 5, description: 'attempts of one provisioning job, the first included, before its order is Failed' }),
   PROVISIONING_BACKOFF_MS: Milliseconds(2000, 'first retry delay of a provisioning job; doubles each attempt'),
-  // 8 s: a dead instance's jobs run again within 12 s, inside the 15 s a restart is allowed, while a
-  // renewal may still come 4 s late, far past a GC pause; a lock lost anyway only repeats idempotent steps.
-  PROVISIONING_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 8000, description: 'lock of a running provisioning job, renewed at most half of it apart: a dead instance\'s jobs are taken over within this long and a half (the stalled-job check runs every quarter of it); a renewal later than half of it (an event loop blocked, Redis not answering) lets another instance run the job again, which repeats no step\'s effect' }),
-  // At most 22.5 s: a takeover comes within the lease and one renewal period (a third of it), and the contract bounds it at 30 s.
-  // At least 3 s: a renewal (up to REDIS_COMMAND_TIMEOUT_MS, 1 s) must land within two thirds of the
-  // lease with room to spare; one that fails stops the holder at once, so only a holder paused the rest
-  // of that time (1 s at 3 s, 3 s at the 6 s default: far beyond a GC pause) could outlive it.
-  CRM_EVENTS_LEASE_TTL_MS: Type.Integer({ minimum: 3000, maximum: 22_500, default: 6000, description: 'the subscription lease, renewed every third of it: another instance takes over within this long and a third after the holder dies. A failed renewal stops the holder at once, so only a holder paused for two thirds of it, less a renewal\'s time, could outlive its lease: keep it at least 3 times REDIS_COMMAND_TIMEOUT_MS' }),
+  // 2 s (decision 0092): a dead instance's jobs run again within 3 s, while a renewal may still come
+  // 1.5 s late, several times the longest event-loop pause measured under load; a lock lost anyway
+  // only repeats idempotent steps.
+  PROVISIONING_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 2000, description: 'lock of a running provisioning job, renewed about a quarter of it apart: a dead instance\'s jobs are taken over within this long and a half (the stalled-job check runs every quarter of it); a renewal later than three quarters of it (an event loop blocked, Redis not answering) lets another instance run the job again, which repeats no step\'s effect' }),
+  // At most 22.5 s: a takeover comes within the lease and one renewal period (a quarter of it), and the contract bounds it at 30 s.
+  // At least 1.5 s: a renewal (up to REDIS_COMMAND_TIMEOUT_MS, 1 s) must land within three quarters
+  // of the lease; one that fails stops the holder at once. A holder paused past its lease cannot
+  // write the replay position after the next holder began: the writes carry a fencing token (decision 0091).
+  CRM_EVENTS_LEASE_TTL_MS: Type.Integer({ minimum: 1500, maximum: 22_500, default: 2000, description: 'the subscription lease, renewed every quarter of it: another instance takes over within this long and a quarter after the holder dies, and at once after a clean shutdown, which releases it. A failed renewal stops the holder at once; a holder paused past its lease writes nothing after the next one began (fencing token). Keep it above 4/3 of REDIS_COMMAND_TIMEOUT_MS' }),
   CRM_EVENTS_CONNECT_MARGIN_MS: Milliseconds(10_000, 'watchdog margin over the advised long-poll timeout'),
   ACCESS_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 60, maximum: 86_400, default: 900, description: 'lifetime of a portal access token (the expiresIn of POST /auth/login)' }),
   SESSION_IDLE_TIMEOUT_S: Type.Integer({ minimum: 1, maximum: 604_800, default: 1800, description: 'a portal cookie session unused this long ends; an authenticated request that succeeds renews it, but GET /auth/session and GET /api/events (open or reopened) do not' }),

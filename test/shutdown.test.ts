@@ -78,16 +78,22 @@ t.test('once the instance closes, its streams end and one asked for after is ref
   t.same(streams.counts(), { open: 0, refused: { user_limit: 0, instance_limit: 0 } }, 'not counted as a refusal for capacity')
 })
 
-t.test('a client that never finishes its request holds the shutdown only to the drain bound: exit 0, lease released', async (t) => {
-  await ensureTestDatabase()
-  // 6 s in all, the last 3 s kept for closing the plugins: connections still open are cut at 3 s.
-  const env = testEnv({ SHUTDOWN_TIMEOUT_MS: '6000', CRM_EVENTS_ENABLED: 'true' })
+/** An instance holding the platform-event subscription's lease, and a Redis client to watch the lease with. */
+async function startHolder (t: { teardown (fn: () => unknown): void }, settings: Record<string, string>) {
+  const env = testEnv({ ...settings, CRM_EVENTS_ENABLED: 'true' })
   const service = await startService(env)
   t.teardown(() => { service.child.kill('SIGKILL') })
   const redis = new Redis(SHARED_REDIS)
   t.teardown(() => redis.disconnect())
   const leaseKey = `${env.REDIS_KEY_PREFIX}crm:pe:lease:${ORDER_PROVISION_CHANNEL}`
   await waitFor('the subscription lease', async () => (await redis.get(leaseKey))?.includes(`:${service.child.pid}:`) === true)
+  return { service, redis, leaseKey }
+}
+
+t.test('a client that never finishes its request holds the shutdown only to the drain bound: exit 0, lease released', async (t) => {
+  await ensureTestDatabase()
+  // 6 s in all, the last 3 s kept for closing the plugins: connections still open are cut at 3 s.
+  const { service, redis, leaseKey } = await startHolder(t, { SHUTDOWN_TIMEOUT_MS: '6000' })
 
   // Node no longer enforces the receive timeouts once the listener closes: only the bound ends this.
   const socket = connect(Number(new URL(service.url).port), '127.0.0.1')
@@ -105,4 +111,20 @@ t.test('a client that never finishes its request holds the shutdown only to the 
   await closed
   t.ok(service.lines.some((line) => /drain bound/.test(String(line.message))), 'the cut was logged')
   t.equal(await redis.get(leaseKey), null, 'the lease was released, not left to expire')
+})
+
+t.test('SIGTERM lets the subscription lease go at once, while the instance still serves out its delay', async (t) => {
+  await ensureTestDatabase()
+  // A lease longer than the wait below: only a release frees it in time, not its expiry.
+  const { service, redis, leaseKey } = await startHolder(t, { SHUTDOWN_DELAY_MS: '60000', CRM_EVENTS_LEASE_TTL_MS: '20000' })
+
+  service.child.kill('SIGTERM')
+  // Long before the 60 s delay ends, and before the 20 s lease could expire.
+  await waitFor('the lease released', async () => await redis.get(leaseKey) === null, 10_000)
+  t.equal(service.child.exitCode, null, 'the instance has not exited')
+  const live = await request(`${service.url}/health/live`)
+  await live.body.dump()
+  t.equal(live.statusCode, 200, 'and still serves')
+  const queues = await request(`${service.url}/health/queues`)
+  t.match(await queues.body.json(), { events: { state: 'standby' } }, 'standing by: it no longer subscribes')
 })

@@ -39,11 +39,13 @@ export const crmDailyUsageKey = (prefix: string) => `${prefix}crm:daily-usage`
 export const crmStatusRoundsKey = (prefix: string) => `${prefix}orders:crm-status-rounds`
 
 /**
- * The platform-event subscription to `channel`: its lease, the holder's report, the replay position
- * and its floor, and another instance's request that the holder subscribe again.
+ * The platform-event subscription to `channel`: its lease, the last fencing token given with it,
+ * the holder's report, the replay position and its floor, and another instance's request that the
+ * holder subscribe again.
  */
 export const subscriptionKeys = (prefix: string, channel: string) => ({
   lease: `${prefix}crm:pe:lease:${channel}`,
+  fence: `${prefix}crm:pe:fence:${channel}`,
   resubscribe: `${prefix}crm:pe:resubscribe:${channel}`,
   state: `${prefix}crm:pe:state:${channel}`,
   replay: `${prefix}crm:pe:replay:${channel}`,

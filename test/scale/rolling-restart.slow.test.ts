@@ -175,7 +175,7 @@ t.test('rolling restart of three instances behind HAProxy under load: no failed 
   t.ok(instances.some((instance) => holder?.includes(`:${instance.child.pid}:`)), 'a running instance holds the platform-event subscription')
 })
 
-t.test('SIGTERM with an /api/events stream open: exit 0 soon after the delay, and the other instance takes the lease at once', async (t) => {
+t.test('SIGTERM with an /api/events stream open: exit 0 soon after the delay, and the other instance takes the lease as the shutdown begins', async (t) => {
   const env = await deployment(t)
   const leaseKey = `${env.REDIS_KEY_PREFIX}crm:pe:lease:${ORDER_PROVISION_CHANNEL}`
   const redis = new Redis(SHARED_REDIS)
@@ -224,10 +224,10 @@ t.test('SIGTERM with an /api/events stream open: exit 0 soon after the delay, an
   for (const [which, client] of [['open', stream], ['opened during the delay', lateStream]] as const) {
     t.ok(client.events.some((event) => event.event === 'shutdown'), `the stream ${which} was told the instance is shutting down`)
   }
-  // Renewals come every third of the lease: without the release, the second would wait for its expiry.
-  const renewEveryMs = LEASE_TTL_MS / 3
+  // Attempts come every quarter of the lease: without the release, the second would wait for its expiry.
+  const renewEveryMs = LEASE_TTL_MS / 4
   t.comment(`lease released ${releasedAt} ms and taken over ${takenAt} ms after SIGTERM; the process exited at ${exitAfterMs} ms`)
-  t.ok(releasedAt !== undefined && releasedAt >= SHUTDOWN_DELAY_MS && releasedAt <= exitAfterMs, 'held while serving, released before the exit')
-  t.ok(takenAt !== undefined && takenAt - exitAfterMs < renewEveryMs + 500, `taken over within one renewal period (${renewEveryMs} ms) of the exit, not at the lease's expiry (${LEASE_TTL_MS} ms)`)
+  t.ok(releasedAt !== undefined && releasedAt < SHUTDOWN_DELAY_MS, 'released as the shutdown began, while the instance serves out its delay (decision 0091)')
+  t.ok(takenAt !== undefined && releasedAt !== undefined && takenAt - releasedAt < renewEveryMs + 500, `taken over within one renewal period (${renewEveryMs} ms) of the release, not at the lease's expiry (${LEASE_TTL_MS} ms)`)
   t.ok(await holds(second), 'the second instance holds it')
 })

@@ -35,6 +35,12 @@ export interface MonitoringSource<T> {
    * last value read after a late read.
    */
   read: () => T | Promise<T>
+  /**
+   * The read queries PostgreSQL: an evaluation nobody asked for (the timer's) reads it at most every
+   * UNATTENDED_DATABASE_READ_MS and serves it as last read between, so that a service left alone,
+   * or under nothing but probes, commits nothing but the probes' work (decision 0093).
+   */
+  queriesDatabase?: boolean
   /** The rows of the thresholds table this part gives a value to. */
   measures?: Partial<Record<MeasureName, (part: T) => Reading>>
   metrics?: Array<PartMetric<T>>
@@ -49,6 +55,7 @@ export interface MonitoringSnapshot {
 interface RegisteredSource {
   /** Reads the part into each of `targets`; leaves them as they are when it takes too long, and forgets its last value when it fails. */
   read: (targets: Array<Partial<MonitoringParts>>, timeoutMs: number) => Promise<void>
+  queriesDatabase: boolean
   readings: (parts: Partial<MonitoringParts>, into: Partial<Readings>) => void
 }
 
@@ -63,6 +70,9 @@ declare module 'fastify' {
 
 /** How often the measures are judged even when nobody looks, so that a change is logged when it happens. */
 export const EVALUATION_INTERVAL_MS = 30_000
+
+/** How often an evaluation nobody asked for reads the parts that query PostgreSQL: the reconciliation's default interval. */
+export const UNATTENDED_DATABASE_READ_MS = 300_000
 
 /**
  * The longest a scrape waits for a fresh reading. A part that has not answered by then is served
@@ -116,6 +126,7 @@ export class Monitoring {
     if (this.#sources.has(part)) throw new Error(`Monitoring part '${part}' is already registered`)
     const measures = Object.entries(source.measures ?? {}) as Array<[MeasureName, (value: MonitoringParts[K]) => Reading]>
     this.#sources.set(part, {
+      queriesDatabase: source.queriesDatabase === true,
       read: async (targets, timeoutMs) => {
         const result = await bounded(source.read, timeoutMs)
         // Failed, the part has no value to serve; late, it is served as last read (with its age).
@@ -175,9 +186,13 @@ export class Monitoring {
     return [...this.#readAt].map(([part, at]) => ({ part, seconds: (now - at) / 1000 }))
   }
 
-  /** The snapshot judged against the thresholds; a change of level is logged once. */
-  async evaluate (): Promise<{ snapshot: MonitoringSnapshot, judgement: Judgement }> {
-    const snapshot = await this.snapshot()
+  /**
+   * The snapshot judged against the thresholds; a change of level is logged once. `unattended`
+   * (the timer's evaluation): a reading in flight is shared, else the parts that query PostgreSQL
+   * are served as last read while that is younger than UNATTENDED_DATABASE_READ_MS.
+   */
+  async evaluate ({ unattended = false } = {}): Promise<{ snapshot: MonitoringSnapshot, judgement: Judgement }> {
+    const snapshot = unattended ? await (this.#inFlight ?? this.#read(true)) : await this.snapshot()
     const judgement = judge(this.readings(snapshot), this.#limits)
     this.#changes.observe(snapshot.parts.core, judgement)
     return { snapshot, judgement }
@@ -190,9 +205,17 @@ export class Monitoring {
     return Object.fromEntries(MEASURES.map((measure) => [measure, readings[measure] ?? { value: null, note: 'no data: not measured by this service' }])) as Readings
   }
 
-  async #read (): Promise<MonitoringSnapshot> {
+  async #read (unattended = false): Promise<MonitoringSnapshot> {
     const parts: Partial<MonitoringParts> = {}
-    await Promise.all([...this.#sources.values()].map((source) => source.read([parts, this.#latest], this.#readTimeoutMs)))
+    const now = performance.now()
+    await Promise.all([...this.#sources].map(async ([part, source]) => {
+      const readAt = this.#readAt.get(part)
+      if (unattended && source.queriesDatabase && readAt !== undefined && now - readAt < UNATTENDED_DATABASE_READ_MS && part in this.#latest) {
+        Object.assign(parts, { [part]: this.#latest[part] })
+        return
+      }
+      await source.read([parts, this.#latest], this.#readTimeoutMs)
+    }))
     this.#readOnce = true
     return { timestamp: new Date().toISOString(), parts }
   }
@@ -244,7 +267,7 @@ async function monitoring (fastify: FastifyInstance) {
   })
 
   const timer = setInterval(() => {
-    instance.evaluate().catch((error: unknown) => fastify.log.warn({ err: error }, 'alert evaluation failed'))
+    instance.evaluate({ unattended: true }).catch((error: unknown) => fastify.log.warn({ err: error }, 'alert evaluation failed'))
   }, EVALUATION_INTERVAL_MS)
   timer.unref()
   fastify.addHook('onClose', async () => clearInterval(timer))

@@ -15,6 +15,7 @@ export function placementsPart (placements: Pick<PlacementStore, 'unfinished'>):
   return {
     description: 'the orders store',
     read: () => placements.unfinished(),
+    queriesDatabase: true,
     metrics: countAndAge('portal_bff_order_placements_unfinished', 'Order placements neither finished nor undone yet (the recovery finishes or undoes them; one with an Idempotency-Key waits for a retry first)',
       'Age of the oldest order placement neither finished nor undone; 0 when none', (unfinished) => unfinished)
   }
@@ -25,6 +26,7 @@ export function ordersPendingPart (pendingOrders: Pick<PendingOrderStore, 'count
   return {
     description: 'the orders store',
     read: () => pendingOrders.count(),
+    queriesDatabase: true,
     measures: {
       orders_pending_age: ({ approvedNotReceived: { count, oldestAgeSeconds } }) => ({ value: oldestAgeSeconds ?? 0, ...(count === 0 && { note: 'no order the CRM approved waits in Pending Review' }) })
     },

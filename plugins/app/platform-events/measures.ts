@@ -52,6 +52,7 @@ export function parkedEventsPart (parked: Pick<ParkedEvents, 'count'>): Monitori
   return {
     description: 'the parked platform events',
     read: () => parked.count(),
+    queriesDatabase: true,
     metrics: [{ name: 'portal_bff_events_parked', help: 'Platform events set aside because their hand-off failed for good (data conflict, incomplete or unknown order), awaiting an operator', type: 'gauge', samples: (count) => [{ value: count }] }]
   }
 }

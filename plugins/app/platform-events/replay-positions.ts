@@ -12,16 +12,22 @@ export class ReplayPositions {
     return rows[0] === undefined ? null : Number(rows[0].replay_id)
   }
 
-  /** Forward only, as in Redis: a late or repeated batch never rewinds it. */
-  async advance (channel: string, replayId: number): Promise<void> {
+  /**
+   * Forward only, as in Redis: a late or repeated batch never rewinds it. Fenced: a write carrying
+   * a lower fencing token than the last one stored (a former holder's, late) changes nothing.
+   */
+  async advance (channel: string, replayId: number, fencingToken: string): Promise<void> {
     await this.pool.query(
-      `INSERT INTO event_replay_positions (channel, replay_id) VALUES ($1, $2)
-       ON CONFLICT (channel) DO UPDATE SET replay_id = EXCLUDED.replay_id, updated_at = now()
-       WHERE event_replay_positions.replay_id < EXCLUDED.replay_id`,
-      [channel, replayId])
+      `INSERT INTO event_replay_positions (channel, replay_id, fencing_token) VALUES ($1, $2, $3)
+       ON CONFLICT (channel) DO UPDATE
+         SET replay_id = GREATEST(event_replay_positions.replay_id, EXCLUDED.replay_id), fencing_token = EXCLUDED.fencing_token, updated_at = now()
+       WHERE event_replay_positions.fencing_token <= EXCLUDED.fencing_token
+         AND (event_replay_positions.replay_id < EXCLUDED.replay_id OR event_replay_positions.fencing_token < EXCLUDED.fencing_token)`,
+      [channel, replayId, fencingToken])
   }
 
-  async forget (channel: string): Promise<void> {
-    await this.pool.query('DELETE FROM event_replay_positions WHERE channel = $1', [channel])
+  /** Fenced as `advance` is. */
+  async forget (channel: string, fencingToken: string): Promise<void> {
+    await this.pool.query('DELETE FROM event_replay_positions WHERE channel = $1 AND fencing_token <= $2', [channel, fencingToken])
   }
 }

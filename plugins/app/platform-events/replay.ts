@@ -9,6 +9,28 @@ local current = tonumber(redis.call('GET', KEYS[1]))
 if current == nil or tonumber(ARGV[1]) > current then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
 return 0`
 
+// The same, for the holder of fencing token ARGV[2] only (-1 once another instance took the lease
+// after it, KEYS[2] holding the last token given).
+const ADVANCE_REPLAY_FENCED = `
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then return -1 end
+local current = tonumber(redis.call('GET', KEYS[1]))
+if current == nil or tonumber(ARGV[1]) > current then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
+return 0`
+
+// Forgets the position and its floor, for the holder of fencing token ARGV[1] only.
+const FORGET_FENCED = `
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return -1 end
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1`
+
+/** Another instance took the lease after this one's token was given: the replay position is not written. */
+export class LeaseLost extends Error {
+  constructor (channel: string) {
+    super(`the subscription lease of ${channel} went to another instance: this one's fencing token no longer writes the replay position`)
+    this.name = 'LeaseLost'
+  }
+}
+
 // How long the CRM retains platform events: past it, a floor names events that are gone anyway.
 const RETENTION_MS = 72 * 3600 * 1000
 
@@ -17,7 +39,8 @@ export interface SubscriptionReplayOptions {
   /** CRM_EVENTS_REPLAY: where a subscription with no stored position starts. */
   replay: 'ALL' | 'LATEST' | undefined
   redis: Redis
-  keys: { replay: string, floor: string }
+  /** `fence`: the last fencing token given with the lease. */
+  keys: { replay: string, floor: string, fence: string }
   /** The replay position's copy that outlives Redis. */
   positions: Pick<ReplayPositions, 'read' | 'advance' | 'forget'>
   /** Durably hands one event over (stored order, queued job); the replay position moves past it only after. */
@@ -41,6 +64,8 @@ export class SubscriptionReplay {
   #skipBelow: number | undefined
   #replayAll = false
   #fallbacks = 0
+  /** The fencing token of the lease this instance holds; undefined while it holds none. */
+  #token: string | undefined
 
   constructor (private readonly options: SubscriptionReplayOptions) {}
 
@@ -52,6 +77,11 @@ export class SubscriptionReplay {
   /** Where a subscription starts when the CRM no longer retains the stored position. */
   get fallbackReplay (): -1 | -2 {
     return this.options.replay === 'ALL' ? -2 : -1
+  }
+
+  /** The fencing token of the lease now held (undefined: none), which every write of the position carries. */
+  holding (token: string | undefined): void {
+    this.#token = token
   }
 
   /** The next subscription replays every retained event when no position is stored. */
@@ -91,7 +121,9 @@ export class SubscriptionReplay {
     const { redis, keys, positions, channel } = this.options
     this.#fallbacks++
     this.#unstoredFloor = undefined
-    await Promise.all([redis.del(keys.replay, keys.floor), positions.forget(channel)])
+    const token = this.#fencingToken()
+    if (await redis.eval(FORGET_FENCED, 3, keys.replay, keys.floor, keys.fence, token) === -1) throw new LeaseLost(channel)
+    await positions.forget(channel, token)
   }
 
   /** Hands a batch off, moving the position past each part of it once that part is handed off. */
@@ -114,11 +146,17 @@ export class SubscriptionReplay {
         throw error
       }
       const lastReplayId = Math.max(...chunk.map((event) => event.data.event.replayId))
-      await Promise.all([
-        redis.eval(ADVANCE_REPLAY, 1, keys.replay, String(lastReplayId)),
-        positions.advance(channel, lastReplayId)
-      ])
+      // Redis says whether this instance still holds the lease, then PostgreSQL's mirror checks the
+      // token too: a write that was late past the check still never follows the next holder's.
+      const token = this.#fencingToken()
+      if (await redis.eval(ADVANCE_REPLAY_FENCED, 2, keys.replay, keys.fence, String(lastReplayId), token) === -1) throw new LeaseLost(channel)
+      await positions.advance(channel, lastReplayId, token)
     }
+  }
+
+  #fencingToken (): string {
+    if (this.#token === undefined) throw new LeaseLost(this.options.channel)
+    return this.#token
   }
 
   /** The position PostgreSQL mirrors, put back into a Redis that lost it; null when none was ever stored. */

@@ -7,7 +7,8 @@ import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-prot
 import type { CrmClient } from '../../../integrations/crm/client.js'
 import type { ReplayPositions } from './replay-positions.js'
 import { HolderReports, type HolderReport, type HolderView, type SubscriptionState, type SubscriptionStats } from './holder-state.js'
-import { SubscriptionReplay } from './replay.js'
+import { LeaseLost, SubscriptionReplay } from './replay.js'
+import { SubscriptionLease } from './lease.js'
 import { subscriptionKeys } from '../redis-keys.js'
 
 export const ORDER_PROVISION_CHANNEL = '/event/OrderProvisionRequested__e'
@@ -36,21 +37,6 @@ export interface EventSubscriptionOptions {
   backoff?: { initialMs?: number, maxMs?: number }
 }
 
-// Renews the lease only while this instance holds it: 1, or 2 when a resubscription was asked for
-// (KEYS[2]), which the holder serves once (the key stays, marked served, until its period ends).
-const RENEW_LEASE = `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if redis.call('GET', KEYS[2]) == 'requested' then
-  redis.call('SET', KEYS[2], 'served', 'KEEPTTL')
-  return 2
-end
-return 1`
-
-const RELEASE_LEASE = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0`
-
 function localState (state: SubscriberState): SubscriptionState {
   return state === 'connected' ? 'connected' : state === 'failed' ? 'failed' : 'connecting'
 }
@@ -72,7 +58,7 @@ export class EventSubscription {
   readonly floorKey: string
   readonly #replay: SubscriptionReplay
   readonly #holders: HolderReports
-  readonly #leaseKey: string
+  readonly #lease: SubscriptionLease
   /** A resubscription asked for by any instance: `requested`, then `served` by the holder, until the period ends. */
   readonly #resubscribeKey: string
   #state: SubscriptionState
@@ -85,15 +71,16 @@ export class EventSubscription {
     const keys = subscriptionKeys(options.keyPrefix, ORDER_PROVISION_CHANNEL)
     this.replayKey = keys.replay
     this.floorKey = keys.floor
-    this.#leaseKey = keys.lease
+    this.#lease = new SubscriptionLease({ redis, keys, instance: this.instance, ttlMs: leaseTtlMs })
     this.#resubscribeKey = keys.resubscribe
     this.#state = options.enabled ? 'standby' : 'disabled'
     this.#replay = new SubscriptionReplay({ channel: ORDER_PROVISION_CHANNEL, replay, redis, keys, positions, handOff, handOffConcurrency, log })
     this.#holders = new HolderReports({ redis, key: keys.state, instance: this.instance, leaseTtlMs, renewEveryMs: this.renewEveryMs })
   }
 
+  /** A quarter of the lease: a renewal may take a Redis command's whole timeout and still land inside it. */
   get renewEveryMs (): number {
-    return Math.max(250, Math.floor(this.options.leaseTtlMs / 3))
+    return Math.max(250, Math.floor(this.options.leaseTtlMs / 4))
   }
 
   get enabled (): boolean {
@@ -109,6 +96,7 @@ export class EventSubscription {
     this.#timer = setInterval(tick, this.renewEveryMs)
   }
 
+  /** Stops subscribing and lets the lease go at once: another instance takes over at its next attempt, not once the lease expires. */
   async stop (): Promise<void> {
     clearInterval(this.#timer)
     await this.#ticking
@@ -158,16 +146,16 @@ export class EventSubscription {
   }
 
   async #tick (): Promise<void> {
-    const { redis, leaseTtlMs, log } = this.options
+    const { log } = this.options
     try {
       if (this.#subscriber !== undefined) {
-        const renewed = await redis.eval(RENEW_LEASE, 2, this.#leaseKey, this.#resubscribeKey, this.instance, String(leaseTtlMs))
-        if (renewed === 2) {
+        const renewal = await this.#lease.renew()
+        if (renewal === 'resubscribe') {
           log.warn({ channel: ORDER_PROVISION_CHANNEL }, 'platform events: the CRM approved orders that this connected subscription did not deliver; subscribing again from the stored replay position (every retained event when none is stored)')
           await this.resubscribe()
           this.options.onResubscribe?.()
         }
-        if (renewed !== 0) {
+        if (renewal !== 'lost') {
           await this.#report()
           return
         }
@@ -175,9 +163,10 @@ export class EventSubscription {
         await this.#stopSubscriber('standby')
         return
       }
-      const acquired = await redis.set(this.#leaseKey, this.instance, 'PX', leaseTtlMs, 'NX')
-      if (acquired === 'OK') {
-        log.info({ instance: this.instance }, 'platform-event subscription lease acquired: subscribing')
+      const token = await this.#lease.acquire()
+      if (token !== null) {
+        log.info({ instance: this.instance, fencingToken: token }, 'platform-event subscription lease acquired: subscribing')
+        this.#replay.holding(token)
         this.#startSubscriber()
         await this.#report()
       }
@@ -201,7 +190,17 @@ export class EventSubscription {
       fallbackReplay: this.#replay.fallbackReplay,
       onInvalidReplay: () => this.#replay.forget(),
       onEvents: async (events) => {
-        await this.#replay.handOff(events)
+        try {
+          await this.#replay.handOff(events)
+        } catch (error) {
+          // Another instance began while this one was paused: it stops here, without waiting for its
+          // next renewal (nor for this stream, which is delivering this very batch).
+          if (error instanceof LeaseLost && this.#subscriber === subscriber) {
+            log.warn({ instance: this.instance }, 'platform-event subscription: another instance took the lease, the replay position was not written; standing by')
+            this.#stopSubscriber('standby').catch(() => {})
+          }
+          throw error
+        }
         this.#report().catch(() => {})
       },
       onState: (state, details) => {
@@ -230,11 +229,8 @@ export class EventSubscription {
 
   async #release (): Promise<void> {
     await this.#stopSubscriber('standby')
-    const { redis } = this.options
-    await Promise.all([
-      redis.eval(RELEASE_LEASE, 1, this.#leaseKey, this.instance),
-      this.#holders.remove()
-    ]).catch(() => {})
+    this.#replay.holding(undefined)
+    await Promise.all([this.#lease.release(), this.#holders.remove()]).catch(() => {})
   }
 
   async #report (): Promise<void> {

@@ -77,9 +77,12 @@ t.test('a holder that stops reporting: its state goes stale after two renewals, 
     await app.redis.set(`${prefix}crm:pe:lease:${ORDER_PROVISION_CHANNEL}`, other, 'PX', 60_000)
     await app.redis.set(`${prefix}crm:pe:state:${ORDER_PROVISION_CHANNEL}`, JSON.stringify({ state, instance: other, reportedAt, lastEventAt: null, replayId: null, received: 0, reconnects: 0, dropped: 0, replaySupported: true, lastError: null, replayFallbacks: 0 }), 'PX', 60_000)
   }
-  // This instance may have taken the lease before the other's was written: it lets it go at its next renewal.
-  await report(0)
-  await waitFor('the other instance seen as the holder', async () => (await events(app)).holder?.heldHere === false)
+  // This instance may have taken the lease before the other's was written: it lets it go at its next
+  // renewal, and until then its own reports overwrite the other's, which is written again until seen.
+  await waitFor('the other instance seen as the holder', async () => {
+    await report(0)
+    return (await events(app)).holder?.heldHere === false
+  })
   const seen = async (ageMs: number, state?: string) => {
     await report(ageMs, state)
     const text = await metrics(app)
@@ -98,7 +101,7 @@ t.test('a holder that stops reporting: its state goes stale after two renewals, 
     }, 10_000).catch(() => {})
     return last
   }
-  // Renewals every 2 s (a third of the lease): stale past 4 s, unknown past 8 s.
+  // Renewals every 1.5 s (a quarter of the lease): stale past 3 s, unknown past 7.5 s.
   t.match(await seenAs('connected', 1000), { state: 'connected' }, 'a fresh report: the holder\'s own state')
   t.match(await seenAs('failed', 1000, 'failed'), { state: 'failed' })
   const stale = await seenAs('stale', 5000)
