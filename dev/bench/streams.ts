@@ -3,6 +3,7 @@ import { createHmac, randomUUID } from 'node:crypto'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { projectRoot } from '../../lib/project-root.js'
+import { TOKEN_AUDIENCE, TOKEN_ISSUER } from '../../plugins/external/jwt.js'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { DEV_BUILD, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
 import {
@@ -53,11 +54,11 @@ interface Target {
   rounds: Round[]
 }
 
-/** An access token as POST /auth/login issues them (HS256; sub, jti, iat, exp), signed with the service's secret. */
+/** An access token as POST /auth/login issues them (HS256; sub, jti, iat, exp, iss, aud), signed with the service's secret. */
 function accessToken (secret: string, clientId: number, ttlSeconds: number): string {
   const part = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url')
   const now = Math.floor(Date.now() / 1000)
-  const unsigned = `${part({ alg: 'HS256', typ: 'JWT' })}.${part({ sub: String(clientId), jti: randomUUID(), iat: now, exp: now + ttlSeconds })}`
+  const unsigned = `${part({ alg: 'HS256', typ: 'JWT' })}.${part({ sub: String(clientId), jti: randomUUID(), iat: now, exp: now + ttlSeconds, iss: TOKEN_ISSUER, aud: TOKEN_AUDIENCE })}`
   return `${unsigned}.${createHmac('sha256', secret).update(unsigned).digest('base64url')}`
 }
 
