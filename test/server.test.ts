@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { ensureTestDatabase, tempDir, testEnv } from './helpers/app.js'
+import { waitFor } from './helpers/processes.js'
 import { runServer, startService } from './helpers/service-process.js'
 
 t.test('without upstream settings outside production, the sandbox is embedded and said so once', async (t) => {
@@ -15,6 +16,9 @@ t.test('without upstream settings outside production, the sandbox is embedded an
   t.equal(warnings[0]?.level, 40)
   t.match(warnings[0]?.message, /BILLING_API_URL.*TELECOM_API_KEY/)
   t.notMatch(JSON.stringify(service.lines), /PRIVATE KEY|sandbox-billing-secret/, 'no sandbox secret is logged')
+  // Written just after the listening line the start waits for.
+  await waitFor('the runtime named', async () => service.lines.some((line) => line.message === `running on Node.js ${process.versions.node}` && line.nodeVersion === process.version))
+  t.pass('the start names the runtime it runs on')
   service.child.kill('SIGTERM')
   t.equal(await service.exit, 0, 'and it shuts down cleanly with its sandbox')
 })
