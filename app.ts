@@ -137,7 +137,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(opentelemetry)
     await app.register(sensible)
     // First of the service's own: every other plugin registers its measures with it.
-    await app.register(monitoring)
+    await app.register(monitoring, { upstreams })
     await app.register(swagger)
     await app.register(postgres)
     await app.register(redis)
@@ -165,7 +165,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(platformEvents)
 
     await app.register(healthRoutes)
-    await app.register(queueRoutes)
+    await app.register(queueRoutes, { upstreams })
     await app.register(servicesCacheRoutes)
     await app.register(integrationHealthRoutes, { upstreams })
     await app.register(alertRoutes)

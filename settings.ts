@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type { TObject, TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import { UPSTREAMS } from './integrations/registry.js'
+import { UPSTREAMS, type QueueSettingName } from './integrations/registry.js'
 import { originsOf } from './lib/setting-schemas.js'
 import {
   DEVELOPMENT_DEFAULTS, productionRequired, settingsSchema, upstreamSettingNames,
@@ -209,7 +209,8 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: rea
   const named = new Set(problems.map(({ setting }) => setting))
   problems.push(...schemaProblems(schema, settings).filter(({ setting }) => !named.has(setting)))
   const groupSettings = new Set(upstreamSettingNames(upstreams))
-  const own = Object.fromEntries(Object.entries(settings).filter(([name]) => !groupSettings.has(name))) as Settings
+  // The request queues' settings (the registry's) are the service's own, each with its default.
+  const own = Object.fromEntries(Object.entries(settings).filter(([name]) => !groupSettings.has(name))) as Settings & Record<QueueSettingName, number>
   const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses, CORS_ORIGIN: corsOrigin, PUBLIC_ORIGIN: publicOrigin, OIDC_ISSUER: issuer, OIDC_CLIENT_ID: clientId, OIDC_CLIENT_SECRET: clientSecret, OIDC_SCOPES: scopes, PASSWORD_SIGN_IN: passwordSignIn, ...rest } = own
 
   // The CRM's key may come from its file instead.

@@ -1,4 +1,5 @@
-import type { Static, TObject, TProperties } from '@sinclair/typebox'
+import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox'
+import { Milliseconds } from '../lib/setting-schemas.js'
 import type { UpstreamOptions } from './upstream.js'
 
 /** What the service asks of every client: to be closed at shutdown. */
@@ -11,6 +12,59 @@ export interface QueueSettings<Setting extends string = string> {
   concurrency: Setting
   timeoutMs: Setting
   maxSize: Setting
+}
+
+/** The incident priorities of the specification (§8) a level routes to: P1 and P2 page, P3 and P4 open a ticket. */
+export type IncidentPriority = 'P1' | 'P2' | 'P3' | 'P4'
+
+/**
+ * The limits of one of an upstream's measures and the priorities its levels route to: the
+ * monitoring makes a row of its thresholds table of them, and judges the measure by it alone.
+ */
+export interface UpstreamLimits {
+  warning: number
+  critical: number
+  priority: { warning: IncidentPriority, critical: IncidentPriority }
+}
+
+/**
+ * An upstream's request queue: its settings (their names, and their schemas under those names,
+ * which the settings schema takes in), and the limits of its two measures, the requests waiting
+ * (`<name>_queue_size`) and those failed within QUEUE_HEALTH_WINDOW_MS (`<name>_failed_requests`).
+ */
+export interface QueueDescriptor<Setting extends string = string> extends QueueSettings<Setting> {
+  readonly schemas: TProperties
+  readonly limits: { queueSize: UpstreamLimits, failedRequests: UpstreamLimits }
+}
+
+interface QueueSetting<Setting extends string> {
+  setting: Setting
+  default: number
+  description: string
+}
+
+/** A request queue's descriptor, its settings' schemas made from their defaults and descriptions. */
+export function requestQueue<const Concurrency extends string, const Timeout extends string, const MaxSize extends string> (queue: {
+  /** Calls in flight at once on one instance, at most `maximum`. */
+  concurrency: QueueSetting<Concurrency> & { maximum: number }
+  /** One call's deadline, waiting included. */
+  timeoutMs: QueueSetting<Timeout>
+  /** Calls that may wait for a slot. */
+  maxSize: QueueSetting<MaxSize>
+  limits: QueueDescriptor['limits']
+}): QueueDescriptor<Concurrency | Timeout | MaxSize> {
+  const { concurrency, timeoutMs, maxSize, limits } = queue
+  return {
+    concurrency: concurrency.setting,
+    timeoutMs: timeoutMs.setting,
+    maxSize: maxSize.setting,
+    schemas: {
+      [concurrency.setting]: Type.Integer({ minimum: 1, maximum: concurrency.maximum, default: concurrency.default, description: concurrency.description }),
+      [timeoutMs.setting]: Milliseconds(timeoutMs.default, timeoutMs.description),
+      [maxSize.setting]: Type.Integer({ minimum: 0, maximum: 100_000, default: maxSize.default, description: maxSize.description })
+    },
+    limits
+  }
 }
 
 /**
@@ -34,7 +88,12 @@ export interface UpstreamDescriptor<Name extends string = string, Client extends
    */
   readonly settings: TProperties
   /** Its request queue, when its calls wait in one. */
-  readonly queue?: QueueSettings | undefined
+  readonly queue?: QueueDescriptor | undefined
+  /**
+   * The limits of its response time (the 95th percentile of its calls over 5 minutes), when it is
+   * judged alone: the row `<name>_response_time`.
+   */
+  readonly responseTime?: UpstreamLimits | undefined
   /** Its client, from its settings group (checked against `settings`). */
   client (settings: Readonly<Record<string, unknown>>, context: UpstreamOptions & Lent): Client
   /** Resolves while the upstream answers; rejects with the failure otherwise. */
@@ -43,13 +102,14 @@ export interface UpstreamDescriptor<Name extends string = string, Client extends
 
 /**
  * A descriptor whose client reads its settings group as the group's schemas type it. The types of
- * its name and queue stay those written, for the types made from the registry.
+ * its name, queue and response-time limits stay those written, for the types made from the registry.
  */
 export function defineUpstream<
   const Name extends string,
   const Settings extends TProperties,
   Client extends UpstreamClient,
-  const Queue extends QueueSettings | undefined = undefined,
+  const Queue extends QueueDescriptor | undefined = undefined,
+  const ResponseTime extends UpstreamLimits | undefined = undefined,
   Lent = unknown
 > (descriptor: {
   name: Name
@@ -57,10 +117,11 @@ export function defineUpstream<
   description: string
   settings: Settings
   queue?: Queue
+  responseTime?: ResponseTime
   client (settings: Static<TObject<Settings>>, context: UpstreamOptions & Lent): Client
   health (client: Client, signal: AbortSignal): Promise<void>
-}): UpstreamDescriptor<Name, Client, Lent> & { readonly settings: Settings, readonly queue: Queue } {
-  return descriptor as UpstreamDescriptor<Name, Client, Lent> & { readonly settings: Settings, readonly queue: Queue }
+}): UpstreamDescriptor<Name, Client, Lent> & { readonly settings: Settings, readonly queue: Queue, readonly responseTime: ResponseTime } {
+  return descriptor as UpstreamDescriptor<Name, Client, Lent> & { readonly settings: Settings, readonly queue: Queue, readonly responseTime: ResponseTime }
 }
 
 /** The client of a descriptor. */

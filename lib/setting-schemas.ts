@@ -24,5 +24,9 @@ export const Url = (description: string) => Type.String({ format: 'url', descrip
 /** A setting whose value is a comma-separated list of web origins (`https://portal.example.com`). */
 export const Origins = (description: string) => Type.String({ format: 'origins', description })
 
+/** A duration in milliseconds, from 1 ms to 10 minutes. */
+export const Milliseconds = (defaultValue: number, description: string) =>
+  Type.Integer({ minimum: 1, maximum: 600_000, default: defaultValue, description })
+
 /** A credential: any text but the empty one. */
 export const Secret = (description: string) => Type.String({ minLength: 1, description })

@@ -5,7 +5,7 @@ import { AlertsReport, alertSchemas } from '../plugins/app/monitoring/schemas.js
 import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
 
 const alertRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
-  for (const schema of alertSchemas) fastify.addSchema(schema)
+  for (const schema of alertSchemas(fastify.monitoring.rows.map(({ measure }) => measure))) fastify.addSchema(schema)
 
   fastify.get('/health/alerts', {
     config: { probe: true },

@@ -1,23 +1,31 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { UpstreamQueue } from '../plugins/app/request-queues.js'
-import { usageReport } from '../plugins/app/upstreams.js'
+import { usageReport, type UpstreamsOptions } from '../plugins/app/upstreams.js'
 import { levelOf } from '../plugins/app/monitoring/levels.js'
 import { subscriptionHealth } from '../plugins/app/platform-events/holder-state.js'
 import { pendingOrdersReport } from '../plugins/app/orders/pending-orders.js'
-import { CrmQueueDetail, QueueDetail, QueuesReport, queueSchemas } from '../schemas/queues.js'
+import { CrmQueueDetail, CrmQueueReport, QueueDetail, queueSchemas, queuesReport } from '../schemas/queues.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 import parkedEventRoutes from './parked-events.js'
 
 const probe = { probe: true }
 
-const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
+/** `crm` → `Crm`, for an operation's id. */
+const capitalized = (name: string) => `${name.charAt(0).toUpperCase()}${name.slice(1)}`
+
+const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify, { upstreams }) => {
   for (const schema of queueSchemas) fastify.addSchema(schema)
   // The events section counts them; the operator's hand on them sits beside it, behind OPS_TOKEN.
   await fastify.register(parkedEventRoutes)
 
   const dailyUsage = async () => usageReport(await fastify.crmUsage.read())
   const jobReport = () => fastify.jobQueue.report().catch(() => null)
+  const queues = upstreams.flatMap(({ name, title, queue }) => queue === undefined ? [] : [{ name, title, queue: fastify.getDecorator<UpstreamQueue>(`${name}Queue`) }])
+  // The CRM's queue reports the CRM's daily API usage beside its own measures.
+  const crmReport = { report: CrmQueueReport, detail: CrmQueueDetail, summary: 'CRM queue details, with the daily API usage against its limit' }
+  const QueuesReport = queuesReport(queues.map(({ name }) => name), { crm: crmReport.report })
+  fastify.addSchema(QueuesReport)
 
   function detail (queue: UpstreamQueue) {
     return {
@@ -38,19 +46,20 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'getQueues',
       tags: ['health'],
       security: [],
-      summary: 'Queue metrics of both upstream queues, and the CRM daily API usage',
+      summary: `Queue metrics of the upstream queues (${queues.map(({ title }) => title).join(', ')}), and the CRM daily API usage`,
       description: 'Counters are cumulative; averages are in milliseconds over the recent window; `health` is judged from the monitoring thresholds.',
-      response: { 200: Type.Ref(QueuesReport, { description: 'both upstream queues, the job queue and the event subscription' }), ...unexpectedErrorResponse }
+      response: { 200: Type.Ref(QueuesReport, { description: 'the upstream queues, the job queue and the event subscription' }), ...unexpectedErrorResponse }
     }
   }, async () => {
     const [{ used, limit }, jobs, holder, parked, orders] = await Promise.all([
       dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null), fastify.parkedEvents.count().catch(() => null),
       fastify.pendingOrders.count().then(pendingOrdersReport, () => null)
     ])
+    const reports = Object.fromEntries(queues.map(({ name, queue }) => [name, { health: queue.health(), metrics: queue.metrics() }]))
     return {
       timestamp: new Date().toISOString(),
-      billing: { health: fastify.billingQueue.health(), metrics: fastify.billingQueue.metrics() },
-      crm: { health: fastify.crmQueue.health(), metrics: fastify.crmQueue.metrics(), dailyUsage: { used, limit } },
+      ...reports,
+      crm: { ...reports.crm!, dailyUsage: { used, limit } },
       jobs,
       events: {
         health: subscriptionHealth(fastify.config.CRM_EVENTS_ENABLED, holder),
@@ -62,30 +71,23 @@ const queueRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   })
 
-  fastify.get('/health/queues/billing', {
-    config: probe,
-    schema: {
-      operationId: 'getBillingQueue',
-      tags: ['health'],
-      security: [],
-      summary: 'Billing queue details: metrics, settings and current alert level',
-      response: { 200: Type.Ref(QueueDetail, { description: 'the billing queue' }), ...unexpectedErrorResponse }
-    }
-  }, async () => detail(fastify.billingQueue))
-
-  fastify.get('/health/queues/crm', {
-    config: probe,
-    schema: {
-      operationId: 'getCrmQueue',
-      tags: ['health'],
-      security: [],
-      summary: 'CRM queue details, with the daily API usage against its limit',
-      response: { 200: Type.Ref(CrmQueueDetail, { description: 'the CRM queue and its daily usage' }), ...unexpectedErrorResponse }
-    }
-  }, async () => {
-    const usage = await dailyUsage()
-    return { ...detail(fastify.crmQueue), dailyUsage: { ...usage, level: levelOf('crm_daily_usage', usage.percent) } }
-  })
+  for (const { name, title, queue } of queues) {
+    const crm = name === 'crm'
+    fastify.get(`/health/queues/${name}`, {
+      config: probe,
+      schema: {
+        operationId: `get${capitalized(name)}Queue`,
+        tags: ['health'],
+        security: [],
+        summary: crm ? crmReport.summary : `${capitalized(title)} queue details: metrics, settings and current alert level`,
+        response: { 200: Type.Ref(crm ? crmReport.detail : QueueDetail, { description: `the ${title} queue${crm ? ' and its daily usage' : ''}` }), ...unexpectedErrorResponse }
+      }
+    }, async () => {
+      if (!crm) return detail(queue)
+      const usage = await dailyUsage()
+      return { ...detail(queue), dailyUsage: { ...usage, level: levelOf('crm_daily_usage', usage.percent) } }
+    })
+  }
 }
 
 export default queueRoutes

@@ -19,7 +19,7 @@ const NO_USAGE = { used: 0, limit: null, percent: null, limitSource: 'unknown' }
  * content security policy), polling /status/summary every 30 s.
  */
 const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
-  for (const schema of alertSchemas) fastify.addSchema(schema)
+  for (const schema of alertSchemas(fastify.monitoring.rows.map(({ measure }) => measure))) fastify.addSchema(schema)
   // The page, its files and its data alike; not the runbooks, which hold no secret: a page's
   // `runbook_url` opens without the token, from any instance behind the balancer.
   fastify.addHook('onRequest', async (request, reply) => {

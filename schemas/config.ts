@@ -1,8 +1,5 @@
 import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox'
-import { Origins, Secret, Url } from '../lib/setting-schemas.js'
-
-const Milliseconds = (defaultValue: number, description: string) =>
-  Type.Integer({ minimum: 1, maximum: 600_000, default: defaultValue, description })
+import { Milliseconds, Origins, Secret, Url } from '../lib/setting-schemas.js'
 
 // Every setting the service reads, as the environment spells it, but the upstreams' settings
 // groups (settingsSchema adds them). Values arrive as strings and are converted before they are
@@ -31,12 +28,6 @@ export const ServiceSettingsSchema = Type.Object({
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 120_000, default: 5000, description: 'after SIGTERM, how long readiness answers 503 while requests are still served (with Connection: close), before the listener closes; set it above the balancer\'s time to mark an instance down (HAProxy inter x fall, a Kubernetes readiness period x failureThreshold)' }),
   SHUTDOWN_TIMEOUT_MS: Milliseconds(30_000, 'hard bound on a graceful shutdown'),
   UPSTREAM_TIMEOUT_MS: Milliseconds(5000, 'bound on one upstream HTTP call'),
-  BILLING_QUEUE_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 200, default: 10, description: 'billing requests in flight at once on one instance; the others wait in the queue' }),
-  BILLING_QUEUE_TIMEOUT_MS: Milliseconds(8000, 'deadline of one billing request, waiting included'),
-  BILLING_QUEUE_MAX_SIZE: Type.Integer({ minimum: 0, maximum: 100_000, default: 100, description: 'billing requests that may wait for a slot; one more is refused at once (0: a request runs at once or is refused)' }),
-  CRM_QUEUE_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 25, default: 5, description: 'CRM requests in flight at once on one instance, and platform events handed off at once; the others wait' }),
-  CRM_QUEUE_TIMEOUT_MS: Milliseconds(15_000, 'deadline of one CRM request, waiting included'),
-  CRM_QUEUE_MAX_SIZE: Type.Integer({ minimum: 0, maximum: 100_000, default: 200, description: 'CRM requests that may wait for a slot; one more is refused at once (0: a request runs at once or is refused)' }),
   QUEUE_HEALTH_WINDOW_MS: Milliseconds(300_000, 'window over which queue failures and averages are judged'),
   BILLING_PAYMENT_METHOD: Type.Optional(Type.String({ pattern: '^[a-z0-9_]+$', description: 'WHMCS payment gateway module of new orders (an active one); unset: mailin, or the first gateway WHMCS names as valid' })),
   CRM_PRIVATE_KEY_PATH: Type.Optional(Type.String({ minLength: 1, description: 'file holding the PEM RSA key for the JWT assertion, read once at start; CRM_PRIVATE_KEY wins when both are set' })),
@@ -139,12 +130,18 @@ export interface UpstreamSettingGroup {
   title: string
   /** Its settings group: given together, or (outside production) none, for the sandbox to fill in. */
   settings: TProperties
+  /** Its request queue's settings, each with its default. */
+  queue?: { schemas: TProperties } | undefined
 }
 
-/** The settings schema of the service with these upstreams: its own settings, then each upstream's group. */
+/**
+ * The settings schema of the service with these upstreams: its own settings, then each request
+ * queue's, then each upstream's group.
+ */
 export function settingsSchema (upstreams: readonly UpstreamSettingGroup[]): TObject<typeof ServiceSettingsSchema.properties & TProperties> {
+  const queues = upstreams.flatMap(({ queue }) => Object.entries(queue?.schemas ?? {}))
   const groups = upstreams.flatMap(({ settings }) => Object.entries(settings).map(([name, schema]) => [name, Type.Optional(schema)]))
-  return Type.Object({ ...ServiceSettingsSchema.properties, ...Object.fromEntries(groups) as TProperties })
+  return Type.Object({ ...ServiceSettingsSchema.properties, ...Object.fromEntries(queues) as TProperties, ...Object.fromEntries(groups) as TProperties })
 }
 
 /** Every upstream setting, upstream by upstream. */

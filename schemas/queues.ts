@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { StringEnum } from './string-enum.js'
 
 const Count = (description: string) => Type.Integer({ minimum: 0, description })
@@ -97,14 +97,19 @@ export const OrdersReport = Type.Union([
   Type.Null({ description: 'the database could not be asked' })
 ], { $id: 'OrdersReport', description: 'the portal orders in Pending Review, by the CRM\'s word as the reconciliation (every ORDERS_RECONCILE_INTERVAL_S) last read it; shared by every instance' })
 
-export const QueuesReport = Type.Object({
-  timestamp: Type.String({ format: 'date-time' }),
-  billing: Type.Ref(QueueReport),
-  crm: Type.Ref(CrmQueueReport),
-  jobs: Type.Ref(JobQueueReport),
-  events: Type.Ref(EventsReport),
-  orders: Type.Ref(OrdersReport)
-}, { $id: 'QueuesReport', title: 'Queue health report', additionalProperties: false })
+/**
+ * The queue health report of a service with these request queues (by their upstreams' names, in
+ * the registry's order): each queue's report, `QueueReport` unless `reports` names another.
+ */
+export function queuesReport (queues: readonly string[], reports: Readonly<Record<string, TSchema>> = {}) {
+  return Type.Object({
+    timestamp: Type.String({ format: 'date-time' }),
+    ...Object.fromEntries(queues.map((name) => [name, Type.Ref(reports[name] ?? QueueReport)])),
+    jobs: Type.Ref(JobQueueReport),
+    events: Type.Ref(EventsReport),
+    orders: Type.Ref(OrdersReport)
+  }, { $id: 'QueuesReport', title: 'Queue health report', additionalProperties: false })
+}
 
 const QueueDetailProperties = {
   name: Type.String(),
@@ -138,4 +143,5 @@ export const CrmQueueDetail = Type.Object({
   }, { additionalProperties: false })
 }, { $id: 'CrmQueueDetail', title: 'CRM queue details', additionalProperties: false })
 
-export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, JobQueueReport, SubscriptionHealth, EventsReport, OrdersReport, QueuesReport, QueueDetail, CrmQueueDetail]
+/** The shared shapes of the queue reports; the report of them all (`queuesReport`) is made from the registry. */
+export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, JobQueueReport, SubscriptionHealth, EventsReport, OrdersReport, QueueDetail, CrmQueueDetail]

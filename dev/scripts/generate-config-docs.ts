@@ -72,7 +72,8 @@ export const SECTIONS: readonly Section[] = [
   {
     title: 'Request queues',
     lead: 'Every billing and CRM call of an instance goes through that upstream\'s queue.',
-    settings: ['BILLING_QUEUE_CONCURRENCY', 'BILLING_QUEUE_TIMEOUT_MS', 'BILLING_QUEUE_MAX_SIZE', 'CRM_QUEUE_CONCURRENCY', 'CRM_QUEUE_TIMEOUT_MS', 'CRM_QUEUE_MAX_SIZE', 'QUEUE_HEALTH_WINDOW_MS']
+    // Each queue's settings, as the upstream registry names them.
+    settings: [...UPSTREAMS.flatMap(({ queue }) => queue === undefined ? [] : [queue.concurrency, queue.timeoutMs, queue.maxSize]), 'QUEUE_HEALTH_WINDOW_MS']
   },
   {
     title: 'Platform events',

@@ -1,31 +1,35 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import type { ProductUpstream } from '../../integrations/registry.js'
-import { RequestQueue, type QueueMetrics } from '../../lib/request-queue.js'
+import type { QueuedUpstream, QueueSettingName } from '../../integrations/registry.js'
+import { RequestQueue, type QueueMetrics, type RequestQueueOptions } from '../../lib/request-queue.js'
+import type { Config } from '../../schemas/config.js'
 import type { Sample } from './monitoring/metrics.js'
-import type { UpstreamsOptions } from './upstreams.js'
-import { threshold, type MeasureName } from './monitoring/thresholds.js'
-import { healthOf, levelOf, worstLevel, type Level, type QueueHealth } from './monitoring/levels.js'
+import type { MonitoringSource } from './monitoring/index.js'
+import type { Reading } from './monitoring/alerts.js'
+import type { ServiceUpstream, UpstreamsOptions } from './upstreams.js'
+import type { Threshold } from './monitoring/threshold-row.js'
+import { queueMeasures, queueRows } from './monitoring/upstream-rows.js'
+import { healthOf, levelAgainst, worstLevel, type Level, type QueueHealth } from './monitoring/levels.js'
 
-/**
- * The specification states thresholds for the billing queue; the CRM queue, whose metrics have
- * the same shape, is judged by the same rows.
- */
-const QUEUE_THRESHOLDS = { queueSize: 'billing_queue_size', failedRequests: 'billing_failed_requests' } as const satisfies Record<string, MeasureName>
+type Limits = { warning: number, critical: number }
 
-/** A request queue to one upstream, judged against the monitoring thresholds. */
+/** A request queue to one upstream, judged by the rows of the thresholds table its descriptor gives. */
 export class UpstreamQueue extends RequestQueue {
+  readonly #rows: { queueSize: Threshold, failedRequests: Threshold }
+
+  constructor (options: RequestQueueOptions, rows: { queueSize: Threshold, failedRequests: Threshold }) {
+    super(options)
+    this.#rows = rows
+  }
+
   /** The warning and critical thresholds this queue's health is judged by. */
-  get thresholds (): Record<keyof typeof QUEUE_THRESHOLDS, { warning: number, critical: number }> {
-    const limits = (measure: MeasureName) => {
-      const { warning, critical } = threshold(measure)
-      return { warning, critical }
-    }
-    return { queueSize: limits(QUEUE_THRESHOLDS.queueSize), failedRequests: limits(QUEUE_THRESHOLDS.failedRequests) }
+  get thresholds (): { queueSize: Limits, failedRequests: Limits } {
+    const { queueSize, failedRequests } = this.#rows
+    return { queueSize: { warning: queueSize.warning, critical: queueSize.critical }, failedRequests: { warning: failedRequests.warning, critical: failedRequests.critical } }
   }
 
   level (): Level {
-    return worstLevel([levelOf(QUEUE_THRESHOLDS.queueSize, this.metrics().queueSize), levelOf(QUEUE_THRESHOLDS.failedRequests, this.recentFailures())])
+    return worstLevel([levelAgainst(this.#rows.queueSize, this.metrics().queueSize), levelAgainst(this.#rows.failedRequests, this.recentFailures())])
   }
 
   health (): QueueHealth {
@@ -45,13 +49,20 @@ function snapshotOf (queue: UpstreamQueue): QueueSnapshot {
 }
 
 /** The upstreams whose calls wait in a queue. */
-type QueuedName = Extract<ProductUpstream, { queue: object }>['name']
+type QueuedName = QueuedUpstream['name']
 
 /** Each queue under its upstream's name and `Queue`: `billingQueue`. */
 type UpstreamQueues = { readonly [Name in QueuedName as `${Name}Queue`]: UpstreamQueue }
 
+/** The queue settings of the registry, read with the others: `BILLING_QUEUE_CONCURRENCY`. */
+type QueueSettingValues = { [Setting in QueueSettingName]: number }
+
 declare module 'fastify' {
   interface FastifyInstance extends UpstreamQueues {}
+}
+
+declare module '../../schemas/config.js' {
+  interface Config extends QueueSettingValues {}
 }
 
 type QueueReports = Record<QueuedName, QueueSnapshot>
@@ -67,34 +78,61 @@ function perQueue (name: string, help: string, type: 'gauge' | 'counter', value:
   return { name, help, type, samples: (queues: QueueReports): Sample[] => Object.entries(queues).map(([queue, report]) => ({ labels: { queue }, value: value(report) })) }
 }
 
+/** A queue setting's value; the settings schema, made from the same registry, gives each a default. */
+function settingOf (config: Config, setting: string): number {
+  return (config as unknown as Record<string, number>)[setting]!
+}
+
+/** The queue of an upstream, with its settings and the rows its descriptor gives. */
+function queueOf (upstream: ServiceUpstream, config: Config): UpstreamQueue | undefined {
+  const { name, queue } = upstream
+  if (queue === undefined) return undefined
+  const [queueSize, failedRequests] = queueRows([upstream]) as [Threshold, Threshold]
+  return new UpstreamQueue({
+    name,
+    concurrency: settingOf(config, queue.concurrency),
+    timeoutMs: settingOf(config, queue.timeoutMs),
+    maxSize: settingOf(config, queue.maxSize),
+    windowMs: config.QUEUE_HEALTH_WINDOW_MS
+  }, { queueSize, failedRequests })
+}
+
+/** Each queue's two rows, read from its report. */
+function queueReadings (queues: readonly UpstreamQueue[]): MonitoringSource<QueueReports>['measures'] {
+  return Object.fromEntries(queues.flatMap(({ name }) => {
+    const measures = queueMeasures(name)
+    const report = (queues: QueueReports) => (queues as Record<string, QueueSnapshot>)[name]!
+    return [
+      [measures.queueSize, (queues: QueueReports): Reading => ({ value: report(queues).metrics.queueSize })],
+      [measures.failedRequests, (queues: QueueReports): Reading => ({ value: report(queues).recentFailedRequests })]
+    ]
+  }))
+}
+
+const window = 'within QUEUE_HEALTH_WINDOW_MS'
+const QUEUE_METRICS = [
+  perQueue('portal_bff_queue_size', 'Requests waiting in the upstream request queue', 'gauge', (queue) => queue.metrics.queueSize),
+  perQueue('portal_bff_queue_pending_requests', 'Requests of the upstream request queue in flight', 'gauge', (queue) => queue.metrics.pendingRequests),
+  perQueue('portal_bff_queue_recent_failed_requests', `Failed requests of the upstream request queue ${window}, which its health is judged on`, 'gauge', (queue) => queue.recentFailedRequests),
+  perQueue('portal_bff_queue_requests_total', 'Requests seen by the upstream request queue', 'counter', (queue) => queue.metrics.totalRequests),
+  perQueue('portal_bff_queue_requests_completed_total', 'Requests completed by the upstream request queue', 'counter', (queue) => queue.metrics.completedRequests),
+  perQueue('portal_bff_queue_requests_failed_total', 'Requests failed in the upstream request queue', 'counter', (queue) => queue.metrics.failedRequests),
+  perQueue('portal_bff_queue_average_wait_seconds', `Average wait in the upstream request queue ${window}`, 'gauge', (queue) => queue.metrics.averageWaitTime / 1000),
+  perQueue('portal_bff_queue_average_execution_seconds', `Average execution time of upstream requests ${window}`, 'gauge', (queue) => queue.metrics.averageExecutionTime / 1000)
+]
+
 async function requestQueues (fastify: FastifyInstance, { upstreams }: UpstreamsOptions) {
-  const { config } = fastify
-  const queues = upstreams.flatMap(({ name, queue }) => queue === undefined
-    ? []
-    : [new UpstreamQueue({ name, concurrency: config[queue.concurrency], timeoutMs: config[queue.timeoutMs], maxSize: config[queue.maxSize], windowMs: config.QUEUE_HEALTH_WINDOW_MS })])
+  const queues = upstreams.flatMap((upstream) => queueOf(upstream, fastify.config) ?? [])
   for (const queue of queues) fastify.decorate(`${queue.name}Queue`, queue)
   fastify.addHook('onClose', async () => {
     await Promise.all(queues.map((queue) => queue.drain()))
   })
 
-  const window = 'within QUEUE_HEALTH_WINDOW_MS'
   fastify.monitoring.register('queues', {
     description: 'the request queues',
     read: () => Object.fromEntries(queues.map((queue) => [queue.name, snapshotOf(queue)])) as QueueReports,
-    measures: {
-      billing_queue_size: ({ billing }) => ({ value: billing.metrics.queueSize }),
-      billing_failed_requests: ({ billing }) => ({ value: billing.recentFailedRequests })
-    },
-    metrics: [
-      perQueue('portal_bff_queue_size', 'Requests waiting in the upstream request queue', 'gauge', (queue) => queue.metrics.queueSize),
-      perQueue('portal_bff_queue_pending_requests', 'Requests of the upstream request queue in flight', 'gauge', (queue) => queue.metrics.pendingRequests),
-      perQueue('portal_bff_queue_recent_failed_requests', `Failed requests of the upstream request queue ${window}, which its health is judged on`, 'gauge', (queue) => queue.recentFailedRequests),
-      perQueue('portal_bff_queue_requests_total', 'Requests seen by the upstream request queue', 'counter', (queue) => queue.metrics.totalRequests),
-      perQueue('portal_bff_queue_requests_completed_total', 'Requests completed by the upstream request queue', 'counter', (queue) => queue.metrics.completedRequests),
-      perQueue('portal_bff_queue_requests_failed_total', 'Requests failed in the upstream request queue', 'counter', (queue) => queue.metrics.failedRequests),
-      perQueue('portal_bff_queue_average_wait_seconds', `Average wait in the upstream request queue ${window}`, 'gauge', (queue) => queue.metrics.averageWaitTime / 1000),
-      perQueue('portal_bff_queue_average_execution_seconds', `Average execution time of upstream requests ${window}`, 'gauge', (queue) => queue.metrics.averageExecutionTime / 1000)
-    ]
+    measures: queueReadings(queues),
+    metrics: QUEUE_METRICS
   })
 }
 

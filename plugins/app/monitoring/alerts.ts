@@ -2,8 +2,8 @@ import type { FastifyBaseLogger } from 'fastify'
 import { round } from '../../../lib/numbers.js'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
 import { THRESHOLDS, type MeasureName } from './thresholds.js'
-import { levelOf, priorityOf, worstLevel, type Level, type Limits } from './levels.js'
-import { INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, type Comparison, type Priority, type Unit } from './threshold-row.js'
+import { levelAgainst, priorityOf, worstLevel, type Level, type Limits } from './levels.js'
+import { INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, type Comparison, type Priority, type Threshold, type Unit } from './threshold-row.js'
 
 /** A measure's value in its row's unit, or why there is none. */
 export interface Reading {
@@ -51,29 +51,32 @@ export interface Judgement {
 }
 
 /** A reading of fewer samples than its row needs has no value yet, and says why. */
-function withEnoughSamples (row: typeof THRESHOLDS[number], reading: Reading): Reading {
-  const minSamples = 'minSamples' in row ? row.minSamples : undefined
+function withEnoughSamples ({ minSamples }: Threshold, reading: Reading): Reading {
   if (minSamples === undefined || reading.value === null || reading.samples === undefined || reading.samples >= minSamples) return reading
   return { value: null, samples: reading.samples, note: `too few samples to judge: ${reading.samples} of the ${minSamples} needed in the last 5 minutes` }
 }
 
-/** Every row judged against its thresholds (or the limits the settings give it), and the overall level: the worst of them. */
-export function judge (readings: Readings, limits: Limits = {}): Judgement {
-  const alerts = THRESHOLDS.map((row): Alert => {
-    const { value, note } = withEnoughSamples(row, readings[row.measure])
-    const level = levelOf(row.measure, value, limits)
-    const { warning, critical } = limits[row.measure] ?? row
-    const rowNote = 'note' in row ? row.note : undefined
+/**
+ * Every row of the table (the product's, or that of the service's registry) judged against its
+ * thresholds (or the limits the settings give it), and the overall level: the worst of them.
+ */
+export function judge (readings: Readings, limits: Limits = {}, rows: readonly Threshold[] = THRESHOLDS): Judgement {
+  const alerts = rows.map((row): Alert => {
+    const measure = row.measure as MeasureName
+    const { value, note } = withEnoughSamples(row, readings[measure] ?? { value: null, note: 'no data: not measured by this service' })
+    const moved = limits[measure]
+    const level = levelAgainst(row, value, moved)
+    const { warning, critical } = moved ?? row
     return {
-      measure: row.measure,
+      measure,
       description: row.description,
       value: value === null ? null : round(value),
       unit: row.unit,
       level,
       threshold: { comparison: row.comparison, warning, critical },
       crossed: level === 'ok' ? null : level,
-      priority: priorityOf(row.measure, level),
-      ...((note ?? rowNote) !== undefined && { note: note ?? rowNote })
+      priority: priorityOf(row, level),
+      ...((note ?? row.note) !== undefined && { note: note ?? row.note })
     }
   })
   return { level: worstLevel(alerts.map((alert) => alert.level)), alerts }

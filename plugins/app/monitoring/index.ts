@@ -3,8 +3,10 @@ import type { FastifyBaseLogger, FastifyInstance, RouteOptions } from 'fastify'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
 import { ChangeLog, judge, windowed, type Judgement, type Reading, type Readings } from './alerts.js'
 import { ServiceMetrics, type Sample } from './metrics.js'
-import { MEASURES, ROWS, type MeasureName } from './thresholds.js'
+import { THRESHOLDS, thresholdsOf, type MeasureName } from './thresholds.js'
 import type { Limits } from './levels.js'
+import type { Threshold } from './threshold-row.js'
+import type { UpstreamsOptions } from '../upstreams.js'
 
 /**
  * The parts of a monitoring snapshot, each reported by the plugin that owns the concern: a plugin
@@ -99,6 +101,8 @@ export interface MonitoringOptions {
   readTimeoutMs: number
   /** Rows whose limits the settings move from the table's defaults. */
   limits?: Limits
+  /** The thresholds table: the product's, or the one of the service's upstream registry. */
+  rows?: readonly Threshold[]
 }
 
 export class Monitoring {
@@ -107,6 +111,8 @@ export class Monitoring {
   readonly #changes: ChangeLog
   readonly #readTimeoutMs: number
   readonly #limits: Limits
+  /** The rows judged, in order. */
+  readonly rows: readonly Threshold[]
   /** Each part as last read, and when. */
   readonly #latest: Partial<MonitoringParts> = {}
   readonly #readAt = new Map<PartName, number>()
@@ -114,7 +120,8 @@ export class Monitoring {
   #readOnce = false
   #recent: Promise<MonitoringSnapshot> | undefined
 
-  constructor ({ metrics, log, readTimeoutMs, limits = {} }: MonitoringOptions) {
+  constructor ({ metrics, log, readTimeoutMs, limits = {}, rows = THRESHOLDS }: MonitoringOptions) {
+    this.rows = rows
     this.#metrics = metrics
     this.#changes = new ChangeLog(log)
     this.#readTimeoutMs = readTimeoutMs
@@ -193,7 +200,7 @@ export class Monitoring {
    */
   async evaluate ({ unattended = false } = {}): Promise<{ snapshot: MonitoringSnapshot, judgement: Judgement }> {
     const snapshot = unattended ? await (this.#inFlight ?? this.#read(true)) : await this.snapshot()
-    const judgement = judge(this.readings(snapshot), this.#limits)
+    const judgement = judge(this.readings(snapshot), this.#limits, this.rows)
     this.#changes.observe(snapshot.parts.core, judgement)
     return { snapshot, judgement }
   }
@@ -202,7 +209,7 @@ export class Monitoring {
   readings (snapshot: MonitoringSnapshot): Readings {
     const readings: Partial<Readings> = {}
     for (const source of this.#sources.values()) source.readings(snapshot.parts, readings)
-    return Object.fromEntries(MEASURES.map((measure) => [measure, readings[measure] ?? { value: null, note: 'no data: not measured by this service' }])) as Readings
+    return Object.fromEntries(this.rows.map(({ measure }) => [measure, readings[measure as MeasureName] ?? { value: null, note: 'no data: not measured by this service' }])) as Readings
   }
 
   async #read (unattended = false): Promise<MonitoringSnapshot> {
@@ -225,13 +232,13 @@ export class Monitoring {
  * Loaded first, so that every plugin can register its part and feed the histograms. The HTTP
  * measures are its own: every finished request but the probes'.
  */
-async function monitoring (fastify: FastifyInstance) {
+async function monitoring (fastify: FastifyInstance, { upstreams }: UpstreamsOptions) {
   if (fastify.hasDecorator('monitoring')) throw new Error('The monitoring plugin is already registered')
   const metrics = new ServiceMetrics()
   // A part bounded by the health-check timeout itself (the core checks) answers within it.
   const { HEALTH_CHECK_TIMEOUT_MS, ORDERS_PENDING_WARNING_S, ORDERS_PENDING_CRITICAL_S } = fastify.config
   const limits: Limits = { orders_pending_age: { warning: ORDERS_PENDING_WARNING_S, critical: ORDERS_PENDING_CRITICAL_S } }
-  const instance = new Monitoring({ metrics, log: fastify.log, readTimeoutMs: HEALTH_CHECK_TIMEOUT_MS + 250, limits })
+  const instance = new Monitoring({ metrics, log: fastify.log, readTimeoutMs: HEALTH_CHECK_TIMEOUT_MS + 250, limits, rows: thresholdsOf(upstreams) })
   fastify.decorate('metrics', metrics)
   fastify.decorate('monitoring', instance)
   fastify.decorate('requestObserver', (request, reply, durationMs) => {
@@ -249,7 +256,7 @@ async function monitoring (fastify: FastifyInstance) {
   metrics.live('portal_bff_monitoring_reading_age_seconds', 'Seconds since each part of the monitoring was last read; a scrape serves a part that does not answer in time as last read', 'gauge', async () =>
     instance.ages().map(({ part, seconds }) => ({ labels: { part }, value: seconds })))
   // The limits the settings give, for the rules to compare with.
-  for (const row of ROWS) {
+  for (const row of instance.rows) {
     for (const level of ['warning', 'critical'] as const) {
       const exported = row.configurable?.[level]
       if (exported === undefined) continue

@@ -1,6 +1,6 @@
 /** The judgement of a value against its row of the thresholds table: its level, priority and a queue's health. */
 import { threshold, type MeasureName } from './thresholds.js'
-import type { Comparison, Priority } from './threshold-row.js'
+import type { Comparison, Priority, Threshold } from './threshold-row.js'
 
 export type Level = 'ok' | 'warning' | 'critical'
 
@@ -14,17 +14,20 @@ export function crosses (comparison: Comparison, value: number, limit: number): 
 
 /** The level of a value against a row of the table (or the limits given for it); `ok` when there is no value to judge. */
 export function levelOf (measure: MeasureName, value: number | null, limits: Limits = {}): Level {
+  return levelAgainst(threshold(measure), value, limits[measure])
+}
+
+/** The level of a value against a row (or the limits given for it); `ok` when there is no value to judge. */
+export function levelAgainst (row: Threshold, value: number | null, limits: { warning: number, critical: number } = row): Level {
   if (value === null) return 'ok'
-  const { comparison } = threshold(measure)
-  const { warning, critical } = limits[measure] ?? threshold(measure)
-  if (crosses(comparison, value, critical)) return 'critical'
-  if (crosses(comparison, value, warning)) return 'warning'
+  if (crosses(row.comparison, value, limits.critical)) return 'critical'
+  if (crosses(row.comparison, value, limits.warning)) return 'warning'
   return 'ok'
 }
 
 /** The priority a row's level routes to (P1 and P2 page, P3 and P4 open a ticket); none when ok. */
-export function priorityOf (measure: MeasureName, level: Level): Priority | null {
-  return level === 'ok' ? null : threshold(measure).priority[level]
+export function priorityOf (row: Threshold, level: Level): Priority | null {
+  return level === 'ok' ? null : row.priority[level]
 }
 
 const SEVERITY: Record<Level, number> = { ok: 0, warning: 1, critical: 2 }

@@ -7,8 +7,9 @@ const Count = (description: string) => Type.Integer({ minimum: 0, description })
 const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T, description?: string) =>
   Type.Union([schema, Type.Null()], description === undefined ? {} : { description })
 
-export const Alert = Type.Object({
-  measure: StringEnum(MEASURES, { description: 'the row of the thresholds table (specification §8)' }),
+/** An alert of a row of the thresholds table with these measures (the product's, or the one of the service's registry). */
+const alertOf = (measures: readonly string[]) => Type.Object({
+  measure: StringEnum(measures, { description: 'the row of the thresholds table (specification §8)' }),
   description: Type.String(),
   value: Nullable(Type.Number(), 'the current value in `unit`; null when there is nothing to judge (see `note`)'),
   unit: StringEnum(['failing checks', 'requests', 'jobs', 'percent', 'ms', 'seconds', 'rounds']),
@@ -22,6 +23,8 @@ export const Alert = Type.Object({
   priority: Type.Union([StringEnum(['P1', 'P2', 'P3', 'P4']), Type.Null()], { description: 'the incident priority the level routes to: P1 and P2 page on-call, P3 and P4 open a ticket; null when ok' }),
   note: Type.Optional(Type.String())
 }, { $id: 'Alert', additionalProperties: false })
+
+export const Alert = alertOf(MEASURES)
 export type Alert = Static<typeof Alert>
 
 const Priority = Type.Object({
@@ -98,4 +101,5 @@ export const StatusSummary = Type.Object({
   alerts: Type.Array(Type.Ref(Alert))
 }, { $id: 'StatusSummary', title: 'Status page summary', additionalProperties: false })
 
-export const alertSchemas = [AlertLevel, QueueHealth, QueueMetrics, OrdersReport, Alert, AlertsReport, StatusSummary]
+/** The schemas of the alerts' routes, their alerts of these measures. */
+export const alertSchemas = (measures: readonly string[] = MEASURES) => [AlertLevel, QueueHealth, QueueMetrics, OrdersReport, alertOf(measures), AlertsReport, StatusSummary]

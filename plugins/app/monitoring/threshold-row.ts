@@ -16,8 +16,11 @@ export function pages (priority: Priority): boolean {
   return PAGING_PRIORITIES.includes(priority)
 }
 
-/** A dependency a row's alerts name, so that a page says what failed (an alert label). */
-export type Dependency = 'billing' | 'crm' | 'telecom' | 'database' | 'redis'
+/**
+ * A dependency a row's alerts name, so that a page says what failed (an alert label): `database`,
+ * `redis`, or an upstream of the registry by its name (the rows made from the registry carry it).
+ */
+export type Dependency = 'database' | 'redis' | (string & {})
 
 export const INCIDENT_PRIORITIES = {
   P1: { respondWithinMinutes: 15, postIncidentReview: true },

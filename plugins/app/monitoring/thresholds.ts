@@ -3,11 +3,14 @@
  * value (queue health, /health/alerts, /metrics, the Prometheus rules and the Grafana dashboard)
  * reads this table, so they cannot drift apart.
  */
+import { UPSTREAMS, type ProductUpstream, type QueuedUpstream } from '../../../integrations/registry.js'
 import type { Threshold } from './threshold-row.js'
+import { queueRows, responseTimeRows } from './upstream-rows.js'
 
 const HTTP_LABELS = ['method', 'route', 'status_class'] as const
 
-export const THRESHOLDS = [
+/** The rows of the service itself, in the table's order; the registry's rows go between them. */
+const SERVICE_ROWS = [
   {
     measure: 'core_status',
     description: 'core health: failing checks of GET /health',
@@ -20,34 +23,6 @@ export const THRESHOLDS = [
     priority: { warning: 'P3', critical: 'P1' },
     note: 'a degraded core (database or cache failing) is critical: the specification\'s warning and critical are the same condition',
     prometheus: { kind: 'failing', metric: 'portal_bff_health_check_up', without: ['check'] }
-  },
-  {
-    measure: 'billing_queue_size',
-    description: 'billing request queue: requests waiting',
-    unit: 'requests',
-    comparison: 'above',
-    warning: 10,
-    critical: 50,
-    priority: { warning: 'P4', critical: 'P3' },
-    dependency: 'billing',
-    prometheus: { kind: 'gauge', metric: 'portal_bff_queue_size', match: { queue: 'billing' }, without: ['queue'] }
-  },
-  {
-    measure: 'billing_failed_requests',
-    description: 'billing request queue: failed requests in the recent window',
-    unit: 'requests',
-    comparison: 'above',
-    warning: 5,
-    critical: 20,
-    priority: { warning: 'P4', critical: 'P2' },
-    dependency: 'billing',
-    prometheus: {
-      kind: 'gauge',
-      metric: 'portal_bff_queue_recent_failed_requests',
-      match: { queue: 'billing' },
-      without: ['queue'],
-      recent: { counter: 'portal_bff_queue_requests_failed_total', match: { queue: 'billing' }, without: ['queue'] }
-    }
   },
   {
     measure: 'crm_daily_usage',
@@ -154,18 +129,6 @@ export const THRESHOLDS = [
     prometheus: { kind: 'quantile', histogram: 'portal_bff_upstream_request_duration_seconds', match: { upstream: ['billing', 'crm'] }, without: ['outcome'], maxOver: 'upstream' }
   },
   {
-    measure: 'telecom_response_time',
-    description: 'telecom provider response time, 95th percentile over 5 minutes',
-    unit: 'ms',
-    comparison: 'above',
-    warning: 3000,
-    critical: 10_000,
-    priority: { warning: 'P4', critical: 'P3' },
-    dependency: 'telecom',
-    minSamples: 10,
-    prometheus: { kind: 'quantile', histogram: 'portal_bff_upstream_request_duration_seconds', match: { upstream: 'telecom' }, without: ['outcome', 'upstream'] }
-  },
-  {
     measure: 'external_error_rate',
     description: 'share of failed upstream calls (billing, CRM, telecom) over 5 minutes',
     unit: 'percent',
@@ -241,12 +204,31 @@ export const THRESHOLDS = [
   }
 ] as const satisfies readonly Threshold[]
 
-export type MeasureName = typeof THRESHOLDS[number]['measure']
+type ServiceMeasure = typeof SERVICE_ROWS[number]['measure']
 
-/** The table's rows as the general row type, for code that reads every field of any row. */
+/**
+ * The thresholds table of a service with these upstreams: the service's rows, each request
+ * queue's after the core's, and each upstream's response time after the CRM's and billing's.
+ */
+export function thresholdsOf (upstreams: Parameters<typeof queueRows>[0]): readonly Threshold[] {
+  const [core, ...rest] = SERVICE_ROWS
+  const afterResponseTimes = rest.findIndex((row) => row.measure === 'crm_billing_response_time') + 1
+  return [core, ...queueRows(upstreams), ...rest.slice(0, afterResponseTimes), ...responseTimeRows(upstreams), ...rest.slice(afterResponseTimes)]
+}
+
+type QueuedName = QueuedUpstream['name']
+type TimedName = Extract<ProductUpstream, { responseTime: object }>['name']
+
+/** The name of a row of the product's table. */
+export type MeasureName = ServiceMeasure | `${QueuedName}_queue_size` | `${QueuedName}_failed_requests` | `${TimedName}_response_time`
+
+/** The product's table: its rows and the upstream registry's. */
+export const THRESHOLDS: readonly Threshold[] = thresholdsOf(UPSTREAMS)
+
+/** The same, by another name kept for the code that reads every field of any row. */
 export const ROWS: readonly Threshold[] = THRESHOLDS
 
-export const MEASURES: readonly MeasureName[] = THRESHOLDS.map((row) => row.measure)
+export const MEASURES = THRESHOLDS.map((row) => row.measure) as readonly MeasureName[]
 
 const byMeasure = new Map<string, Threshold>(THRESHOLDS.map((threshold) => [threshold.measure, threshold]))
 
