@@ -270,8 +270,8 @@ export interface AlertRule {
  * sends each rule's alerts as it evaluates it, so the pages of an incident, which resolve at the same
  * evaluation, reach Alertmanager together, before it can send the one without the other.
  */
-export function thresholdRules (runbookBase?: string): AlertRule[] {
-  const rules = ROWS.flatMap((row) => (['warning', 'critical'] as const).map((level) => ({
+export function thresholdRules (runbookBase?: string, rows: readonly Row[] = ROWS): AlertRule[] {
+  const rules = rows.flatMap((row) => (['warning', 'critical'] as const).map((level) => ({
     alert: alertName(row),
     expr: ruleExpr(row, level),
     priority: rulePriority(row, level),

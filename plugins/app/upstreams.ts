@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { DailyUsageStore, type DailyUsage, type LimitSource } from '../../integrations/crm/daily-usage.js'
-import type { QueueSettings, UpstreamClient, UpstreamDescriptor } from '../../integrations/descriptor.js'
+import type { UpstreamClient, UpstreamDescriptor } from '../../integrations/descriptor.js'
 import type { UpstreamClients, UpstreamName } from '../../integrations/registry.js'
 import type { UpstreamCall } from '../../integrations/upstream.js'
 import { percentOf } from '../../lib/numbers.js'
@@ -14,16 +14,11 @@ import { ROWS, threshold, type MeasureName } from './monitoring/thresholds.js'
 import { crmDailyUsageKey } from './redis-keys.js'
 import { asProbe, LastCalls } from './last-calls.js'
 
-/** A setting of a number, by its name. */
-type NumberSetting = { [Name in keyof Config]-?: Config[Name] extends number ? Name : never }[keyof Config]
-
 /**
- * An upstream the service can run: what its client needs of the service, the service has, and its
- * queue's settings are numbers of the settings schema.
+ * An upstream the service can run: what its client needs of the service, the service has. Its
+ * queue's settings join the settings schema made from the same registry.
  */
-export type ServiceUpstream = UpstreamDescriptor<string, UpstreamClient, { config: Config, crmUsage: DailyUsageStore }> & {
-  readonly queue?: QueueSettings<NumberSetting> | undefined
-}
+export type ServiceUpstream = UpstreamDescriptor<string, UpstreamClient, { config: Config, crmUsage: DailyUsageStore }>
 
 export interface UpstreamsOptions {
   /** The upstream registry: the product's, or a test's. */

@@ -1,9 +1,12 @@
 import t from 'tap'
-import { defineUpstream } from '../../../integrations/descriptor.js'
+import { thresholdRules } from '../../../dev/scripts/alert-rules.js'
+import { defineUpstream, requestQueue } from '../../../integrations/descriptor.js'
 import { UPSTREAMS } from '../../../integrations/registry.js'
 import { Upstream, type UpstreamOptions } from '../../../integrations/upstream.js'
 import { FAILURE_CLASSES } from '../../../lib/errors.js'
 import { Secret, Url } from '../../../lib/setting-schemas.js'
+import type { RequestQueue } from '../../../lib/request-queue.js'
+import { thresholdsOf } from '../../../plugins/app/monitoring/thresholds.js'
 import { ConfigError, loadConfig } from '../../../settings.js'
 import { buildTestApp, testEnv } from '../../helpers/app.js'
 import { json, stubServer } from '../../helpers/http-stub.js'
@@ -42,6 +45,30 @@ const postal = defineUpstream({
 })
 
 const registry = [...UPSTREAMS, postal]
+
+/** Another, whose calls wait in a request queue of their own: its descriptor alone again. */
+const geocoder = defineUpstream({
+  name: 'geocoder',
+  title: 'geocoder',
+  description: 'geocoding service',
+  settings: {
+    GEOCODER_API_URL: Url('geocoding service base URL'),
+    GEOCODER_API_TOKEN: Secret('geocoding service API token')
+  },
+  queue: requestQueue({
+    concurrency: { setting: 'GEOCODER_QUEUE_CONCURRENCY', maximum: 20, default: 3, description: 'geocoder requests in flight at once' },
+    timeoutMs: { setting: 'GEOCODER_QUEUE_TIMEOUT_MS', default: 4000, description: 'deadline of one geocoder request, waiting included' },
+    maxSize: { setting: 'GEOCODER_QUEUE_MAX_SIZE', default: 30, description: 'geocoder requests that may wait' },
+    limits: {
+      queueSize: { warning: 4, critical: 12, priority: { warning: 'P4', critical: 'P3' } },
+      failedRequests: { warning: 1, critical: 3, priority: { warning: 'P4', critical: 'P3' } }
+    }
+  }),
+  client: (settings, options) => new PostalClient({ ...options, url: settings.GEOCODER_API_URL, token: settings.GEOCODER_API_TOKEN }),
+  health: (client, signal) => client.health(signal)
+})
+
+const queuedRegistry = [...UPSTREAMS, geocoder]
 
 t.test('an upstream registered by its descriptor alone is read from the settings, checked, and measured', async (t) => {
   let up = true
@@ -93,4 +120,62 @@ t.test('its settings group is given whole or not at all, and production requires
   const { config } = loadConfig(testEnv(), registry)
   t.same(config.missingUpstreamSettings.filter((name) => name.startsWith('POSTAL_')), ['POSTAL_API_URL', 'POSTAL_API_TOKEN'], 'left out, it is missing, for the sandbox to fill in')
   t.notOk('postal' in config.upstreamSettings)
+})
+
+t.test('an upstream with a request queue, by its descriptor alone: its settings, queue reports, API document, metrics and alert rules', async (t) => {
+  const { config } = loadConfig(testEnv({ GEOCODER_QUEUE_CONCURRENCY: '2' }), queuedRegistry)
+  const settings = config as unknown as Record<string, unknown>
+  t.same([settings.GEOCODER_QUEUE_CONCURRENCY, settings.GEOCODER_QUEUE_TIMEOUT_MS, settings.GEOCODER_QUEUE_MAX_SIZE], [2, 4000, 30], 'its queue settings, read with their defaults')
+  t.throws(() => loadConfig(testEnv({ GEOCODER_QUEUE_CONCURRENCY: '21' }), queuedRegistry), /Invalid setting GEOCODER_QUEUE_CONCURRENCY: must be a whole number from 1 to 20/)
+
+  let fail = false
+  const url = await stubServer(t, () => fail ? json(503, { status: 'down' }) : json(200, { status: 'ok' }))
+  const app = await buildTestApp(t, { GEOCODER_API_URL: url, GEOCODER_API_TOKEN: 'geo-token', GEOCODER_QUEUE_CONCURRENCY: '2' }, undefined, { upstreams: queuedRegistry })
+  const queue = app.getDecorator<RequestQueue>('geocoderQueue')
+  const client = app.getDecorator<PostalClient>('geocoder')
+  t.same(queue.settings, { concurrency: 2, timeoutMs: 4000, maxSize: 30, windowMs: 300_000 }, 'decorated geocoderQueue, with its settings')
+
+  await queue.run((deadline) => client.health(deadline.signal))
+  fail = true
+  for (let failure = 0; failure < 2; failure++) await t.rejects(queue.run((deadline) => client.health(deadline.signal)))
+
+  const report = (await app.inject('/health/queues')).json()
+  t.match(report.geocoder, { health: 'degraded', metrics: { totalRequests: 3, completedRequests: 1, failedRequests: 2 } }, '/health/queues: its report, judged by its own limits (2 failures, past its warning of 1)')
+  t.same(Object.keys(report.geocoder), ['health', 'metrics'])
+  t.match(report.billing, { health: 'healthy' }, 'beside the product\'s queues, which keep their reports')
+  t.ok(report.crm.dailyUsage, 'the CRM\'s with its daily usage')
+
+  const detail = await app.inject('/health/queues/geocoder')
+  t.equal(detail.statusCode, 200)
+  t.match(detail.json(), {
+    name: 'geocoder',
+    health: 'degraded',
+    level: 'warning',
+    recentFailedRequests: 2,
+    settings: { concurrency: 2, timeoutMs: 4000, maxSize: 30 },
+    thresholds: { queueSize: { warning: 4, critical: 12 }, failedRequests: { warning: 1, critical: 3 } }
+  }, '/health/queues/geocoder: its details and its own thresholds')
+  t.same((await app.inject('/health/queues/billing')).json().thresholds, { queueSize: { warning: 10, critical: 50 }, failedRequests: { warning: 5, critical: 20 } }, 'billing keeps its own')
+
+  const document = (await app.inject('/docs/json')).json()
+  t.equal(document.paths['/health/queues/geocoder'].get.operationId, 'getGeocoderQueue', 'the API document: its route')
+  t.same(document.components.schemas.QueuesReport.properties.geocoder, { $ref: '#/components/schemas/QueueReport' }, 'and its report in the queues report')
+  t.ok(document.components.schemas.QueuesReport.required.includes('geocoder'))
+
+  const metrics = (await app.inject('/metrics')).body
+  t.match(metrics, /^portal_bff_queue_size\{queue="geocoder"\} 0$/m, '/metrics: its queue series')
+  t.match(metrics, /^portal_bff_queue_requests_failed_total\{queue="geocoder"\} 2$/m)
+
+  const alerts = (await app.inject('/health/alerts')).json().alerts as Array<{ measure: string, level: string, value: number | null }>
+  t.match(alerts.find((alert) => alert.measure === 'geocoder_failed_requests'), { level: 'warning', value: 2 }, '/health/alerts judges its rows')
+  t.match(alerts.find((alert) => alert.measure === 'geocoder_queue_size'), { level: 'ok', value: 0 })
+
+  const rules = thresholdRules(undefined, thresholdsOf(queuedRegistry)).filter((rule) => rule.labels.dependency === 'geocoder')
+  t.same(rules.map((rule) => [rule.alert, rule.labels.severity, rule.priority]), [
+    ['PortalBffGeocoderQueueSize', 'warning', 'P4'],
+    ['PortalBffGeocoderQueueSize', 'critical', 'P3'],
+    ['PortalBffGeocoderFailedRequests', 'warning', 'P4'],
+    ['PortalBffGeocoderFailedRequests', 'critical', 'P3']
+  ], 'the alert rules: a warning and a critical rule of each of its rows')
+  t.match(rules[1]?.expr, 'sum without (queue) (portal_bff_queue_size{queue="geocoder"}) > 12')
 })
