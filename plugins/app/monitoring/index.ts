@@ -6,7 +6,7 @@ import { ServiceMetrics, type Sample } from './metrics.js'
 import { THRESHOLDS, thresholdsOf, type MeasureName } from './thresholds.js'
 import type { Limits } from './levels.js'
 import type { Threshold } from './threshold-row.js'
-import type { UpstreamsOptions } from '../upstreams.js'
+import type { RowSource } from './upstream-rows.js'
 
 /**
  * The parts of a monitoring snapshot, each reported by the plugin that owns the concern: a plugin
@@ -232,7 +232,7 @@ export class Monitoring {
  * Loaded first, so that every plugin can register its part and feed the histograms. The HTTP
  * measures are its own: every finished request but the probes'.
  */
-async function monitoring (fastify: FastifyInstance, { upstreams }: UpstreamsOptions) {
+async function monitoring (fastify: FastifyInstance, { upstreams }: { upstreams: readonly RowSource[] }) {
   if (fastify.hasDecorator('monitoring')) throw new Error('The monitoring plugin is already registered')
   const metrics = new ServiceMetrics()
   // A part bounded by the health-check timeout itself (the core checks) answers within it.

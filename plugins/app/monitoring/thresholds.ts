@@ -5,7 +5,7 @@
  */
 import { UPSTREAMS, type ProductUpstream, type QueuedUpstream } from '../../../integrations/registry.js'
 import type { Threshold } from './threshold-row.js'
-import { queueRows, responseTimeRows } from './upstream-rows.js'
+import { queueRows, responseTimeRows, type RowSource } from './upstream-rows.js'
 
 const HTTP_LABELS = ['method', 'route', 'status_class'] as const
 
@@ -210,7 +210,7 @@ type ServiceMeasure = typeof SERVICE_ROWS[number]['measure']
  * The thresholds table of a service with these upstreams: the service's rows, each request
  * queue's after the core's, and each upstream's response time after the CRM's and billing's.
  */
-export function thresholdsOf (upstreams: Parameters<typeof queueRows>[0]): readonly Threshold[] {
+export function thresholdsOf (upstreams: readonly RowSource[]): readonly Threshold[] {
   const [core, ...rest] = SERVICE_ROWS
   const afterResponseTimes = rest.findIndex((row) => row.measure === 'crm_billing_response_time') + 1
   return [core, ...queueRows(upstreams), ...rest.slice(0, afterResponseTimes), ...responseTimeRows(upstreams), ...rest.slice(afterResponseTimes)]

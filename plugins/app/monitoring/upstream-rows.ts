@@ -6,7 +6,8 @@
 import type { UpstreamDescriptor, UpstreamLimits } from '../../../integrations/descriptor.js'
 import type { Threshold } from './threshold-row.js'
 
-type RowSource = Pick<UpstreamDescriptor, 'name' | 'title' | 'description' | 'queue' | 'responseTime'>
+/** What the rows are made of: an upstream's descriptor. */
+export type RowSource = Pick<UpstreamDescriptor, 'name' | 'title' | 'description' | 'queue' | 'responseTime'>
 
 /** The measures of an upstream's request queue: `billing_queue_size`, `billing_failed_requests`. */
 export function queueMeasures<Name extends string> (name: Name) {
