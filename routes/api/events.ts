@@ -1,8 +1,12 @@
+import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsync } from 'fastify'
 import { StreamsUnavailableError, TooManyStreamsError } from '../../lib/errors.js'
 import type { OrderStatusChange } from '../../plugins/app/orders/status-changes.js'
 import { SseStream } from '../../plugins/app/sse-streams.js'
+import { SseEvent, sseEventSchemas, type OrderStatusEvent } from '../../schemas/sse-events.js'
 import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
+
+const EXAMPLE: OrderStatusEvent = { orderId: '3f1c2a9e-6b7d-4e8f-9a0b-1c2d3e4f5a6b', crmOrderId: '801000000000001AAA', status: 'Active', failureReason: null, at: '2025-04-01T09:30:00.000Z' }
 
 // Streams end as their tokens do: a place frees up within seconds on a busy instance.
 const STREAMS_RETRY_AFTER_SECONDS = 5
@@ -27,6 +31,7 @@ function resumableEventId (header: unknown): string | undefined {
  */
 const eventRoutes: FastifyPluginAsync = async (fastify) => {
   const { SSE_MAX_STREAMS_PER_USER } = fastify.config
+  for (const schema of sseEventSchemas) fastify.addSchema(schema)
   fastify.get('/api/events', {
     // The stream never ends, so a HEAD of it would never send its headers: GET only.
     exposeHeadRoute: false,
@@ -45,11 +50,11 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
       },
       response: {
         200: {
-          description: '`text/event-stream`: `order.status` events, a `: heartbeat` comment every 15 s, and `session.ended` or `shutdown` as the last event',
+          description: '`text/event-stream`: `order.status` events, a `: heartbeat` comment every 15 s, and `session.ended` or `shutdown` as the last event. Each event is an `SseEvent`; the JSON of its `data:` line, `OrderStatusEvent`, `SessionEndedEvent` or `ShutdownEvent`',
           content: {
             'text/event-stream': {
-              schema: { type: 'string' },
-              example: 'retry: 3000\n\nid: 1743499800000-0\nevent: order.status\ndata: {"orderId":"3f1c2a9e-6b7d-4e8f-9a0b-1c2d3e4f5a6b","crmOrderId":"801000000000001AAA","status":"Active","failureReason":null,"at":"2025-04-01T09:30:00.000Z"}\n\n'
+              schema: Type.Ref(SseEvent),
+              example: `retry: 3000\n\nid: 1743499800000-0\nevent: order.status\ndata: ${JSON.stringify(EXAMPLE)}\n\n`
             }
           }
         },

@@ -1,20 +1,35 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { abortable } from '../../../lib/abortable.js'
-import type { Order, OrderStatus } from './store.js'
+import { SseEventRefusedError } from '../../../lib/errors.js'
+import { sseEventProblems, type OrderStatusEvent } from '../../../schemas/sse-events.js'
+import type { Order } from './store.js'
 import { orderStatusBacklogKey, orderStatusChannel } from '../redis-keys.js'
 import { databaseOf } from '../../external/redis.js'
 import type { PubSub } from '../pubsub.js'
 
-/** What an SSE client sees when one of its orders changes status. */
-export interface OrderStatusChange {
+/** What an SSE client sees when one of its orders changes status: the `order.status` event and its id. */
+export interface OrderStatusChange extends OrderStatusEvent {
   /** The Redis stream entry id: the SSE `id:`, from which `Last-Event-ID` resumes. */
   id: string
-  orderId: string
-  crmOrderId: string | null
-  status: OrderStatus
-  failureReason: string | null
-  at: string
+}
+
+/** The `order.status` event of an order, checked against its schema: one that breaks it is refused before Redis. */
+export function orderStatusEvent (order: Pick<Order, 'id' | 'crmOrderId' | 'status' | 'failureReason' | 'updatedAt'>): OrderStatusEvent {
+  const event = { orderId: order.id, crmOrderId: order.crmOrderId, status: order.status, failureReason: order.failureReason, at: order.updatedAt }
+  const problems = sseEventProblems('order.status', event)
+  if (problems.length > 0) throw new SseEventRefusedError('order.status', problems.join('; '))
+  return event
+}
+
+/** An event read back from Redis, through its schema; undefined when it is no `order.status` event. */
+function readEvent (id: unknown, json: string | undefined): OrderStatusChange | undefined {
+  try {
+    const data: unknown = JSON.parse(json ?? '')
+    return typeof id === 'string' && sseEventProblems('order.status', data).length === 0 ? { id, ...data as OrderStatusEvent } : undefined
+  } catch {
+    return undefined
+  }
 }
 
 /** An instance's stream of one client's changes. */
@@ -85,10 +100,13 @@ export class OrderStatusChanges {
     clearInterval(this.#liveness)
   }
 
-  /** Announces a status change; a Redis failure is logged, not thrown: the status is in PostgreSQL. */
+  /**
+   * Announces a status change; a Redis failure is logged, not thrown: the status is in PostgreSQL.
+   * An event that breaks its schema is refused (SSE_EVENT_REFUSED) before Redis sees it.
+   */
   async publish (order: Order): Promise<void> {
     if (order.billingClientId === null) return
-    const event: Omit<OrderStatusChange, 'id'> = { orderId: order.id, crmOrderId: order.crmOrderId, status: order.status, failureReason: order.failureReason, at: order.updatedAt }
+    const event = orderStatusEvent(order)
     try {
       const key = this.#backlogKey(order.billingClientId)
       const results = await this.#redis.multi()
@@ -105,10 +123,14 @@ export class OrderStatusChanges {
     }
   }
 
-  /** The client's changes after `lastEventId`, oldest first. */
+  /** The client's changes after `lastEventId`, oldest first; an entry that is no `order.status` event is skipped, and logged. */
   async backlog (clientId: number, lastEventId: string): Promise<OrderStatusChange[]> {
     const entries = await this.#redis.xrange(this.#backlogKey(clientId), `(${lastEventId}`, '+')
-    return entries.map(([id, fields]) => ({ id, ...JSON.parse(fields[1] ?? '{}') as Omit<OrderStatusChange, 'id'> }))
+    return entries.flatMap(([id, fields]) => {
+      const event = readEvent(id, fields[1])
+      if (event === undefined) this.#options.log.warn({ clientId, entryId: id }, 'order status backlog entry skipped: it is no order.status event')
+      return event ?? []
+    })
   }
 
   /** Listens to one client's changes until `unlisten`. */
@@ -127,13 +149,16 @@ export class OrderStatusChanges {
   }
 
   #deliver (message: string): void {
-    let parsed: { clientId: number, event: OrderStatusChange }
+    let parsed: { clientId?: unknown, event?: { id?: unknown } }
     try {
       parsed = JSON.parse(message)
     } catch {
       return
     }
-    for (const listener of this.#listeners.get(parsed.clientId) ?? []) listener.deliver(parsed.event)
+    const { id, ...data } = parsed.event ?? {}
+    const event = typeof parsed.clientId === 'number' ? readEvent(id, JSON.stringify(data)) : undefined
+    if (event === undefined) return
+    for (const listener of this.#listeners.get(parsed.clientId as number) ?? []) listener.deliver(event)
   }
 
   /** Drops the streams when Redis does not answer a PING in time, or has not answered the last one yet. */
