@@ -31,6 +31,7 @@ export const InvalidCredentialsError = definePublicError('INVALID_CREDENTIALS', 
 export const TwoFactorRequiredError = definePublicError('TWO_FACTOR_REQUIRED', 'This account has two-factor authentication on, which portal sign-in cannot complete', 403)
 export const NoClientAccountError = definePublicError('NO_CLIENT_ACCOUNT', 'No billing client account acts for this user', 403)
 export const PasswordSignInOffError = definePublicError('PASSWORD_SIGN_IN_OFF', 'Browsers sign in through the identity provider here (GET /auth/oidc/login), not with a password', 403)
+export const NoClientChoiceError = definePublicError('NO_CLIENT_CHOICE', 'No choice of billing client is under way for this browser: it was made, or it expired; sign in again (GET /auth/oidc/login)', 401)
 export const OidcUnavailableError = definePublicError('OIDC_UNAVAILABLE', 'Sign-in through the identity provider is temporarily unavailable: the provider could not be reached', 503)
 export const InvalidLogoutTokenError = definePublicError('INVALID_LOGOUT_TOKEN', 'The logout token is not one the identity provider signed for this service: %s', 400)
 export const AuthUnavailableError = definePublicError('AUTH_UNAVAILABLE', 'Authentication is temporarily unavailable', 503)

@@ -24,7 +24,8 @@ const signOutErrorResponses = {
   503: errorResponse(`Redis is unavailable: the sign-out cannot be stored, nor the credential checked (\`AUTH_UNAVAILABLE\`); ${TOKEN_CHECK_UNAVAILABLE}`)
 }
 
-function sessionInfo ({ clientId, expiresAt, idleExpiresAt, identity: { name, email, signIn } }: Session) {
+/** What a session answers the page: never a token. */
+export function sessionInfo ({ clientId, expiresAt, idleExpiresAt, identity: { name, email, signIn } }: Session) {
   return { clientId, name, email, signIn, expiresAt: new Date(expiresAt).toISOString(), idleExpiresAt: new Date(idleExpiresAt).toISOString() }
 }
 

@@ -62,6 +62,23 @@ export const OidcCallbackQuery = Type.Object({
 export const SIGN_IN_ERRORS = ['login_expired', 'state_mismatch', 'provider_refused', 'token_refused', 'email_unverified', 'no_client_account', 'unavailable'] as const
 export type SignInError = typeof SIGN_IN_ERRORS[number]
 
+export const ClientChoice = Type.Object({
+  name: Type.Union([Type.String(), Type.Null()], { description: 'the signed-in person\'s name, as the provider says it' }),
+  email: Type.String({ description: 'the provider\'s verified email of the person' }),
+  clients: Type.Array(Type.Object({
+    clientId: Type.Integer({ description: 'the billing client\'s id: send it to POST /auth/oidc/choice' }),
+    name: Type.Union([Type.String(), Type.Null()], { description: 'the client\'s first and last name at billing' })
+  }, { additionalProperties: false }), { minItems: 2, description: 'the billing clients the person acts for, the ones they own first' })
+}, {
+  $id: 'ClientChoice',
+  additionalProperties: false,
+  examples: [{ name: 'John Smith', email: 'john@example.com', clients: [{ clientId: 2, name: 'John Smith' }, { clientId: 3, name: 'Nina Newcomer' }] }]
+})
+
+export const ChooseClientRequest = Type.Object({
+  clientId: Type.Integer({ minimum: 1, description: 'one of the `clients` GET /auth/oidc/choice lists' })
+}, { $id: 'ChooseClientRequest', additionalProperties: false, examples: [{ clientId: 3 }] })
+
 export const BackchannelLogoutRequest = Type.Object({
   logout_token: Type.String({ minLength: 1, maxLength: 16_384, description: 'the provider\'s signed logout token (OpenID Connect Back-Channel Logout 1.0)' })
 }, { additionalProperties: false })

@@ -19,6 +19,8 @@ export interface Person { email: string, name: string, emailVerified?: boolean }
 /** People the tests' provider knows, by account id (its `sub`). */
 export const PEOPLE: Record<string, Person> = {
   jane: { email: 'jane@example.com', name: 'Jane at the provider' },
+  // Owns billing client 2 and manages client 3.
+  john: { email: 'john@example.com', name: 'John at the provider' },
   stranger: { email: 'stranger@example.com', name: 'Someone billing does not know' },
   unverified: { email: 'jane@example.com', name: 'Not Jane', emailVerified: false }
 }
