@@ -30,7 +30,7 @@ if (config.isProduction) {
   // or billing is a real one. The provider sends browsers back to the service's port, which must be
   // known (not PORT=0). Password sign-in stays on beside it unless PASSWORD_SIGN_IN says otherwise.
   const sandboxProvider = config.oidc === undefined && config.upstreamSettings.billing === undefined && config.PORT !== 0
-    ? await startSandboxIdentityProvider({ portalOrigins: [...config.publicOrigins, ...['localhost', '127.0.0.1'].map((host) => `http://${host}:${config.PORT}`)] })
+    ? await startSandboxIdentityProvider({ portalOrigins: [...config.publicOrigins, ...['127.0.0.1', 'localhost'].map((host) => `http://${host}:${config.PORT}`)] })
     : undefined
   const oidc = sandboxProvider === undefined ? config.oidc : { issuer: sandboxProvider.issuer, clientId: sandboxProvider.settings.OIDC_CLIENT_ID, clientSecret: sandboxProvider.settings.OIDC_CLIENT_SECRET, scopes: 'openid profile email' }
   const passwordSignIn = sandboxProvider === undefined || (process.env.PASSWORD_SIGN_IN ?? '') !== '' ? config.PASSWORD_SIGN_IN : true

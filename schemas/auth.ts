@@ -62,6 +62,15 @@ export const OidcCallbackQuery = Type.Object({
 export const SIGN_IN_ERRORS = ['login_expired', 'state_mismatch', 'provider_refused', 'token_refused', 'email_unverified', 'no_client_account', 'unavailable'] as const
 export type SignInError = typeof SIGN_IN_ERRORS[number]
 
+export const SignInMethods = Type.Object({
+  password: Type.Boolean({ description: 'POST /auth/session takes an email and password (`PASSWORD_SIGN_IN`)' }),
+  oidc: Type.Boolean({ description: 'an OpenID Connect provider is configured (`OIDC_ISSUER`): navigate to GET /auth/oidc/login to sign in there' })
+}, {
+  $id: 'SignInMethods',
+  additionalProperties: false,
+  examples: [{ password: false, oidc: true }]
+})
+
 export const ClientChoice = Type.Object({
   name: Type.Union([Type.String(), Type.Null()], { description: 'the signed-in person\'s name, as the provider says it' }),
   email: Type.String({ description: 'the provider\'s verified email of the person' }),
@@ -88,5 +97,5 @@ export const LogoutAnswer = Type.Object({
 }, {
   $id: 'LogoutAnswer',
   additionalProperties: false,
-  examples: [{ logoutUrl: 'https://billing.example.com/oauth/logout?id_token_hint=eyJhbGciOi...&post_logout_redirect_uri=https%3A%2F%2Fportal.example.com%2F&client_id=portal-bff' }]
+  examples: [{ logoutUrl: 'https://billing.example.com/oauth/logout?client_id=portal-bff&post_logout_redirect_uri=https%3A%2F%2Fportal.example.com%2F' }]
 })

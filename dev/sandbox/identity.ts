@@ -248,6 +248,8 @@ export interface SandboxIdentityProvider {
   /** The service's settings that point it at this provider. */
   settings: Record<'OIDC_ISSUER' | 'OIDC_CLIENT_ID' | 'OIDC_CLIENT_SECRET', string>
   accounts: readonly IdentityAccount[]
+  /** The oidc-provider instance: its events tell what it issued. */
+  provider: Provider
   close (): Promise<void>
 }
 
@@ -262,12 +264,13 @@ export async function startSandboxIdentityProvider ({ portalOrigins, port = 0, a
   const server: Server = createServer()
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-  const { handle } = await createIdentityProvider({ issuer, accounts, clients: [portalClient(SANDBOX_OIDC_CLIENT.id, SANDBOX_OIDC_CLIENT.secret, portalOrigins)] })
+  const { provider, handle } = await createIdentityProvider({ issuer, accounts, clients: [portalClient(SANDBOX_OIDC_CLIENT.id, SANDBOX_OIDC_CLIENT.secret, portalOrigins)] })
   server.on('request', handle)
   return {
     issuer,
     settings: { OIDC_ISSUER: issuer, OIDC_CLIENT_ID: SANDBOX_OIDC_CLIENT.id, OIDC_CLIENT_SECRET: SANDBOX_OIDC_CLIENT.secret },
     accounts,
+    provider,
     close: () => new Promise((resolve) => {
       server.closeAllConnections()
       server.close(() => resolve())

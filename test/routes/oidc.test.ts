@@ -89,7 +89,9 @@ t.test('sign in through the provider: the code flow with PKCE, a session cookie,
   t.equal(logout.statusCode, 200)
   const logoutUrl = new URL(logout.json().logoutUrl)
   t.equal(`${logoutUrl.origin}${logoutUrl.pathname}`, `${provider.issuer}/session/end`, 'the provider\'s end-session endpoint')
-  t.match(Object.fromEntries(logoutUrl.searchParams), { client_id: 'portal-bff', post_logout_redirect_uri: `${PORTAL_ORIGIN}/`, id_token_hint: /^eyJ/ })
+  t.match(Object.fromEntries(logoutUrl.searchParams), { client_id: 'portal-bff', post_logout_redirect_uri: `${PORTAL_ORIGIN}/` })
+  t.notOk(logoutUrl.searchParams.has('id_token_hint'), 'no ID token in what the page gets (decision 0102)')
+  t.notMatch(logout.body, /eyJ/)
   t.equal((await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie: newSession } })).statusCode, 401, 'signed out here')
 })
 
@@ -212,6 +214,14 @@ t.test('a provider that does not answer at start: the service starts, its OpenID
 t.test('without OIDC_ISSUER there is no OpenID Connect route', async (t) => {
   const app = await buildTestApp(t)
   t.equal((await app.inject({ method: 'GET', url: '/auth/oidc/login' })).statusCode, 404)
+  t.same((await app.inject({ method: 'GET', url: '/auth/sign-in-methods' })).json(), { password: true, oidc: false }, 'the page offers its password form alone')
+})
+
+t.test('GET /auth/sign-in-methods tells the page which ways to offer', async (t) => {
+  const provider = await withProvider(t)
+  const methods = async (settings: Record<string, string>) => (await (await buildTestApp(t, settings)).inject({ method: 'GET', url: '/auth/sign-in-methods' })).json()
+  t.same(await methods(provider.settings), { password: false, oidc: true }, 'the provider alone, by default')
+  t.same(await methods({ ...provider.settings, PASSWORD_SIGN_IN: 'true' }), { password: true, oidc: true }, 'both')
 })
 
 t.test('back-channel logout: a logout token for a sid ends its session, and the session\'s stream on another instance; invalid tokens are refused', async (t) => {

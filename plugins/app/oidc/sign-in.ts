@@ -40,7 +40,7 @@ export interface OidcSignInOptions {
   redis: Redis
   prefix: string
   sessions: SessionStore
-  /** Seals the ID token a session keeps, for the hint of its end-session URL. */
+  /** Seals the ID token a session keeps: never in the clear at rest (decision 0102). */
   sealer: Sealer
   maxAgeMs: number
 }
@@ -117,11 +117,12 @@ export class OidcSignIn {
     return members.size
   }
 
-  /** The provider's end-session URL for a session, with its ID token as the hint when it can be read. */
-  logoutUrl (session: Session, postLogoutRedirectUri: string): string | undefined {
-    const { sealedIdToken } = session.identity
-    const idToken = sealedIdToken === undefined ? undefined : this.options.sealer.unseal(sealedIdToken)
-    return this.provider.endSessionUrl(idToken, postLogoutRedirectUri)
+  /**
+   * The provider's end-session URL, naming this client but not the session's ID token: the page
+   * navigates to it, and no token of the provider reaches the browser (decision 0102).
+   */
+  logoutUrl (postLogoutRedirectUri: string): string | undefined {
+    return this.provider.endSessionUrl(undefined, postLogoutRedirectUri)
   }
 
   #keysOf ({ sid, sub }: LogoutTarget): string[] {
