@@ -122,7 +122,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'How a browser may sign in here: with a password, at the OpenID Connect provider, or both',
       description: 'For the page to show its sign-in form, its button to the provider, or both. It says what is configured: while the provider cannot be reached, GET /auth/oidc/login answers 503.',
       security: [],
-      response: { 200: Type.Ref(SignInMethods), ...commonErrorResponses }
+      response: { 200: Type.Ref(SignInMethods, { description: 'the ways offered here' }), ...commonErrorResponses }
     }
   }, async () => ({ password: PASSWORD_SIGN_IN, oidc: fastify.oidcSignIn !== undefined }))
 

@@ -128,7 +128,7 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       description: `When the person acts for several billing clients, the callback starts no session yet: it sets the cookie \`${CHOICE_COOKIE}\` (HttpOnly, Secure, SameSite=Strict, ${LOGIN_TTL_S} s) and sends the browser to \`returnTo?${CHOOSE_CLIENT_PARAMETER}=1\`. The page lists these clients, and POST /auth/oidc/choice starts the session for the one picked.`,
       security: [],
       response: {
-        200: Type.Ref(ClientChoice),
+        200: Type.Ref(ClientChoice, { description: 'a choice under way: the clients to pick from' }),
         401: errorResponse('No choice is under way for this browser: it was made, it expired, or the cookie is missing (`NO_CLIENT_CHOICE`)'),
         ...commonErrorResponses
       }
