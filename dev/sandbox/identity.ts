@@ -202,6 +202,8 @@ export async function createIdentityProvider (options: IdentityProviderOptions):
       if (account === undefined || account.password !== body.get('password')) return sendPage(response, 200, signInPage(uid, 'Invalid email or password'))
       if (account.totpSecret === undefined) return await finish(account.sub)
       awaitingCode.set(uid, account)
+      // Forgotten with its interaction, whether or not a code came.
+      setTimeout(() => awaitingCode.delete(uid), LIFETIMES_S.Interaction * 1000).unref()
       return sendPage(response, 200, codePage(uid))
     }
     if (step === 'totp') {
