@@ -1,6 +1,7 @@
 import { readConfig, serve } from '../server.js'
 import { UPSTREAMS } from '../integrations/registry.js'
 import { startSandbox } from './sandbox/index.js'
+import { startSandboxIdentityProvider } from './sandbox/identity.js'
 import portalPage from './portal/index.js'
 import { firstReplayIdAfterStored } from './stored-replay.js'
 
@@ -25,12 +26,26 @@ if (config.isProduction) {
   }
   // The quick start provisions for real: the sandbox CRM raises the platform events, unless told otherwise.
   const eventsEnabled = process.env.CRM_EVENTS_ENABLED === undefined || process.env.CRM_EVENTS_ENABLED === '' ? true : config.CRM_EVENTS_ENABLED
+  // Billing's sandbox is also the identity provider, as WHMCS is, unless OIDC_ISSUER names another
+  // or billing is a real one. The provider sends browsers back to the service's port, which must be
+  // known (not PORT=0). Password sign-in stays on beside it unless PASSWORD_SIGN_IN says otherwise.
+  const sandboxProvider = config.oidc === undefined && config.upstreamSettings.billing === undefined && config.PORT !== 0
+    ? await startSandboxIdentityProvider({ portalOrigins: [...config.publicOrigins, ...['127.0.0.1', 'localhost'].map((host) => `http://${host}:${config.PORT}`)] })
+    : undefined
+  const oidc = sandboxProvider === undefined ? config.oidc : { issuer: sandboxProvider.issuer, clientId: sandboxProvider.settings.OIDC_CLIENT_ID, clientSecret: sandboxProvider.settings.OIDC_CLIENT_SECRET, scopes: 'openid profile email' }
+  const passwordSignIn = sandboxProvider === undefined || (process.env.PASSWORD_SIGN_IN ?? '') !== '' ? config.PASSWORD_SIGN_IN : true
   const app = await serve({
-    config: { ...config, upstreamSettings, CRM_EVENTS_ENABLED: eventsEnabled, missingUpstreamSettings: [] },
+    config: { ...config, upstreamSettings, CRM_EVENTS_ENABLED: eventsEnabled, missingUpstreamSettings: [], oidc, PASSWORD_SIGN_IN: passwordSignIn },
     warnings: [
       ...warnings,
       `UPSTREAM SANDBOX IN USE: ${missing.join(', ')} not set, so ${new Intl.ListFormat('en-GB').format(UPSTREAMS.map(({ title }) => title))} calls go to the built-in simulators in this process. Set them to reach the real systems.`
     ]
-  }, { onClosed: sandbox.close, pages: portalPage })
-  app.log.info({ ...Object.fromEntries(UPSTREAMS.map(({ name }) => [name, sandbox[name].url])), crmEvents: eventsEnabled }, 'upstream sandbox listening (sign-in users and products: dev/sandbox/README.md)')
+  }, {
+    onClosed: async () => {
+      await sandboxProvider?.close()
+      await sandbox.close()
+    },
+    pages: portalPage
+  })
+  app.log.info({ ...Object.fromEntries(UPSTREAMS.map(({ name }) => [name, sandbox[name].url])), identityProvider: sandboxProvider?.issuer, crmEvents: eventsEnabled }, 'upstream sandbox listening (sign-in users and products: dev/sandbox/README.md)')
 }

@@ -5,7 +5,7 @@ import type { FastifyReply } from 'fastify'
 import { BillingUnavailableError, InvalidCredentialsError, PasswordSignInOffError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../lib/errors.js'
 import { FailureLimiter, type Limit } from '../lib/failure-limiter.js'
 import { SESSION_COOKIE, type Session } from '../plugins/app/sessions.js'
-import { AccessToken, LoginRequest, LogoutAnswer, SessionInfo } from '../schemas/auth.js'
+import { AccessToken, LoginRequest, LogoutAnswer, SessionInfo, SignInMethods } from '../schemas/auth.js'
 import { publicOriginOf, signInRateLimitOf } from './oidc.js'
 import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse, TOKEN_CHECK_UNAVAILABLE, unsafeAuthenticatedErrorResponses } from '../schemas/error.js'
 import { signInFailuresPrefix } from '../plugins/app/redis-keys.js'
@@ -24,12 +24,13 @@ const signOutErrorResponses = {
   503: errorResponse(`Redis is unavailable: the sign-out cannot be stored, nor the credential checked (\`AUTH_UNAVAILABLE\`); ${TOKEN_CHECK_UNAVAILABLE}`)
 }
 
-function sessionInfo ({ clientId, expiresAt, idleExpiresAt, identity: { name, email, signIn } }: Session) {
+/** What a session answers the page: never a token. */
+export function sessionInfo ({ clientId, expiresAt, idleExpiresAt, identity: { name, email, signIn } }: Session) {
   return { clientId, name, email, signIn, expiresAt: new Date(expiresAt).toISOString(), idleExpiresAt: new Date(idleExpiresAt).toISOString() }
 }
 
 const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
-  for (const schema of [LoginRequest, AccessToken, SessionInfo, LogoutAnswer]) fastify.addSchema(schema)
+  for (const schema of [LoginRequest, AccessToken, SessionInfo, LogoutAnswer, SignInMethods]) fastify.addSchema(schema)
   const { ACCESS_TOKEN_TTL_SECONDS, PASSWORD_SIGN_IN, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
   const accountFailures = new FailureLimiter(fastify.redis, { keyPrefix: signInFailuresPrefix(REDIS_KEY_PREFIX), max: LOGIN_ACCOUNT_FAILURES_MAX, windowMs: LOGIN_ACCOUNT_WINDOW_MS })
   // The account's key: its email as billing compares it, hashed so that Redis holds no address.
@@ -114,6 +115,17 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     return sessionInfo(session)
   })
 
+  fastify.get('/auth/sign-in-methods', {
+    schema: {
+      operationId: 'getSignInMethods',
+      tags: ['auth'],
+      summary: 'How a browser may sign in here: with a password, at the OpenID Connect provider, or both',
+      description: 'For the page to show its sign-in form, its button to the provider, or both. It says what is configured: while the provider cannot be reached, GET /auth/oidc/login answers 503.',
+      security: [],
+      response: { 200: Type.Ref(SignInMethods, { description: 'the ways offered here' }), ...commonErrorResponses }
+    }
+  }, async () => ({ password: PASSWORD_SIGN_IN, oidc: fastify.oidcSignIn !== undefined }))
+
   fastify.get('/auth/session', {
     onRequest: fastify.authenticateSession,
     schema: {
@@ -154,7 +166,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     reply.header('set-cookie', fastify.sessionCookieHeader())
     const { oidcSignIn } = fastify
     const logoutUrl = session.identity.signIn === 'oidc' && oidcSignIn?.provider.discovered === true
-      ? oidcSignIn.logoutUrl(session, `${publicOriginOf(request, fastify.config.publicOrigins)}/`)
+      ? oidcSignIn.logoutUrl(`${publicOriginOf(request, fastify.config.publicOrigins)}/`)
       : undefined
     return logoutUrl === undefined ? reply.code(204).send(null) : reply.code(200).send({ logoutUrl })
   })

@@ -1,17 +1,22 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import * as openid from 'openid-client'
 import { InvalidLogoutTokenError as InvalidToken } from '../integrations/oidc/provider.js'
-import { InvalidLogoutTokenError, OidcUnavailableError } from '../lib/errors.js'
-import { LOGIN_TTL_S, type OidcSignIn } from '../plugins/app/oidc/sign-in.js'
-import { SESSION_COOKIE } from '../plugins/app/sessions.js'
-import { BackchannelLogoutRequest, OidcCallbackQuery, OidcLoginQuery, SIGN_IN_ERRORS, type SignInError } from '../schemas/auth.js'
+import { InvalidLogoutTokenError, NoClientAccountError, NoClientChoiceError, OidcUnavailableError } from '../lib/errors.js'
+import { LOGIN_TTL_S, type ActingClient, type OidcSignIn, type SignedIn } from '../plugins/app/oidc/sign-in.js'
+import { SESSION_COOKIE, type Session } from '../plugins/app/sessions.js'
+import { BackchannelLogoutRequest, ChooseClientRequest, ClientChoice, OidcCallbackQuery, OidcLoginQuery, SessionInfo, SIGN_IN_ERRORS, type SignInError } from '../schemas/auth.js'
 import { commonErrorResponses, errorResponse, invalidRequestResponse } from '../schemas/error.js'
+import { sessionInfo } from './auth.js'
 
 /** The cookie that binds a sign-in under way to its browser. Lax: the provider's redirect back is a navigation from its site. */
 export const LOGIN_COOKIE = '__Host-portal-oidc-login'
 export const CALLBACK_PATH = '/auth/oidc/callback'
+/** The cookie that binds a person's choice among their billing clients to their browser. Strict: only the page's own requests read it. */
+export const CHOICE_COOKIE = '__Host-portal-oidc-choice'
+/** The query parameter the callback adds to `returnTo` when the person acts for several clients and must pick one. */
+export const CHOOSE_CLIENT_PARAMETER = 'chooseClient'
 
 /** The origin the provider sends browsers back to: the first PUBLIC_ORIGIN, or the request's own. */
 export function publicOriginOf (request: FastifyRequest, publicOrigins: readonly string[]): string {
@@ -26,10 +31,15 @@ export function signInRateLimitOf (max: number) {
   return { rateLimit: { max, timeWindow: 60_000, groupId: 'sign-in', keyGenerator: (request: FastifyRequest) => `login:${request.ip}` } }
 }
 
-/** `returnTo` with the sign-in's failure, still on this site. */
-function withError (returnTo: string, code: SignInError): string {
+/** The choice cookie's Set-Cookie header: the reference, or (none) its clearing. */
+function choiceCookie (fastify: FastifyInstance, reference?: string): string {
+  return fastify.serializeCookie(CHOICE_COOKIE, reference ?? '', { path: '/', httpOnly: true, secure: true, sameSite: 'strict', maxAge: reference === undefined ? 0 : LOGIN_TTL_S })
+}
+
+/** `returnTo` with a parameter added (the sign-in's failure, or that a client is to be chosen), still on this site. */
+function withParameter (returnTo: string, name: string, value: string): string {
   const url = new URL(returnTo, 'https://service.invalid')
-  url.searchParams.set('signInError', code)
+  url.searchParams.set(name, value)
   return `${url.pathname}${url.search}${url.hash}`
 }
 
@@ -45,6 +55,8 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   if (signIn === undefined) return
   const { publicOrigins } = fastify.config
   const loginCookie = (value?: string) => fastify.serializeCookie(LOGIN_COOKIE, value ?? '', { path: '/', httpOnly: true, secure: true, sameSite: 'lax', maxAge: value === undefined ? 0 : LOGIN_TTL_S })
+  if (fastify.getSchema('SessionInfo') === undefined) fastify.addSchema(SessionInfo)
+  for (const schema of [ClientChoice, ChooseClientRequest]) fastify.addSchema(schema)
   // Back-channel logout tokens come as a form (Back-Channel Logout 1.0, 2.5).
   fastify.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
     done(null, Object.fromEntries(new URLSearchParams(body as string)))
@@ -90,7 +102,7 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const cookies = fastify.parseCookie(request.headers.cookie ?? '')
     reply.header('cache-control', 'no-store')
     const pending = await signIn.take(cookies[LOGIN_COOKIE]).catch(() => undefined)
-    const failed = (code: SignInError, returnTo = pending?.returnTo ?? '/') => reply.header('set-cookie', loginCookie()).redirect(withError(returnTo, code), 302)
+    const failed = (code: SignInError, returnTo = pending?.returnTo ?? '/') => reply.header('set-cookie', loginCookie()).redirect(withParameter(returnTo, 'signInError', code), 302)
     if (pending === undefined) return failed('login_expired')
     if (request.query.state !== pending.state) return failed('state_mismatch')
     const callbackUrl = new URL(request.url, publicOriginOf(request, publicOrigins))
@@ -99,10 +111,65 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       return failureOf(error)
     })
     if (typeof person === 'string') return failed(person)
-    const started = await startSession(signIn, request, reply, person, cookies[SESSION_COOKIE])
+    const started = await signInPerson(signIn, request, reply, person, pending.returnTo, cookies[SESSION_COOKIE])
+    if (started === 'choose') {
+      return reply.header('set-cookie', loginCookie()).redirect(withParameter(pending.returnTo, CHOOSE_CLIENT_PARAMETER, '1'), 302)
+    }
     if (started !== undefined) return failed(started)
     // Fastify adds each Set-Cookie to the session's.
     return reply.header('set-cookie', loginCookie()).redirect(pending.returnTo, 302)
+  })
+
+  fastify.get('/auth/oidc/choice', {
+    schema: {
+      operationId: 'getClientChoice',
+      tags: ['auth'],
+      summary: 'The billing clients a person who just signed in at the provider acts for, to pick one',
+      description: `When the person acts for several billing clients, the callback starts no session yet: it sets the cookie \`${CHOICE_COOKIE}\` (HttpOnly, Secure, SameSite=Strict, ${LOGIN_TTL_S} s) and sends the browser to \`returnTo?${CHOOSE_CLIENT_PARAMETER}=1\`. The page lists these clients, and POST /auth/oidc/choice starts the session for the one picked.`,
+      security: [],
+      response: {
+        200: Type.Ref(ClientChoice, { description: 'a choice under way: the clients to pick from' }),
+        401: errorResponse('No choice is under way for this browser: it was made, it expired, or the cookie is missing (`NO_CLIENT_CHOICE`)'),
+        ...commonErrorResponses
+      }
+    }
+  }, async (request, reply) => {
+    reply.header('cache-control', 'no-store')
+    const choice = await signIn.choice(fastify.parseCookie(request.headers.cookie ?? '')[CHOICE_COOKIE]).catch((error: unknown) => { throw new OidcUnavailableError({ cause: error }) })
+    if (choice === undefined) throw new NoClientChoiceError()
+    return { name: choice.person.name ?? null, email: choice.person.email, clients: choice.clients }
+  })
+
+  fastify.post('/auth/oidc/choice', {
+    onRequest: [fastify.requireSameSite, fastify.requireDatabase],
+    config: signInRateLimitOf(fastify.config.LOGIN_RATE_LIMIT_MAX),
+    schema: {
+      operationId: 'chooseClient',
+      tags: ['auth'],
+      summary: 'Picks the billing client the session acts for, and starts it: sets the session cookie',
+      description: 'For a person who acts for several billing clients, after the provider signed them in (GET /auth/oidc/choice lists them). The choice is used once; a session the browser\'s cookie held ends, as at any sign-in.',
+      security: [],
+      body: Type.Ref(ChooseClientRequest),
+      response: {
+        200: Type.Ref(SessionInfo, { description: 'signed in: the `Set-Cookie` header carries the session' }),
+        ...invalidRequestResponse,
+        401: errorResponse('No choice is under way for this browser (`NO_CLIENT_CHOICE`)'),
+        403: errorResponse('The person does not act for this client (`NO_CLIENT_ACCOUNT`), or the request comes from another site (`CSRF_REJECTED`)'),
+        ...commonErrorResponses
+      }
+    }
+  }, async (request, reply) => {
+    reply.header('cache-control', 'no-store')
+    const cookies = fastify.parseCookie(request.headers.cookie ?? '')
+    const reference = cookies[CHOICE_COOKIE]
+    const choice = await signIn.choice(reference)
+    if (choice === undefined) throw new NoClientChoiceError()
+    const client = choice.clients.find(({ clientId }) => clientId === request.body.clientId)
+    if (client === undefined) throw new NoClientAccountError()
+    if (!await signIn.takeChoice(reference!)) throw new NoClientChoiceError()
+    const session = await beginSession(signIn, reply, choice.person, client, cookies[SESSION_COOKIE])
+    reply.header('set-cookie', choiceCookie(fastify))
+    return sessionInfo(session)
   })
 
   fastify.post('/auth/oidc/backchannel-logout', {
@@ -132,24 +199,39 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 }
 
-/** Starts the cookie session of a person the provider signed in; answers the failure, if any. */
-async function startSession (signIn: OidcSignIn, request: FastifyRequest, reply: FastifyReply, person: Awaited<ReturnType<OidcSignIn['provider']['signIn']>>, heldCookie: string | undefined): Promise<SignInError | undefined> {
+/**
+ * Signs in a person the provider vouched for: the billing client they act for gets a session; a
+ * person who acts for several is offered the choice (decision 0101). Answers the failure, if any.
+ */
+async function signInPerson (signIn: OidcSignIn, request: FastifyRequest, reply: FastifyReply, person: Awaited<ReturnType<OidcSignIn['provider']['signIn']>>, returnTo: string, heldCookie: string | undefined): Promise<SignInError | 'choose' | undefined> {
   const fastify = request.server
   if (person.email === undefined || person.emailVerified === false) return 'email_unverified'
   const email = person.email
   try {
-    const client = await fastify.billingQueue.run((deadline) => fastify.billing.clientActingFor(email, deadline))
-    if (client === null) return 'no_client_account'
-    await fastify.sessions.endHeldBy(heldCookie)
-    const sealedIdToken = signIn.options.sealer.seal(person.idToken)
-    const { cookie, session } = await fastify.sessions.start(client.clientId, { signIn: 'oidc', name: person.name ?? client.name, email, sealedIdToken })
-    await signIn.record(session, person)
-    reply.header('set-cookie', fastify.sessionCookieHeader(cookie))
+    const clients = await fastify.billingQueue.run((deadline) => fastify.billing.clientsActingFor(email, deadline))
+    if (clients.length === 0) return 'no_client_account'
+    const signedIn: SignedIn = { sub: person.sub, sid: person.sid, name: person.name, email, sealedIdToken: signIn.options.sealer.seal(person.idToken) }
+    if (clients.length > 1) {
+      const reference = await signIn.offerChoice({ person: signedIn, clients, returnTo })
+      reply.header('set-cookie', choiceCookie(fastify, reference))
+      return 'choose'
+    }
+    await beginSession(signIn, reply, signedIn, clients[0]!, heldCookie)
     return undefined
   } catch (error) {
     request.log.warn({ err: error }, 'OpenID Connect sign-in: no session could be started')
     return 'unavailable'
   }
+}
+
+/** Starts the cookie session of a signed-in person for one client; the session the browser's cookie held ends (decision 0090). */
+async function beginSession (signIn: OidcSignIn, reply: FastifyReply, person: SignedIn, client: ActingClient, heldCookie: string | undefined): Promise<Session> {
+  const fastify = reply.server
+  await fastify.sessions.endHeldBy(heldCookie)
+  const { cookie, session } = await fastify.sessions.start(client.clientId, { signIn: 'oidc', name: person.name ?? client.name, email: person.email, sealedIdToken: person.sealedIdToken })
+  await signIn.record(session, person)
+  reply.header('set-cookie', fastify.sessionCookieHeader(cookie))
+  return session
 }
 
 export default oidcRoutes

@@ -62,6 +62,32 @@ export const OidcCallbackQuery = Type.Object({
 export const SIGN_IN_ERRORS = ['login_expired', 'state_mismatch', 'provider_refused', 'token_refused', 'email_unverified', 'no_client_account', 'unavailable'] as const
 export type SignInError = typeof SIGN_IN_ERRORS[number]
 
+export const SignInMethods = Type.Object({
+  password: Type.Boolean({ description: 'POST /auth/session takes an email and password (`PASSWORD_SIGN_IN`)' }),
+  oidc: Type.Boolean({ description: 'an OpenID Connect provider is configured (`OIDC_ISSUER`): navigate to GET /auth/oidc/login to sign in there' })
+}, {
+  $id: 'SignInMethods',
+  additionalProperties: false,
+  examples: [{ password: false, oidc: true }]
+})
+
+export const ClientChoice = Type.Object({
+  name: Type.Union([Type.String(), Type.Null()], { description: 'the signed-in person\'s name, as the provider says it' }),
+  email: Type.String({ description: 'the provider\'s verified email of the person' }),
+  clients: Type.Array(Type.Object({
+    clientId: Type.Integer({ description: 'the billing client\'s id: send it to POST /auth/oidc/choice' }),
+    name: Type.Union([Type.String(), Type.Null()], { description: 'the client\'s first and last name at billing' })
+  }, { additionalProperties: false }), { minItems: 2, description: 'the billing clients the person acts for, the ones they own first' })
+}, {
+  $id: 'ClientChoice',
+  additionalProperties: false,
+  examples: [{ name: 'John Smith', email: 'john@example.com', clients: [{ clientId: 2, name: 'John Smith' }, { clientId: 3, name: 'Nina Newcomer' }] }]
+})
+
+export const ChooseClientRequest = Type.Object({
+  clientId: Type.Integer({ minimum: 1, description: 'one of the `clients` GET /auth/oidc/choice lists' })
+}, { $id: 'ChooseClientRequest', additionalProperties: false, examples: [{ clientId: 3 }] })
+
 export const BackchannelLogoutRequest = Type.Object({
   logout_token: Type.String({ minLength: 1, maxLength: 16_384, description: 'the provider\'s signed logout token (OpenID Connect Back-Channel Logout 1.0)' })
 }, { additionalProperties: false })
@@ -71,5 +97,5 @@ export const LogoutAnswer = Type.Object({
 }, {
   $id: 'LogoutAnswer',
   additionalProperties: false,
-  examples: [{ logoutUrl: 'https://billing.example.com/oauth/logout?id_token_hint=eyJhbGciOi...&post_logout_redirect_uri=https%3A%2F%2Fportal.example.com%2F&client_id=portal-bff' }]
+  examples: [{ logoutUrl: 'https://billing.example.com/oauth/logout?client_id=portal-bff&post_logout_redirect_uri=https%3A%2F%2Fportal.example.com%2F' }]
 })

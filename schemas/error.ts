@@ -64,7 +64,7 @@ export const authenticatedErrorResponses = {
 /** A route that changes something, behind the session cookie too. */
 export const unsafeAuthenticatedErrorResponses = {
   ...authenticatedErrorResponses,
-  403: errorResponse('Made with the session cookie, the request lacks the header `x-csrf: 1`, or comes from another site (`Sec-Fetch-Site: cross-site`, or an `Origin` that is none of this service\'s own, `PUBLIC_ORIGIN` and `CORS_ORIGIN`) (`CSRF_REJECTED`). Bearer-token requests are not checked')
+  403: errorResponse('Made with the session cookie, the request lacks the header `x-csrf: 1`, or comes from another site (`Sec-Fetch-Site: cross-site`, or an `Origin` that is none of this service\'s own, `PUBLIC_ORIGIN` and `CORS_ORIGIN`) (`CSRF_REJECTED`; its message names which of these rules refused it). Bearer-token requests are not checked')
 }
 
 /** Why a route behind a token may answer 503, whatever else it calls. */

@@ -34,6 +34,10 @@ const PACKAGED_TESTS: Array<{ file: string, test: string, programs: PackagedProg
   { file: 'test/browser/portal-page.slow.test.ts', test: 'the reference page, served from another origin', programs: ['chromium'] },
   { file: 'test/browser/portal-page.slow.test.ts', test: 'sign out everywhere: a tab learns it', programs: ['chromium'] },
   { file: 'test/browser/portal-page.slow.test.ts', test: 'CSRF: a form on another site', programs: ['chromium'] },
+  { file: 'test/browser/oidc-sign-in.slow.test.ts', test: 'sign in at the sandbox provider', programs: ['chromium'] },
+  { file: 'test/browser/oidc-sign-in.slow.test.ts', test: 'a two-factor user signs in', programs: ['chromium'] },
+  { file: 'test/browser/oidc-sign-in.slow.test.ts', test: 'a person acting for two clients', programs: ['chromium'] },
+  { file: 'test/browser/oidc-sign-in.slow.test.ts', test: 'the page says why live updates are off', programs: ['chromium'] },
   { file: 'test/browser/tls-proxy.slow.test.ts', test: 'TLS at the edge', programs: ['haproxy', 'openssl', 'chromium'] },
   { file: 'test/server-dependencies.slow.test.ts', test: 'PostgreSQL that does not answer at start', programs: ['pgbouncer'] },
   { file: 'test/scale/database-maintenance.slow.test.ts', test: 'database maintenance under three instances', programs: ['haproxy', 'openssl', 'pgbouncer'] }

@@ -1,4 +1,4 @@
-/* global document, location, fetch, crypto, EventSource, CSS, URL, URLSearchParams, setTimeout, clearTimeout */
+/* global document, location, history, fetch, crypto, EventSource, AbortController, CSS, URL, URLSearchParams, setTimeout, clearTimeout */
 // The reference portal page: native browser features only. The session is an HttpOnly cookie that
 // this script never sees; every call sends it (credentials: 'include'), every unsafe call carries
 // the x-csrf header, and the live order status comes through a native EventSource.
@@ -10,6 +10,18 @@ const STREAM_RETRY_MS = { first: 2000, max: 60_000 }
 // Checked just after the session's end is due, in case no stream tells.
 const SESSION_CHECK_MARGIN_MS = 1000
 const ORDER = { productId: 1, billingCycle: 'monthly' }
+// While the service answers 5xx or cannot be reached, it is asked again this often: the banner goes once it answers.
+const RECOVERY_CHECK_MS = 3000
+const SIGN_IN_ERRORS = {
+  login_expired: 'The sign-in took too long, or was already used: please sign in again.',
+  state_mismatch: 'The sign-in did not come back to the browser that began it: please sign in again.',
+  provider_refused: 'The identity provider did not sign you in.',
+  token_refused: 'The identity provider\'s answer could not be verified: please sign in again.',
+  email_unverified: 'The identity provider does not vouch for your email address.',
+  no_client_account: 'No billing account acts for you.',
+  unavailable: 'Sign-in is unavailable for a moment: please try again.'
+}
+const SIGN_IN_LABELS = { password: 'password', oidc: 'identity provider' }
 const END_REASONS = {
   logged_out: 'Your session was ended by a sign-out (here, in another tab or everywhere).',
   expired: 'Your session has expired.'
@@ -47,6 +59,8 @@ async function call (method, path, body, extraHeaders = {}) {
   } catch {
     throw new ApiError(0, 'UNREACHABLE', 'The service cannot be reached.')
   }
+  // The service answers again, sessions checked: what said it could not is no longer true.
+  if (response.status < 500) recovered()
   if (response.status === 204) return null
   const payload = await response.json().catch(() => null)
   if (!response.ok) {
@@ -95,6 +109,9 @@ function showTime (node, iso) {
 
 function renderSession (session) {
   $('#session [data-field=clientId]').textContent = String(session.clientId)
+  $('#session [data-field=name]').textContent = session.name ?? 'someone'
+  $('#session [data-field=email]').textContent = session.email ?? 'no email'
+  $('#session [data-field=signIn]').textContent = `signed in with the ${SIGN_IN_LABELS[session.signIn] ?? session.signIn}`
   showTime($('#session [data-field=expiresAt]'), session.expiresAt)
   showTime($('#session [data-field=idleExpiresAt]'), session.idleExpiresAt)
 }
@@ -203,7 +220,42 @@ function failed (error) {
     return
   }
   const wait = error.retryAfter ? ` Try again in ${error.retryAfter} s.` : ''
-  say(`${error.message}${wait}`, 'error')
+  // The service out of reach, or its sessions (Redis): asked again until it answers, and the banner goes.
+  // Another failure (billing's, for one) stays said until the user acts again.
+  const unavailable = error instanceof ApiError && (error.status === 0 || error.code === 'AUTH_UNAVAILABLE')
+  say(`${error.message}${wait}`, unavailable ? 'unavailable' : 'error')
+  if (unavailable) recoverLater()
+}
+
+let recovery
+
+/** Asks the service again until it answers (which does not extend the session): then the page goes on where it was. */
+function recoverLater () {
+  clearTimeout(recovery)
+  recovery = setTimeout(async () => {
+    try {
+      const session = await call('GET', '/auth/session')
+      if (document.body.dataset.state === 'signed-in') {
+        renderSession(session)
+        if (stream === undefined) openStream()
+      } else {
+        await signedIn(session)
+      }
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401) {
+        if (document.body.dataset.state === 'signed-in') failed(error)
+        return
+      }
+      recoverLater()
+    }
+  }, RECOVERY_CHECK_MS)
+}
+
+/** Clears a banner that said the service could not answer. */
+function recovered () {
+  if ($('#message').dataset.reason !== 'unavailable') return
+  clearTimeout(recovery)
+  quiet()
 }
 
 /**
@@ -251,10 +303,35 @@ async function signedIn (session) {
 // ---------------------------------------------------------------------------------------------------------------
 // The live order status: a native EventSource, its cookie sent across origins too (withCredentials).
 
-function showStream (state, text) {
+function showStream (state, text, reason) {
   const badge = $('#stream')
   badge.dataset.stream = state
   badge.textContent = text
+  const why = $('#stream-reason')
+  why.hidden = reason === undefined
+  why.textContent = reason === undefined ? '' : `Live updates are off: ${reason.message} (${reason.code}). The page asks again by itself.`
+  if (reason === undefined) delete why.dataset.code
+  else why.dataset.code = reason.code
+}
+
+/**
+ * Why the service refused the stream: EventSource does not say, so the same request is made once
+ * with fetch, whose refusal has a body (429 TOO_MANY_STREAMS: every stream this account may hold is
+ * open, in other tabs). Should it be accepted meanwhile, it is closed at once. Undefined when the
+ * refusal was the session's end, or no reason could be read.
+ */
+async function streamRefusal () {
+  const asking = new AbortController()
+  try {
+    const response = await fetch(`${API}/api/events`, { credentials: 'include', headers: { accept: 'text/event-stream' }, signal: asking.signal })
+    if (response.ok || response.status === 401) return undefined
+    const body = await response.json().catch(() => null)
+    return body?.code === undefined ? { code: `HTTP ${response.status}`, message: 'the service refused the stream' } : { code: body.code, message: body.message }
+  } catch {
+    return undefined
+  } finally {
+    asking.abort()
+  }
 }
 
 function closeStream () {
@@ -294,8 +371,10 @@ function openStream () {
     // session has ended, which GET /auth/session tells; otherwise the stream is asked for later.
     showStream('closed', 'live updates off')
     stream = undefined
-    checkSession().then((live) => {
+    checkSession().then(async (live) => {
       if (!live) return
+      const reason = await streamRefusal()
+      if (stream === undefined && document.body.dataset.state === 'signed-in') showStream('closed', 'live updates off', reason)
       streamRetry = setTimeout(openStream, streamRetryMs)
       streamRetryMs = Math.min(streamRetryMs * 2, STREAM_RETRY_MS.max)
     })
@@ -323,8 +402,9 @@ async function signIn (event) {
 
 async function signOut (path, text, reason) {
   signingOut = true
+  let answer
   try {
-    await call('POST', path)
+    answer = await call('POST', path)
   } catch (error) {
     failed(error)
     // Still signed in (the service could not be reached): the stream, if it ended meanwhile, comes back.
@@ -334,6 +414,37 @@ async function signOut (path, text, reason) {
     signingOut = false
   }
   signedOut(text, reason)
+  // Signed in at the identity provider: sign out there too, on its end-session page, which sends the browser back.
+  if (answer?.logoutUrl !== undefined) location.assign(answer.logoutUrl)
+}
+
+/** The person acts for several billing clients: one button each; the choice starts the session. */
+async function offerClients () {
+  let choice
+  try {
+    choice = await call('GET', '/auth/oidc/choice')
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) say('The choice of account has expired: please sign in again.', 'sign-in-refused')
+    else failed(error)
+    return
+  }
+  $('#client-choices').replaceChildren(...choice.clients.map(({ clientId, name }) => {
+    const item = element('li')
+    const button = element('button', `${name ?? 'Client'} (client ${clientId})`, { type: 'button', 'data-client-id': clientId })
+    button.addEventListener('click', async () => {
+      try {
+        const session = await call('POST', '/auth/oidc/choice', { clientId })
+        $('#choose-client').hidden = true
+        quiet()
+        await signedIn(session)
+      } catch (error) {
+        failed(error)
+      }
+    })
+    item.append(button)
+    return item
+  }))
+  $('#choose-client').hidden = false
 }
 
 function showOrderButton () {
@@ -356,6 +467,29 @@ async function placeOrder () {
   }
 }
 
+/** Which ways of signing in the service offers: its password form, its button to the identity provider, or both. */
+async function showSignInMethods () {
+  const methods = await call('GET', '/auth/sign-in-methods').catch(() => ({ password: true, oidc: false }))
+  $('#sign-in').hidden = !methods.password
+  // The provider sends the browser back to a path of the service's own site: this page, when the service serves it.
+  const oidc = methods.oidc && API === ''
+  $('#sign-in-oidc').hidden = !oidc
+  if (oidc) $('#sign-in-oidc-link').href = `/auth/oidc/login?returnTo=${encodeURIComponent(location.pathname)}`
+}
+
+/** What the provider's return added to the address: a failure to say, or a client to choose. Taken off the address. */
+function signInReturn () {
+  const query = new URLSearchParams(location.search)
+  const error = query.get('signInError')
+  const choose = query.get('chooseClient') === '1'
+  if (error === null && !choose) return { error: null, choose: false }
+  query.delete('signInError')
+  query.delete('chooseClient')
+  const rest = query.toString()
+  history.replaceState(null, '', `${location.pathname}${rest === '' ? '' : `?${rest}`}`)
+  return { error, choose }
+}
+
 $('#sign-in').addEventListener('submit', signIn)
 $('#sign-out').addEventListener('click', () => signOut('/auth/logout', 'You signed out.', 'signed-out'))
 $('#sign-out-everywhere').addEventListener('click', () => signOut('/auth/logout-all', 'You signed out everywhere.', 'signed-out-everywhere'))
@@ -363,7 +497,11 @@ $('#place-order').addEventListener('click', placeOrder)
 $('#service').textContent = API === '' ? 'same origin' : API
 
 // A reload keeps the user signed in: the cookie is still there, and the service says whose it is.
+const returned = signInReturn()
+await showSignInMethods()
 call('GET', '/auth/session').then(signedIn, (error) => {
   signedOut()
-  if (!(error instanceof ApiError && error.status === 401)) failed(error)
+  if (returned.error !== null) say(SIGN_IN_ERRORS[returned.error] ?? `Sign-in failed (${returned.error}).`, 'sign-in-refused')
+  else if (!(error instanceof ApiError && error.status === 401)) failed(error)
+  if (returned.choose) offerClients()
 })

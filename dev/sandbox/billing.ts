@@ -27,6 +27,8 @@ export interface BillingClient {
   status?: 'Active' | 'Inactive' | 'Closed'
   /** The user has two-factor authentication on: ValidateLogin then says so and returns no session hash. */
   twoFactor?: boolean
+  /** Users other than the owner who act for the client (WHMCS 8 invites them): each an owner's user id and sign-in email elsewhere. */
+  managers?: Array<{ userid: number, email: string }>
 }
 
 export interface BillingInvoiceItem {
@@ -100,7 +102,7 @@ type Params = URLSearchParams
 type Answer = Record<string, unknown>
 
 const NEVER = '0000-00-00 00:00:00'
-const ACTIONS = ['ValidateLogin', 'GetClientsDetails', 'GetInvoices', 'GetInvoice', 'AddOrder', 'AcceptOrder', 'CancelOrder', 'GetOrders', 'WhmcsDetails'] as const
+const ACTIONS = ['ValidateLogin', 'GetClientsDetails', 'GetUsers', 'GetInvoices', 'GetInvoice', 'AddOrder', 'AcceptOrder', 'CancelOrder', 'GetOrders', 'WhmcsDetails'] as const
 type Action = typeof ACTIONS[number]
 const ACTION_BY_LOWER_NAME = new Map<string, Action>(ACTIONS.map(action => [action.toLowerCase(), action]))
 const SECRET_PARAMS = new Set(['identifier', 'secret', 'username', 'password', 'accesskey', 'password2'])
@@ -119,7 +121,8 @@ export const defaultBillingClients: readonly BillingClient[] = [
   { id: 1, firstname: 'Jane', lastname: 'Doe', email: 'jane@example.com', password: 'correct-horse' },
   { id: 2, firstname: 'John', lastname: 'Smith', email: 'john@example.com', password: 'battery-staple', companyname: 'Smith Ltd' },
   // Signed up after the upgrade to WHMCS 8: their user ids are not their client ids, and Nina's is Tom's client id.
-  { id: 3, firstname: 'Nina', lastname: 'Newcomer', email: 'nina@example.com', password: 'fresh-start', userid: 4 },
+  // John manages Nina's account too: he acts for two clients.
+  { id: 3, firstname: 'Nina', lastname: 'Newcomer', email: 'nina@example.com', password: 'fresh-start', userid: 4, managers: [{ userid: 2, email: 'john@example.com' }] },
   { id: 4, firstname: 'Tom', lastname: 'Guarded', email: 'tom@example.com', password: 'second-factor', twoFactor: true, userid: 5 }
 ]
 
@@ -270,6 +273,7 @@ export class BillingSimulator extends Simulator {
     switch (action) {
       case 'ValidateLogin': return this.#validateLogin(params)
       case 'GetClientsDetails': return this.#getClientsDetails(params)
+      case 'GetUsers': return this.#getUsers(params)
       case 'GetInvoices': return this.#getInvoices(params)
       case 'GetInvoice': return this.#getInvoice(params)
       case 'AddOrder': return this.#addOrder(params)
@@ -290,6 +294,22 @@ export class BillingSimulator extends Simulator {
     if (client.twoFactor === true) return { result: 'success', userid, twoFactorEnabled: true }
     const passwordhash = createHash('sha256').update(`${userid}:${client.password}`).digest('hex')
     return { result: 'success', userid, passwordhash, twoFactorEnabled: false }
+  }
+
+  /** WHMCS 8's users, each with the clients it acts for; `search` matches an email, first or last name in part. */
+  #getUsers (params: Params): Answer {
+    const search = (params.get('search') ?? '').toLowerCase()
+    const users = new Map<number, { id: number, firstname: string, lastname: string, email: string, clients: Array<{ id: number, isOwner: boolean }> }>()
+    for (const client of this.#clients.filter((candidate) => candidate.status !== 'Closed')) {
+      const ownerId = client.userid ?? client.id
+      if (!users.has(ownerId)) users.set(ownerId, { id: ownerId, firstname: client.firstname, lastname: client.lastname, email: client.userEmail ?? client.email, clients: [] })
+    }
+    for (const client of this.#clients.filter((candidate) => candidate.status !== 'Closed')) {
+      users.get(client.userid ?? client.id)!.clients.push({ id: client.id, isOwner: true })
+      for (const { userid } of client.managers ?? []) users.get(userid)?.clients.push({ id: client.id, isOwner: false })
+    }
+    const found = [...users.values()].filter((user) => [user.email, user.firstname, user.lastname].some((text) => text.toLowerCase().includes(search)))
+    return { result: 'success', totalresults: found.length, startnumber: 0, numreturned: found.length, users: found }
   }
 
   #getClientsDetails (params: Params): Answer {
@@ -334,8 +354,13 @@ export class BillingSimulator extends Simulator {
       language: '',
       lastlogin: 'No Login Logged',
       email_verified: false,
-      // WHMCS 8: the users who may act for the client; here its owner alone.
-      users: { user: [{ id: client.userid ?? client.id, name: `${client.firstname} ${client.lastname}`, email: client.userEmail ?? client.email, is_owner: true }] }
+      // WHMCS 8: the users who may act for the client: its owner, and those it invited.
+      users: {
+        user: [
+          { id: client.userid ?? client.id, name: `${client.firstname} ${client.lastname}`, email: client.userEmail ?? client.email, is_owner: true },
+          ...(client.managers ?? []).map(({ userid, email }) => ({ id: userid, name: email, email, is_owner: false }))
+        ]
+      }
     }
     return { result: 'success', ...details, client: details }
   }

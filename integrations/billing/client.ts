@@ -2,7 +2,7 @@ import type { Cancellation } from '../../lib/deadline.js'
 import { Upstream, asRecord, brief, type UpstreamOptions } from '../upstream.js'
 import { BillingRefusal, GatewayRefusal, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError } from './errors.js'
 import {
-  actsFor, orderStatusOf, says, toClientDetails, toInvoiceDetails, toInvoicePage, toOrderSummaries, toPlacedOrder, toText, toValidatedLogin,
+  actsFor, clientIdsOfUser, orderStatusOf, says, toClientDetails, toInvoiceDetails, toInvoicePage, toOrderSummaries, toPlacedOrder, toText, toValidatedLogin,
   type BillingOrderSummary, type ClientDetails, type InvoiceDetails, type InvoicePage, type InvoiceQuery, type NewOrder, type PlacedOrder, type SignIn, type WhmcsAnswer
 } from './mapping.js'
 
@@ -30,6 +30,9 @@ const FALLBACK_PAYMENT_METHOD = 'mailin'
 
 type WhmcsValue = string | number
 export type WhmcsParams = Record<string, WhmcsValue | readonly WhmcsValue[] | undefined>
+
+/** The most client accounts one person is offered: a chooser lists them all. */
+const MAX_CLIENTS_OF_A_PERSON = 20
 
 const nameOf = ({ firstName, lastName }: ClientDetails) => `${firstName} ${lastName}`.trim() || null
 
@@ -88,6 +91,22 @@ export class BillingClient {
   async clientActingFor (email: string, until?: Cancellation): Promise<{ clientId: number, name: string | null } | null> {
     const client = await this.#clientActingFor([{ email }], undefined, email, until)
     return client === null ? null : { clientId: client.id, name: nameOf(client) }
+  }
+
+  /**
+   * Every client account the person with this (verified) email acts for, the ones they own first:
+   * WHMCS 8's user of that email lists them (GetUsers), each named by GetClientsDetails; closed
+   * ones are left out. Where there is no such user or no GetUsers (WHMCS 7), the one client
+   * clientActingFor finds, if any.
+   */
+  async clientsActingFor (email: string, until?: Cancellation): Promise<Array<{ clientId: number, name: string | null }>> {
+    const ids = await this.#action('GetUsers', { search: email }, until, answer => clientIdsOfUser(answer, email),
+      message => says(message, 'Command Not Found') ? [] : undefined)
+    const clients = (await Promise.all(ids.slice(0, MAX_CLIENTS_OF_A_PERSON).map((id) => this.getClientsDetails(id, until))))
+      .filter((client): client is ClientDetails => client !== null && client.status !== 'Closed')
+    if (clients.length > 0) return clients.map((client) => ({ clientId: client.id, name: nameOf(client) }))
+    const client = await this.clientActingFor(email, until)
+    return client === null ? [] : [client]
   }
 
   async #clientActingFor (lookups: WhmcsParams[], userId: number | undefined, email: string, until?: Cancellation): Promise<ClientDetails | null> {

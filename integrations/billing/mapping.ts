@@ -197,6 +197,18 @@ function usersOf (answer: WhmcsAnswer): Array<{ id: number, email: string }> | u
 }
 
 /**
+ * The client ids a GetUsers answer gives the user with this email (WHMCS 8: a user may act for
+ * several clients, its own and those that invited it), the clients it owns first; none when no
+ * user has the email.
+ */
+export function clientIdsOfUser (answer: WhmcsAnswer, email: string): number[] {
+  const users = listOf(answer, 'users').filter(user => sameEmail(toText(user.email), email))
+  const clients = users.flatMap(user => listOf(user, 'clients'))
+  const owned = clients.filter(client => client.isOwner === true || client.isOwner === 1 || client.isOwner === '1')
+  return [...new Set([...owned, ...clients].map(client => Number(client.id)).filter(Number.isInteger))]
+}
+
+/**
  * Whether the client of a GetClientsDetails answer acts for the user who signed in with `email`:
  * the user owns it (`owner_user_id`) or is among its users, by id or by email (WHMCS 8); where
  * clients list no users (WHMCS 7, where user and client are one), when it has the user's email.

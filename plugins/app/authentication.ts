@@ -39,12 +39,23 @@ export const CSRF_HEADER = 'x-csrf'
 
 /**
  * Why an unsafe request made with the session cookie is refused, if it is: the custom header is
- * missing, the browser says it comes from another site, or it names an origin that is none of the
- * allowed ones (PUBLIC_ORIGIN, CORS_ORIGIN) and not the request's own.
+ * missing or wrong, the browser says it comes from another site, or it names an origin that is
+ * none of the allowed ones (PUBLIC_ORIGIN, CORS_ORIGIN) and not the request's own. Each reason is
+ * the rule, as the page's developer reads it in CSRF_REJECTED's message.
  */
-export function csrfRefusal (request: FastifyRequest, allowedOrigins: ReadonlySet<string>): string | undefined {
+export const CSRF_REFUSALS = {
+  noHeader: 'a request made with the session cookie needs the header x-csrf: 1, and it was not sent',
+  wrongHeader: 'a request made with the session cookie needs the header x-csrf: 1, and it was sent with another value',
+  crossSite: 'the browser says the request comes from another site (Sec-Fetch-Site: cross-site)',
+  foreignOrigin: 'the request\'s Origin is none of this service\'s own (its own origin, PUBLIC_ORIGIN, CORS_ORIGIN)'
+} as const
+export type CsrfRefusal = typeof CSRF_REFUSALS[keyof typeof CSRF_REFUSALS]
+
+export function csrfRefusal (request: FastifyRequest, allowedOrigins: ReadonlySet<string>): CsrfRefusal | undefined {
   if (SAFE_METHODS.has(request.method)) return undefined
-  if (request.headers[CSRF_HEADER] !== '1') return 'no x-csrf: 1 header'
+  const header = request.headers[CSRF_HEADER]
+  if (header === undefined) return CSRF_REFUSALS.noHeader
+  if (header !== '1') return CSRF_REFUSALS.wrongHeader
   return crossSiteRefusal(request, allowedOrigins)
 }
 
@@ -53,10 +64,10 @@ export function csrfRefusal (request: FastifyRequest, allowedOrigins: ReadonlySe
  * sees: behind a TLS-terminating proxy, that is the browser's only with TRUST_PROXY and a proxy that
  * forwards the scheme and host; PUBLIC_ORIGIN names it otherwise.
  */
-function crossSiteRefusal (request: FastifyRequest, allowedOrigins: ReadonlySet<string>): string | undefined {
-  if (request.headers['sec-fetch-site'] === 'cross-site') return 'Sec-Fetch-Site: cross-site'
+function crossSiteRefusal (request: FastifyRequest, allowedOrigins: ReadonlySet<string>): CsrfRefusal | undefined {
+  if (request.headers['sec-fetch-site'] === 'cross-site') return CSRF_REFUSALS.crossSite
   const origin = request.headers.origin
-  if (origin !== undefined && !allowedOrigins.has(origin) && origin !== `${request.protocol}://${request.host}`) return 'a foreign Origin'
+  if (origin !== undefined && !allowedOrigins.has(origin) && origin !== `${request.protocol}://${request.host}`) return CSRF_REFUSALS.foreignOrigin
   return undefined
 }
 
@@ -70,10 +81,10 @@ function varyOnCredentials (reply: FastifyReply): void {
 }
 
 /** Refuses a request with 403 CSRF_REJECTED when a refusal was found, logging why. */
-function refuseIf (request: FastifyRequest, refusal: string | undefined): void {
+function refuseIf (request: FastifyRequest, refusal: CsrfRefusal | undefined): void {
   if (refusal === undefined) return
   request.log.warn({ reason: refusal, origin: request.headers.origin, secFetchSite: request.headers['sec-fetch-site'] }, 'request with the session cookie refused as cross-site')
-  throw new CsrfRejectedError()
+  throw new CsrfRejectedError(refusal)
 }
 
 async function authentication (fastify: FastifyInstance) {

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http'
 import { randomUUID } from 'node:crypto'
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose'
-import Provider from 'oidc-provider'
+import { createIdentityProvider, portalClient } from '../../dev/sandbox/identity.js'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../integrations/oidc/provider.js'
 import { freePort } from './ports.js'
 
@@ -11,11 +11,16 @@ export const PORTAL_ORIGIN = 'https://portal.test'
 
 type SigningKey = Parameters<SignJWT['sign']>[0]
 
+/** Every person's password at the tests' provider. */
+const PASSWORD = 'a-password'
+
 export interface Person { email: string, name: string, emailVerified?: boolean }
 
 /** People the tests' provider knows, by account id (its `sub`). */
 export const PEOPLE: Record<string, Person> = {
   jane: { email: 'jane@example.com', name: 'Jane at the provider' },
+  // Owns billing client 2 and manages client 3.
+  john: { email: 'john@example.com', name: 'John at the provider' },
   stranger: { email: 'stranger@example.com', name: 'Someone billing does not know' },
   unverified: { email: 'jane@example.com', name: 'Not Jane', emailVerified: false }
 }
@@ -30,7 +35,7 @@ export interface TestProvider {
 }
 
 /**
- * A certified OpenID Connect provider (oidc-provider) on a loopback port, with the service
+ * The sandbox's OpenID Connect provider (oidc-provider) on a loopback port, with the service
  * registered as a confidential client. `publishesOtherKeys`: its key set names a key it does not
  * sign with, as an impostor's tokens would look.
  */
@@ -39,24 +44,8 @@ export async function startTestProvider ({ publishesOtherKeys = false } = {}): P
   const issuer = `http://127.0.0.1:${port}`
   const { privateKey } = await generateKeyPair('RS256', { extractable: true })
   const jwk: JWK = { ...await exportJWK(privateKey), kid: 'test-key', alg: 'RS256', use: 'sig' }
-  const provider = new Provider(issuer, {
-    clients: [{
-      client_id: OIDC_CLIENT.id,
-      client_secret: OIDC_CLIENT.secret,
-      redirect_uris: [`${PORTAL_ORIGIN}/auth/oidc/callback`],
-      post_logout_redirect_uris: [`${PORTAL_ORIGIN}/`],
-      backchannel_logout_uri: `${PORTAL_ORIGIN}/auth/oidc/backchannel-logout`,
-      backchannel_logout_session_required: true
-    }],
-    jwks: { keys: [jwk] },
-    features: { devInteractions: { enabled: true }, backchannelLogout: { enabled: true }, rpInitiatedLogout: { enabled: true } },
-    claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
-    findAccount: (_ctx, sub) => {
-      const person = PEOPLE[sub]
-      if (person === undefined) return undefined
-      return { accountId: sub, claims: () => ({ sub, email: person.email, email_verified: person.emailVerified ?? true, name: person.name }) }
-    }
-  })
+  const accounts = Object.entries(PEOPLE).map(([sub, person]) => ({ login: sub, password: PASSWORD, sub, ...person }))
+  const { provider, handle } = await createIdentityProvider({ issuer, accounts, clients: [portalClient(OIDC_CLIENT.id, OIDC_CLIENT.secret, [PORTAL_ORIGIN])], jwks: { keys: [jwk] } })
   if (publishesOtherKeys) {
     const { publicKey } = await generateKeyPair('RS256', { extractable: true })
     const other = { ...await exportJWK(publicKey), kid: 'test-key', alg: 'RS256', use: 'sig' }
@@ -66,7 +55,7 @@ export async function startTestProvider ({ publishesOtherKeys = false } = {}): P
       ctx.body = { keys: [other] }
     })
   }
-  const server: Server = createServer(provider.callback())
+  const server: Server = createServer(handle)
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
   return {
     issuer,
@@ -129,7 +118,7 @@ export async function signInAtProvider (authorizationUrl: string, account: strin
     const prompt = /name="prompt" value="([a-z]+)"/.exec(page)?.[1]
     if (action === undefined || prompt === undefined) throw new Error(`the provider answered ${response.status} without a form: ${page.slice(0, 300)}`)
     url = new URL(action, url).href
-    form = prompt === 'login' ? { prompt, login: account, password: 'any' } : { prompt }
+    form = prompt === 'login' ? { prompt, login: account, password: PASSWORD } : { prompt }
   }
   throw new Error('the provider never sent the browser back')
 }

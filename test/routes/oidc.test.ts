@@ -10,7 +10,7 @@ import { SseClient } from '../helpers/sse.js'
 import { OIDC_CLIENT, PEOPLE, PORTAL_ORIGIN, signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidc-provider.js'
 import { oidcLoginKey, sessionKey } from '../../plugins/app/redis-keys.js'
 import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
-import { LOGIN_COOKIE } from '../../routes/oidc.js'
+import { CHOICE_COOKIE, LOGIN_COOKIE } from '../../routes/oidc.js'
 
 const cookieOf = (setCookie: string | string[] | undefined, name: string) =>
   [setCookie ?? []].flat().find((line) => line.startsWith(`${name}=`))?.split(';')[0]
@@ -89,8 +89,43 @@ t.test('sign in through the provider: the code flow with PKCE, a session cookie,
   t.equal(logout.statusCode, 200)
   const logoutUrl = new URL(logout.json().logoutUrl)
   t.equal(`${logoutUrl.origin}${logoutUrl.pathname}`, `${provider.issuer}/session/end`, 'the provider\'s end-session endpoint')
-  t.match(Object.fromEntries(logoutUrl.searchParams), { client_id: 'portal-bff', post_logout_redirect_uri: `${PORTAL_ORIGIN}/`, id_token_hint: /^eyJ/ })
+  t.match(Object.fromEntries(logoutUrl.searchParams), { client_id: 'portal-bff', post_logout_redirect_uri: `${PORTAL_ORIGIN}/` })
+  t.notOk(logoutUrl.searchParams.has('id_token_hint'), 'no ID token in what the page gets (decision 0102)')
+  t.notMatch(logout.body, /eyJ/)
   t.equal((await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie: newSession } })).statusCode, 401, 'signed out here')
+})
+
+t.test('a person who acts for several billing clients picks one after sign-in, and the session holds that one', async (t) => {
+  const provider = await withProvider(t)
+  const app = await buildTestApp(t, provider.settings)
+  const { location, loginCookie } = await beginSignIn(app, '/orders')
+  const back = await callback(app, await signInAtProvider(location, 'john'), loginCookie)
+  t.equal(back.headers.location, '/orders?chooseClient=1', 'back to the page, asked to choose')
+  t.notOk(cookieOf(back.headers['set-cookie'], SESSION_COOKIE), 'no session before the choice')
+  t.match(String(back.headers['set-cookie']), new RegExp(`${CHOICE_COOKIE}=[A-Za-z0-9_-]{43}; Max-Age=600; Path=/; HttpOnly; Secure; SameSite=Strict`))
+  const choiceCookie = cookieOf(back.headers['set-cookie'], CHOICE_COOKIE)!
+
+  const offered = await app.inject({ method: 'GET', url: '/auth/oidc/choice', headers: { cookie: choiceCookie } })
+  t.equal(offered.statusCode, 200)
+  t.same(offered.json(), { name: PEOPLE.john!.name, email: 'john@example.com', clients: [{ clientId: 2, name: 'John Smith' }, { clientId: 3, name: 'Nina Newcomer' }] }, 'his own client first')
+  t.notMatch(offered.body, /eyJ/, 'no token in the list')
+  t.match((await app.inject({ method: 'GET', url: '/auth/oidc/choice' })).json(), { code: 'NO_CLIENT_CHOICE' }, 'no cookie, no choice')
+
+  const choose = (clientId: number, headers: Record<string, string> = {}) => app.inject({ method: 'POST', url: '/auth/oidc/choice', headers: { cookie: choiceCookie, ...headers }, payload: { clientId } })
+  t.match((await choose(1)).json(), { code: 'NO_CLIENT_ACCOUNT' }, 'a client he does not act for is refused')
+  t.match((await choose(3, { origin: 'https://evil.example.net' })).json(), { code: 'CSRF_REJECTED' }, 'from another site: refused')
+  const chosen = await choose(3)
+  t.equal(chosen.statusCode, 200)
+  t.match(chosen.json(), { clientId: 3, signIn: 'oidc', email: 'john@example.com', name: PEOPLE.john!.name })
+  const session = cookieOf(chosen.headers['set-cookie'], SESSION_COOKIE)!
+  t.ok(session, 'the session cookie')
+  t.match(String(chosen.headers['set-cookie']), `${CHOICE_COOKIE}=; Max-Age=0`, 'the choice cookie is cleared')
+  t.match((await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie: session } })).json(), { clientId: 3 }, 'the session acts for the client picked')
+  t.equal((await choose(2)).json().code, 'NO_CLIENT_CHOICE', 'a choice is made once')
+
+  // One client: no choice, as before.
+  const jane = await beginSignIn(app, '/orders')
+  t.equal((await callback(app, await signInAtProvider(jane.location, 'jane'), jane.loginCookie)).headers.location, '/orders')
 })
 
 t.test('a callback that is not this browser\'s sign-in starts no session', async (t) => {
@@ -179,6 +214,14 @@ t.test('a provider that does not answer at start: the service starts, its OpenID
 t.test('without OIDC_ISSUER there is no OpenID Connect route', async (t) => {
   const app = await buildTestApp(t)
   t.equal((await app.inject({ method: 'GET', url: '/auth/oidc/login' })).statusCode, 404)
+  t.same((await app.inject({ method: 'GET', url: '/auth/sign-in-methods' })).json(), { password: true, oidc: false }, 'the page offers its password form alone')
+})
+
+t.test('GET /auth/sign-in-methods tells the page which ways to offer', async (t) => {
+  const provider = await withProvider(t)
+  const methods = async (settings: Record<string, string>) => (await (await buildTestApp(t, settings)).inject({ method: 'GET', url: '/auth/sign-in-methods' })).json()
+  t.same(await methods(provider.settings), { password: false, oidc: true }, 'the provider alone, by default')
+  t.same(await methods({ ...provider.settings, PASSWORD_SIGN_IN: 'true' }), { password: true, oidc: true }, 'both')
 })
 
 t.test('back-channel logout: a logout token for a sid ends its session, and the session\'s stream on another instance; invalid tokens are refused', async (t) => {

@@ -62,10 +62,10 @@ t.test('PASSWORD_SIGN_IN=false: POST /auth/session takes no password, and says w
 
 t.test('no page on another site can sign a browser in: a cross-site sign-in is refused before billing is asked', async (t) => {
   const app = await buildTestApp(t, { CORS_ORIGIN: 'https://portal.example.com' })
-  for (const headers of [{ 'sec-fetch-site': 'cross-site' }, { origin: 'https://evil.example.net' }]) {
+  for (const [headers, rule] of [[{ 'sec-fetch-site': 'cross-site' }, /Sec-Fetch-Site: cross-site/], [{ origin: 'https://evil.example.net' }, /Origin is none of this service's own/]] as const) {
     const refused = await app.inject({ method: 'POST', url: '/auth/session', headers, payload: JANE })
     t.equal(refused.statusCode, 403)
-    t.equal(refused.json().code, 'CSRF_REJECTED')
+    t.match(refused.json(), { code: 'CSRF_REJECTED', message: rule }, 'the message names the rule')
     t.equal(refused.headers['set-cookie'], undefined)
   }
   t.equal((await app.inject({ method: 'POST', url: '/auth/session', headers: { origin: 'https://portal.example.com', 'sec-fetch-site': 'same-site' }, payload: JANE })).statusCode, 200, 'the portal signs in')
@@ -76,15 +76,18 @@ t.test('CSRF: an unsafe request made with the cookie needs x-csrf: 1 and a same-
   const app = await buildTestApp(t, { CORS_ORIGIN: portal })
   const { cookie } = await startSession(app)
   const place = (headers: Record<string, string>) => app.inject({ method: 'POST', url: '/api/orders', headers: { ...cookie, ...headers, 'x-correlation-id': 'csrf-check' }, payload: ORDER })
-  const refusals = [
-    await place({}),
-    await place({ 'x-csrf': 'yes' }),
-    await place({ ...CSRF, 'sec-fetch-site': 'cross-site' }),
-    await place({ ...CSRF, origin: 'https://evil.example.net' })
+  // Each refusal's message names the rule that refused it, so the page's developer knows what to mend.
+  const refusals: Array<[Record<string, string>, RegExp]> = [
+    [{}, /needs the header x-csrf: 1, and it was not sent$/],
+    [{ 'x-csrf': 'yes' }, /needs the header x-csrf: 1, and it was sent with another value$/],
+    [{ ...CSRF, 'sec-fetch-site': 'cross-site' }, /comes from another site \(Sec-Fetch-Site: cross-site\)$/],
+    [{ ...CSRF, origin: 'https://evil.example.net' }, /Origin is none of this service's own \(its own origin, PUBLIC_ORIGIN, CORS_ORIGIN\)$/],
+    [{ ...CSRF, origin: portal, 'sec-fetch-site': 'cross-site' }, /Sec-Fetch-Site: cross-site/]
   ]
-  for (const refusal of refusals) {
+  for (const [headers, message] of refusals) {
+    const refusal = await place(headers)
     t.equal(refusal.statusCode, 403)
-    t.match(refusal.json(), { code: 'CSRF_REJECTED', correlationId: 'csrf-check' })
+    t.match(refusal.json(), { code: 'CSRF_REJECTED', correlationId: 'csrf-check', message }, JSON.stringify(headers))
   }
   t.equal((await place({ ...CSRF, origin: portal, 'sec-fetch-site': 'same-site' })).statusCode, 201, 'from the portal\'s origin')
   t.equal((await place({ ...CSRF, origin: 'http://localhost:80', 'sec-fetch-site': 'same-origin' })).statusCode, 201, 'from the service\'s own origin')
@@ -102,7 +105,7 @@ t.test('a refusal is logged at warn with the request\'s correlation id', async (
   await app.close()
   const { readFileSync } = await import('node:fs')
   const lines = readFileSync(`${app.config.LOG_DIR}/combined.log`, 'utf8').trim().split('\n').map((line) => JSON.parse(line))
-  t.match(lines.find((line) => line.correlationId === 'csrf-logged' && line.level === 40), { message: /cross-site/, reason: 'no x-csrf: 1 header' })
+  t.match(lines.find((line) => line.correlationId === 'csrf-logged' && line.level === 40), { message: /cross-site/, reason: /x-csrf: 1, and it was not sent/ })
 })
 
 t.test('CORS for a credentialed portal on another origin: credentials, max-age, error answers, exposed headers', async (t) => {

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis'
 import type { AuthorizationChecks, LogoutTarget, OidcProvider, SignedInPerson } from '../../../integrations/oidc/provider.js'
 import type { Sealer } from '../../../lib/sealed.js'
 import type { Session, SessionStore } from '../sessions.js'
-import { oidcLoginKey, oidcSidSessionsKey, oidcSubSessionsKey } from '../redis-keys.js'
+import { oidcChoiceKey, oidcLoginKey, oidcSidSessionsKey, oidcSubSessionsKey } from '../redis-keys.js'
 
 /** How long a browser has at the provider to sign in: past it, the callback finds no sign-in under way. */
 export const LOGIN_TTL_S = 600
@@ -13,12 +13,34 @@ export interface PendingLogin extends AuthorizationChecks {
   returnTo: string
 }
 
+/** A billing client a person acts for, as the chooser lists it. */
+export interface ActingClient {
+  clientId: number
+  name: string | null
+}
+
+/** A person the provider signed in, as a session keeps them: their ID token sealed. */
+export interface SignedIn {
+  sub: string
+  sid: string | undefined
+  name: string | undefined
+  email: string
+  sealedIdToken: string
+}
+
+/** A person who acts for several billing clients, until they pick one. */
+export interface PendingChoice {
+  person: SignedIn
+  clients: ActingClient[]
+  returnTo: string
+}
+
 export interface OidcSignInOptions {
   provider: OidcProvider
   redis: Redis
   prefix: string
   sessions: SessionStore
-  /** Seals the ID token a session keeps, for the hint of its end-session URL. */
+  /** Seals the ID token a session keeps: never in the clear at rest (decision 0102). */
   sealer: Sealer
   maxAgeMs: number
 }
@@ -53,8 +75,27 @@ export class OidcSignIn {
     return value === null ? undefined : JSON.parse(value) as PendingLogin
   }
 
+  /** Keeps a person's choice among their clients for the browser, under a new reference its cookie holds. */
+  async offerChoice (choice: PendingChoice): Promise<string> {
+    const reference = randomBytes(32).toString('base64url')
+    await this.options.redis.set(oidcChoiceKey(this.options.prefix, reference), JSON.stringify(choice), 'EX', LOGIN_TTL_S)
+    return reference
+  }
+
+  /** The choice a cookie's reference names, left in place. */
+  async choice (reference: string | undefined): Promise<PendingChoice | undefined> {
+    if (reference === undefined) return undefined
+    const value = await this.options.redis.get(oidcChoiceKey(this.options.prefix, reference))
+    return value === null ? undefined : JSON.parse(value) as PendingChoice
+  }
+
+  /** Takes the choice once: of two requests choosing at once, one finds it. */
+  async takeChoice (reference: string): Promise<boolean> {
+    return await this.options.redis.del(oidcChoiceKey(this.options.prefix, reference)) === 1
+  }
+
   /** Remembers which provider session and person began a cookie session. */
-  async record (session: Session, { sid, sub }: SignedInPerson): Promise<void> {
+  async record (session: Session, { sid, sub }: Pick<SignedInPerson, 'sid' | 'sub'>): Promise<void> {
     const member = `${session.id}:${session.expiresAt}`
     const transaction = this.options.redis.multi()
     for (const key of this.#keysOf({ sid, sub })) transaction.sadd(key, member).pexpire(key, this.options.maxAgeMs)
@@ -76,11 +117,12 @@ export class OidcSignIn {
     return members.size
   }
 
-  /** The provider's end-session URL for a session, with its ID token as the hint when it can be read. */
-  logoutUrl (session: Session, postLogoutRedirectUri: string): string | undefined {
-    const { sealedIdToken } = session.identity
-    const idToken = sealedIdToken === undefined ? undefined : this.options.sealer.unseal(sealedIdToken)
-    return this.provider.endSessionUrl(idToken, postLogoutRedirectUri)
+  /**
+   * The provider's end-session URL, naming this client but not the session's ID token: the page
+   * navigates to it, and no token of the provider reaches the browser (decision 0102).
+   */
+  logoutUrl (postLogoutRedirectUri: string): string | undefined {
+    return this.provider.endSessionUrl(undefined, postLogoutRedirectUri)
   }
 
   #keysOf ({ sid, sub }: LogoutTarget): string[] {

@@ -70,6 +70,15 @@ t.test('signIn: the client account a WHMCS 8 user acts for, never a client that 
   t.same(await whmcs.clientActingFor('jane@example.com'), { clientId: 1, name: 'Jane Doe' }, 'signed in at a provider: the client with her email')
   t.equal(await acme.clientActingFor('team@acme.example'), null, 'the client with the email does not list that user: it does not act for them')
   t.equal(await acme.clientActingFor('nobody@acme.example'), null)
+
+  // WHMCS 8: a user acts for the clients GetUsers lists with it, its own first.
+  t.same(await whmcs.clientsActingFor('john@example.com'), [{ clientId: 2, name: 'John Smith' }, { clientId: 3, name: 'Nina Newcomer' }], 'John owns client 2 and manages client 3')
+  t.same(await whmcs.clientsActingFor('JANE@example.com'), [{ clientId: 1, name: 'Jane Doe' }], 'one client')
+  t.same(await whmcs.clientsActingFor('nobody@example.com'), [])
+  t.same(await acme.clientsActingFor('team@acme.example'), [{ clientId: 20, name: 'Side Project' }], 'by the user\'s email, not the client\'s')
+  // WHMCS 7 has no GetUsers: the client with the email, as before.
+  billing.injectFault({ kind: 'error', route: 'GetUsers', message: 'Command Not Found', times: 1 })
+  t.same(await whmcs.clientsActingFor('john@example.com'), [{ clientId: 2, name: 'John Smith' }], 'without GetUsers, the client with the email')
   invited.injectFault({ kind: 'http5xx', route: 'GetClientsDetails', status: 502 })
   t.match(await failure(acme.signIn('ops@acme.example', 'ops-password')), { failure: 'http_5xx' }, 'a failed lookup is a failure, not a sign-in')
 })

@@ -70,6 +70,7 @@ const OPERATOR_TAGS = ['health', 'alerts', 'metrics', 'status', 'events-parked']
 const OPERATION_IDS = {
   'POST /auth/login': 'signIn',
   'POST /auth/session': 'startSession',
+  'GET /auth/sign-in-methods': 'getSignInMethods',
   'GET /auth/session': 'getSession',
   'POST /auth/logout': 'signOut',
   'POST /auth/logout-all': 'signOutEverywhere',
@@ -125,7 +126,7 @@ t.test('servers and security: public operations say so, the others name the toke
   const groups: Record<string, string[]> = {}
   for (const { name, operation } of operationsOf(document)) (groups[bySecurity(operation)] ??= []).push(name)
   t.same(groups, {
-    public: ['GET /health', 'GET /health/live', 'GET /health/ready', 'GET /health/queues', 'GET /health/queues/billing', 'GET /health/queues/crm', 'GET /api/health/services/cache', 'GET /auth/health-check', 'POST /auth/login', 'POST /auth/session'],
+    public: ['GET /health', 'GET /health/live', 'GET /health/ready', 'GET /health/queues', 'GET /health/queues/billing', 'GET /health/queues/crm', 'GET /api/health/services/cache', 'GET /auth/health-check', 'POST /auth/login', 'POST /auth/session', 'GET /auth/sign-in-methods'],
     sessionCookie: ['GET /auth/session'],
     opsToken: ['GET /health/events/parked', 'POST /health/events/parked/{id}/retry', 'DELETE /health/events/parked/{id}', 'GET /health/alerts', 'GET /metrics', 'GET /status/summary'],
     'bearerAuth,sessionCookie': ['POST /auth/logout', 'POST /auth/logout-all', 'GET /api/invoices', 'GET /api/invoices/{id}', 'POST /api/orders', 'GET /api/orders', 'GET /api/orders/{id}', 'GET /api/events']
@@ -153,7 +154,7 @@ t.test('every request and response body of the portal API has an example', async
   const document = await documentOf(t)
   const exampleOf = (media: MediaType) => media.example ?? (media.schema.$ref === undefined ? media.schema.example : document.components.schemas[media.schema.$ref.split('/').at(-1)!]?.example)
   const portal = operationsOf(document).filter(({ operation }) => PORTAL_TAGS.includes(operation.tags?.[0] ?? ''))
-  t.equal(portal.length, 11, 'the sign-in, session, invoice, order and event operations')
+  t.equal(portal.length, 12, 'the sign-in, sign-in methods, session, invoice, order and event operations')
   for (const { name, operation } of portal) {
     for (const [type, media] of Object.entries(operation.requestBody?.content ?? {})) t.ok(exampleOf(media), `${name} ${type} request`)
     for (const [status, response] of Object.entries(operation.responses)) {
