@@ -63,10 +63,23 @@ function crossSiteRefusal (request: FastifyRequest, allowedOrigins: ReadonlySet<
 /** What an authenticated answer depends on besides its URL, added to what `Vary` names already (CORS's `Origin`). */
 const CREDENTIAL_HEADERS = ['Cookie', 'Authorization']
 
+/**
+ * `Vary` with the credential headers added, by the value it had: the service's own plugins set it
+ * (CORS's `Origin`), so there are few, and each is worked out once rather than on every request.
+ */
+const varyWithCredentials = new Map<string, string>()
+const VARY_VALUES_KEPT = 16
+
 function varyOnCredentials (reply: FastifyReply): void {
-  const named = String(reply.getHeader('vary') ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '')
-  const added = CREDENTIAL_HEADERS.filter((name) => !named.some((known) => known.toLowerCase() === name.toLowerCase()))
-  reply.header('vary', [...named, ...added].join(', '))
+  const vary = String(reply.getHeader('vary') ?? '')
+  let withCredentials = varyWithCredentials.get(vary)
+  if (withCredentials === undefined) {
+    const named = vary.split(',').map((name) => name.trim()).filter((name) => name !== '')
+    const added = CREDENTIAL_HEADERS.filter((name) => !named.some((known) => known.toLowerCase() === name.toLowerCase()))
+    withCredentials = [...named, ...added].join(', ')
+    if (varyWithCredentials.size < VARY_VALUES_KEPT) varyWithCredentials.set(vary, withCredentials)
+  }
+  reply.header('vary', withCredentials)
 }
 
 /** Refuses a request with 403 CSRF_REJECTED when a refusal was found, logging why. */
