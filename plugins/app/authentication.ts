@@ -91,6 +91,7 @@ function refuseIf (request: FastifyRequest, refusal: string | undefined): void {
 
 async function authentication (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, publicOrigins, corsOrigins } = fastify.config
+  const { clientRequestLimit } = fastify
   const failures = new FailureLimiter(fastify.redis, { keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX), max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
   const allowedOrigins = new Set([...publicOrigins, ...corsOrigins])
   fastify.decorateRequest('session', undefined)
@@ -138,7 +139,15 @@ async function authentication (fastify: FastifyInstance) {
     } catch {
       return await refuse(request, reply)
     }
-    if (await fastify.tokenBlacklist.isRevoked(request.user.jti)) await refuse(request, reply)
+    const { jti, clientId } = request.user
+    if (!clientRequestLimit.limits(request)) {
+      if (await fastify.tokenBlacklist.isRevoked(jti)) await refuse(request, reply)
+      return
+    }
+    // The request is counted against its client's limit in the same command (decision 0108).
+    const { revoked, count } = await fastify.tokenBlacklist.lookupAndCount(jti, { key: clientRequestLimit.key(clientId), windowMs: clientRequestLimit.windowMs })
+    if (revoked) await refuse(request, reply)
+    if (count !== undefined) clientRequestLimit.apply(request, reply, count)
   })
   fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => bySession(request, reply, false))
   fastify.addHook('onResponse', async (request, reply) => {
@@ -147,4 +156,4 @@ async function authentication (fastify: FastifyInstance) {
   fastify.decorate('requireSameSite', async (request: FastifyRequest) => refuseIf(request, crossSiteRefusal(request, allowedOrigins)))
 }
 
-export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['jwt', 'blacklist', 'sessions', 'cookie', 'redis'], decorators: { fastify: ['config'] } })
+export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['jwt', 'blacklist', 'sessions', 'cookie', 'redis', 'rate-limit'], decorators: { fastify: ['config'] } })
