@@ -1,7 +1,7 @@
 import { once } from 'node:events'
 import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { join } from 'node:path'
-import { destination, multistream, pino, type Bindings, type ChildLoggerOptions, type Logger, type StreamEntry } from 'pino'
+import { destination, multistream, pino, symbols, type Bindings, type ChildLoggerOptions, type Logger, type StreamEntry } from 'pino'
 import type { FastifyBaseLogger } from 'fastify'
 import { currentContext } from './log-context.js'
 
@@ -41,6 +41,23 @@ const REDACTED_PATHS = [
 ]
 
 const NO_FIELDS = Object.freeze({})
+
+type Stringifier = (value: unknown, ...rest: unknown[]) => string | undefined
+
+/**
+ * pino redacts by stringifying every field of a line through a redactor; a path under `*` gives
+ * every field one, and @pinojs/redact parses each of its paths again on every call: a number or a
+ * string, which holds no path, cost the request's line about 20 µs. Such a value is written as
+ * that redactor writes it (JSON); objects still go through it. Without the redactor pino might make
+ * (another version), nothing is changed.
+ */
+export function stringifyPrimitivesDirectly (logger: Logger): void {
+  const stringifiers = (logger as unknown as Record<symbol, Record<symbol, Stringifier | undefined> | undefined>)[symbols.stringifiersSym]
+  const anyField = stringifiers?.[symbols.wildcardFirstSym]
+  if (stringifiers === undefined || typeof anyField !== 'function') return
+  stringifiers[symbols.wildcardFirstSym] = (value, ...rest) =>
+    typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? JSON.stringify(value) : anyField(value, ...rest)
+}
 
 /**
  * pino's mixin result is merged into by each line (Object.assign onto it): the frozen `NO_FIELDS`
@@ -86,6 +103,7 @@ export function createLogger ({ level, service, logDir, stdout = true, lineField
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     ...(lineFields !== undefined && withLineFields(lineFields))
   }, multistream(streams))
+  stringifyPrimitivesDirectly(root)
 
   return {
     root,

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { benchBillingQueue } from './billing-queue.js'
 import { benchCachedRead } from './cached-read.js'
+import { benchCachedReadBuilds } from './cached-read-ab.js'
 import { benchHealth } from './health.js'
 import { benchHealthBuilds } from './health-ab.js'
 import { benchInvoices } from './invoices.js'
@@ -23,7 +24,8 @@ const suites: Record<string, () => Promise<void>> = {
   'cached-read': benchCachedRead,
   sessions: benchSessions,
   'health-profile': benchHealthProfile,
-  'health-ab': benchHealthBuilds
+  'health-ab': benchHealthBuilds,
+  'cached-read-ab': benchCachedReadBuilds
 }
 
 /** Runs one suite in a process of its own; resolves with its exit code. */
@@ -36,7 +38,7 @@ function runApart (name: string): Promise<number> {
 }
 
 // Tools rather than figures of the table: run when named, not by `npm run bench` alone.
-const namedOnly = new Set(['health-profile', 'health-ab'])
+const namedOnly = new Set(['health-profile', 'health-ab', 'cached-read-ab'])
 
 const chosen = process.argv.slice(2)
 const unknown = chosen.filter((name) => !(name in suites))

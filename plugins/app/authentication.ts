@@ -74,10 +74,23 @@ function crossSiteRefusal (request: FastifyRequest, allowedOrigins: ReadonlySet<
 /** What an authenticated answer depends on besides its URL, added to what `Vary` names already (CORS's `Origin`). */
 const CREDENTIAL_HEADERS = ['Cookie', 'Authorization']
 
+/**
+ * `Vary` with the credential headers added, by the value it had: the service's own plugins set it
+ * (CORS's `Origin`), so there are few, and each is worked out once rather than on every request.
+ */
+const varyWithCredentials = new Map<string, string>()
+const VARY_VALUES_KEPT = 16
+
 function varyOnCredentials (reply: FastifyReply): void {
-  const named = String(reply.getHeader('vary') ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '')
-  const added = CREDENTIAL_HEADERS.filter((name) => !named.some((known) => known.toLowerCase() === name.toLowerCase()))
-  reply.header('vary', [...named, ...added].join(', '))
+  const vary = String(reply.getHeader('vary') ?? '')
+  let withCredentials = varyWithCredentials.get(vary)
+  if (withCredentials === undefined) {
+    const named = vary.split(',').map((name) => name.trim()).filter((name) => name !== '')
+    const added = CREDENTIAL_HEADERS.filter((name) => !named.some((known) => known.toLowerCase() === name.toLowerCase()))
+    withCredentials = [...named, ...added].join(', ')
+    if (varyWithCredentials.size < VARY_VALUES_KEPT) varyWithCredentials.set(vary, withCredentials)
+  }
+  reply.header('vary', withCredentials)
 }
 
 /** Refuses a request with 403 CSRF_REJECTED when a refusal was found, logging why. */
@@ -89,6 +102,7 @@ function refuseIf (request: FastifyRequest, refusal: CsrfRefusal | undefined): v
 
 async function authentication (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, publicOrigins, corsOrigins } = fastify.config
+  const { clientRequestLimit } = fastify
   const failures = new FailureLimiter(fastify.redis, { keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX), max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
   const allowedOrigins = new Set([...publicOrigins, ...corsOrigins])
   fastify.decorateRequest('session', undefined)
@@ -136,7 +150,15 @@ async function authentication (fastify: FastifyInstance) {
     } catch {
       return await refuse(request, reply)
     }
-    if (await fastify.tokenBlacklist.isRevoked(request.user.jti)) await refuse(request, reply)
+    const { jti, clientId } = request.user
+    if (!clientRequestLimit.limits(request)) {
+      if (await fastify.tokenBlacklist.isRevoked(jti)) await refuse(request, reply)
+      return
+    }
+    // The request is counted against its client's limit in the same command (decision 0108).
+    const { revoked, count } = await fastify.tokenBlacklist.lookupAndCount(jti, { key: clientRequestLimit.key(clientId), windowMs: clientRequestLimit.windowMs })
+    if (revoked) await refuse(request, reply)
+    if (count !== undefined) clientRequestLimit.apply(request, reply, count)
   })
   fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => bySession(request, reply, false))
   fastify.addHook('onResponse', async (request, reply) => {
@@ -145,4 +167,4 @@ async function authentication (fastify: FastifyInstance) {
   fastify.decorate('requireSameSite', async (request: FastifyRequest) => refuseIf(request, crossSiteRefusal(request, allowedOrigins)))
 }
 
-export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['jwt', 'blacklist', 'sessions', 'cookie', 'redis'], decorators: { fastify: ['config'] } })
+export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['jwt', 'blacklist', 'sessions', 'cookie', 'redis', 'rate-limit'], decorators: { fastify: ['config'] } })

@@ -8,6 +8,7 @@ import { Periodic } from '../../lib/periodic.js'
 import { OutageLog } from '../../lib/outage-log.js'
 import { revocationChannel, revocationEpochKey, revokedKey } from './redis-keys.js'
 import { databaseOf } from '../external/redis.js'
+import type { WindowCount } from '../external/rate-limit.js'
 
 export interface BlacklistStatus {
   mode: 'fail-closed' | 'fail-open'
@@ -45,6 +46,30 @@ local epoch = tonumber(redis.call('GET', KEYS[1]))
 if epoch == nil or tonumber(ARGV[1]) > epoch then redis.call('SET', KEYS[1], ARGV[1]) return tonumber(ARGV[1]) end
 return epoch`
 
+// The credential's revocation and the epoch, as MGET reads them; and, unless it is revoked, the
+// request counted in its client's window as @fastify/rate-limit's Redis store counts it: the
+// window starts at the first request and lasts ARGV[1] ms.
+const LOOKUP_AND_COUNT = {
+  numberOfKeys: 3,
+  lua: `
+local found = redis.call('MGET', KEYS[1], KEYS[2])
+if found[1] then return found end
+local current = redis.call('INCR', KEYS[3])
+local ttl
+if current == 1 then
+  redis.call('PEXPIRE', KEYS[3], ARGV[1])
+  ttl = tonumber(ARGV[1])
+else
+  ttl = redis.call('PTTL', KEYS[3])
+end
+return {found[1], found[2], current, ttl}`
+}
+
+/** The client's window to count the request in, with the credential's check (decision 0108). */
+export interface CountIn { key: string, windowMs: number }
+
+type LookupAndCount = (revokedKey: string, epochKey: string, countKey: string, windowMs: number) => Promise<[string | null, string | null, number?, number?]>
+
 // Rows outlive their tokens by this much, so that a database clock ahead of the service's never
 // drops a revocation the service still needs.
 const EXPIRY_MARGIN = '1 minute'
@@ -77,8 +102,13 @@ export class TokenBlacklist {
   /** One line when Redis stops answering the blacklist and one when it answers again, not one per request. */
   readonly #outage: OutageLog
 
+  readonly #lookupAndCount: LookupAndCount
+
   constructor (private readonly options: TokenBlacklistOptions) {
     this.#epochKey = revocationEpochKey(options.prefix)
+    // A script of ioredis's: sent by its hash, its text only the first time a Redis lacks it.
+    options.redis.defineCommand('blacklistLookupAndCount', LOOKUP_AND_COUNT)
+    this.#lookupAndCount = (options.redis as unknown as { blacklistLookupAndCount: LookupAndCount }).blacklistLookupAndCount.bind(options.redis)
     this.#outage = new OutageLog(options.log, 'token blacklist: Redis', {
       consequence: options.failClosed ? 'fail closed: token checks, sign-ins and logouts answer 503' : 'fail open: token checks pass unverified, counted; logouts answer 503'
     })
@@ -111,38 +141,70 @@ export class TokenBlacklist {
   }
 
   /**
+   * Whether an access token is revoked, and, unless it is, its request counted in the client's
+   * window by the same script: one command for both. The count is undefined for a revoked token,
+   * which is not counted, and the error when Redis could not take it (the check then fails only
+   * if `lookup`'s would).
+   */
+  async lookupAndCount (jti: string, count: CountIn): Promise<{ revoked: boolean, count: WindowCount | Error | undefined }> {
+    const refillsBefore = this.#refills
+    let answer: Awaited<ReturnType<LookupAndCount>>
+    try {
+      answer = await this.#lookupAndCount(this.#key(jti), this.#epochKey, count.key, count.windowMs)
+    } catch (error) {
+      // Refused for its count (a write, which Redis at maxmemory refuses) or not: the check, which
+      // only reads, is asked alone, and fails only if that fails too.
+      return { revoked: (await this.lookup(jti)).revoked, count: error instanceof Error ? error : new Error(String(error)) }
+    }
+    const [revoked = null, epoch = null, current, ttl] = answer
+    return {
+      revoked: await this.#revoked(jti, revoked, epoch, false, refillsBefore),
+      count: current === undefined || ttl === undefined ? undefined : { current, ttl }
+    }
+  }
+
+  /**
    * Whether a credential is revoked, and the value of a key of its own (a cookie session's state)
    * read in the same command: one round trip for both. While Redis cannot answer, a credential
    * that needs its own key cannot pass open: there is nothing to let through.
    */
   async lookup (jti: string, ownKey?: string): Promise<{ revoked: boolean, value: string | null }> {
     const refillsBefore = this.#refills
-    let revoked: string | null
-    let epoch: string | null
-    let value: string | null = null
+    let found: Array<string | null>
     try {
       // The epoch comes in the same command: noticing a loss costs no round trip.
-      [revoked = null, epoch = null, value = null] = ownKey === undefined
+      found = ownKey === undefined
         ? await this.options.redis.mget(this.#key(jti), this.#epochKey)
         : await this.options.redis.mget(this.#key(jti), this.#epochKey, ownKey)
-      this.#available = true
-      this.#outage.recovered()
     } catch (error) {
       return { revoked: this.#unavailable(error, ownKey !== undefined), value: null }
     }
-    if (revoked !== null) return { revoked: true, value }
+    const [revoked = null, epoch = null, value = null] = found
+    return { revoked: await this.#revoked(jti, revoked, epoch, ownKey !== undefined, refillsBefore), value }
+  }
+
+  /**
+   * The answer to a check, from what Redis held: the revocation key and the epoch. An epoch missing
+   * or behind means Redis lost revocations: it is refilled, and the key asked again.
+   */
+  #revoked (jti: string, revoked: string | null, epoch: string | null, closed: boolean, refillsBefore: number): boolean | Promise<boolean> {
+    this.#available = true
+    this.#outage.recovered()
+    if (revoked !== null) return true
     if (epoch !== null && this.#floorRead && Number(epoch) >= this.#epoch) {
       this.#epoch = Number(epoch)
-      return { revoked: false, value }
+      return false
     }
+    return this.#refillAndAsk(jti, epoch === null ? 'missing' : 'behind', closed, refillsBefore)
+  }
+
+  async #refillAndAsk (jti: string, found: 'missing' | 'behind', closed: boolean, refillsBefore: number): Promise<boolean> {
     try {
       // A refill that ended since the command was sent has put back what this one missed.
-      if (this.#refills === refillsBefore) {
-        await abortable(this.#refill(epoch === null ? 'missing' : 'behind'), AbortSignal.timeout(this.options.refillWaitMs))
-      }
-      return { revoked: (await this.options.redis.exists(this.#key(jti))) === 1, value }
+      if (this.#refills === refillsBefore) await abortable(this.#refill(found), AbortSignal.timeout(this.options.refillWaitMs))
+      return (await this.options.redis.exists(this.#key(jti))) === 1
     } catch (error) {
-      return { revoked: this.#unavailable(error, ownKey !== undefined), value: null }
+      return this.#unavailable(error, closed)
     }
   }
 

@@ -1,9 +1,17 @@
 import fp from 'fastify-plugin'
 import fastifyRateLimit, { type FastifyRateLimitOptions, type FastifyRateLimitStore } from '@fastify/rate-limit'
+import { format } from '@lukeed/ms'
 import { createRequire } from 'node:module'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { RateLimitedError } from '../../lib/errors.js'
 import { rateLimitPrefix } from '../app/redis-keys.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The per-client limit, for a credential check that counts its request in its own Redis command. */
+    clientRequestLimit: ClientRequestLimit
+  }
+}
 
 declare module '../app/monitoring/index.js' {
   interface MonitoringParts {
@@ -43,11 +51,58 @@ class ObservedStore implements FastifyRateLimitStore {
   }
 }
 
+const clientKey = (clientId: number) => `client:${clientId}`
+
 /** Per billing client when the request carries a verified token, per IP otherwise. */
 function rateLimitKey (request: FastifyRequest): string {
   const clientId = (request.user as { clientId?: number } | undefined)?.clientId
-  return clientId !== undefined ? `client:${clientId}` : `ip:${request.ip}`
+  return clientId !== undefined ? clientKey(clientId) : `ip:${request.ip}`
 }
+
+/** A request counted in its client's window, as the plugin's Redis store answers: the count so far, and the window's ms left. */
+export interface WindowCount { current: number, ttl: number }
+
+/**
+ * The per-client limit of the routes that have no limit of their own, for a check that counts a
+ * request in a Redis command it sends anyway (the access token's, decision 0108): the plugin's key,
+ * window and answer, its headers or 429. The plugin's hook then lets that request through uncounted.
+ */
+export class ClientRequestLimit {
+  readonly #counted = new WeakSet<FastifyRequest>()
+
+  constructor (private readonly keyPrefix: string, readonly max: number, readonly windowMs: number, private readonly observe: (error: Error | null) => void) {}
+
+  /** Whether the route's requests count in their client's window (a route of its own limit, or none, counts elsewhere or not at all). */
+  limits (request: FastifyRequest): boolean {
+    return request.routeOptions.config.rateLimit === undefined
+  }
+
+  /** The Redis key of the client's window: the plugin's store's. */
+  key (clientId: number): string {
+    return `${this.keyPrefix}${clientKey(clientId)}`
+  }
+
+  /** Answers the request's count as the plugin's hook does: its headers, or 429 past the limit. A count Redis could not take passes, as `skipOnError` lets it. */
+  apply (request: FastifyRequest, reply: FastifyReply, count: WindowCount | Error): void {
+    this.#counted.add(request)
+    this.observe(count instanceof Error ? count : null)
+    const { current, ttl } = count instanceof Error ? { current: 0, ttl: 0 } : count
+    const ttlSeconds = Math.ceil(ttl / 1000)
+    const exceeded = current > this.max
+    reply.header('x-ratelimit-limit', this.max)
+    reply.header('x-ratelimit-remaining', exceeded ? 0 : this.max - current)
+    reply.header('x-ratelimit-reset', ttlSeconds)
+    if (!exceeded) return
+    reply.header('retry-after', ttlSeconds)
+    throw new RateLimitedError(format(ttlSeconds * 1000, true))
+  }
+
+  counted (request: FastifyRequest): boolean {
+    return this.#counted.has(request)
+  }
+}
+
+const WINDOW_MS = 60_000
 
 async function rateLimit (fastify: FastifyInstance) {
   const { RATE_LIMIT_MAX, REDIS_KEY_PREFIX } = fastify.config
@@ -69,6 +124,8 @@ async function rateLimit (fastify: FastifyInstance) {
       samples: (count) => [{ value: count }]
     }]
   })
+  const limit = new ClientRequestLimit(rateLimitPrefix(REDIS_KEY_PREFIX), RATE_LIMIT_MAX, WINDOW_MS, observe)
+  fastify.decorate('clientRequestLimit', limit)
   const Store = class extends ObservedStore {
     constructor (options: FastifyRateLimitOptions & { continueExceeding?: boolean, exponentialBackoff?: boolean }) {
       super(new RedisStore(options.continueExceeding ?? false, options.exponentialBackoff ?? false, fastify.redis, rateLimitPrefix(REDIS_KEY_PREFIX)), observe)
@@ -84,10 +141,12 @@ async function rateLimit (fastify: FastifyInstance) {
   await fastify.register(fastifyRateLimit, {
     global: true,
     max: RATE_LIMIT_MAX,
-    timeWindow: 60_000,
+    timeWindow: WINDOW_MS,
     // After authentication, so a signed-in client is limited as itself.
     hook: 'preHandler',
     keyGenerator: rateLimitKey,
+    // Counted already, with its credential's check.
+    allowList: (request) => limit.counted(request),
     store: Store,
     skipOnError: true,
     errorResponseBuilder: (_request, context) => new RateLimitedError(context.after)

@@ -10,6 +10,8 @@ import { buildTestApp, scopeWith } from '../helpers/app.js'
 const ROOT_DECORATORS = [
   // The third-party plugins' (plugins/external).
   'assert', 'httpErrors', 'to', 'pg', 'redis', 'jwt', 'parseCookie', 'serializeCookie', 'rateLimit', 'createRateLimit', 'swagger',
+  // The rate-limit wrapper's own: the per-client limit for the access token's check, which counts with it (decision 0108).
+  'clientRequestLimit',
   // app.ts
   'config', 'reopenLogFiles', 'logFor',
   // The service's plugins (plugins/app), in the order app.ts registers them.

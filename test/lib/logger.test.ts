@@ -2,8 +2,8 @@ import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
-import { pino } from 'pino'
-import { LazyChildLogger, createLogger } from '../../lib/logger.js'
+import { pino, symbols } from 'pino'
+import { LazyChildLogger, createLogger, stringifyPrimitivesDirectly } from '../../lib/logger.js'
 import { tempDir } from '../helpers/made.js'
 import { waitFor } from '../helpers/processes.js'
 
@@ -29,6 +29,43 @@ t.test('a request logger writes the line its pino child would write, without mak
   t.equal(lines.length, 2, 'the level is the child\'s: no debug line')
   t.equal(lines[1], lines[0], 'the same line, bindings first, secrets redacted')
   t.notMatch(lines[1], 'hunter2')
+})
+
+t.test('fields that hold no path are written as the redactor writes them, and objects still go through it', async (t) => {
+  const paths = ['password', 'req.headers.authorization', '*.password', '*.token']
+  const redactor = (lines: string[]) => pino({ level: 'info', base: null, timestamp: false, redact: { paths, censor: '[redacted]' } }, new Writable({
+    write (chunk: Buffer, _encoding, done) {
+      lines.push(chunk.toString().trim())
+      done()
+    }
+  }))
+  const [plainLines, shortLines]: [string[], string[]] = [[], []]
+  const [plain, short] = [redactor(plainLines), redactor(shortLines)]
+  const anyField = () => (short as unknown as Record<symbol, Record<symbol, unknown>>)[symbols.stringifiersSym]![symbols.wildcardFirstSym]
+  const before = anyField()
+  stringifyPrimitivesDirectly(short)
+  t.not(anyField(), before, 'the redactor of any field is replaced')
+  const fields = {
+    duration: 3,
+    ratio: 0.25,
+    infinite: Infinity,
+    notANumber: NaN,
+    ok: true,
+    path: '/api/"quoted"\\path\n\u2028é',
+    nothing: null,
+    missing: undefined,
+    list: [1, 'two', { token: 'list-secret' }],
+    nested: { password: 'nested-secret', kept: 'visible' },
+    password: 'top-secret',
+    req: { headers: { authorization: 'Bearer header-secret', accept: 'json' } }
+  }
+  for (const logger of [plain, short]) {
+    logger.info(fields, 'a line')
+    logger.child({ correlationId: 'abc', attempt: 2, nested: { token: 'bound-secret' } }).warn({ statusCode: 503 }, 'a child\'s line')
+  }
+  t.same(shortLines, plainLines, 'the same lines')
+  for (const secret of ['nested-secret', 'top-secret', 'header-secret', 'bound-secret']) t.notMatch(shortLines.join('\n'), secret)
+  t.match(JSON.parse(shortLines[0]!), { duration: 3, path: fields.path, nested: { password: '[redacted]', kept: 'visible' } })
 })
 
 t.test('a request logger with its own level, serializers, or a line of an error, goes through the child', async (t) => {

@@ -1,0 +1,80 @@
+import { join } from 'node:path'
+import autocannon from 'autocannon'
+import { Redis } from 'ioredis'
+import { defaultBillingClients } from '../sandbox/index.js'
+import { DEV_BUILD, type ServiceProcess } from '../tools/service-process.js'
+import { DATABASE_URL, REDIS_URL, cpuTime, deleteKeys, ensureDatabase, median, runKeyPrefix, serviceEnv, startQuiet, stop, withServers } from './common.js'
+import { CACHED_PATH, cachedPageKey, writtenEntry } from './cached-read.js'
+import { login } from './invoices.js'
+
+const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 4)
+// Requests a second to each build: below what the machine serves, so both serve the same load.
+const RATE = Number(process.env.BENCH_AB_RATE ?? 600)
+const SECONDS = Number(process.env.BENCH_AB_SECONDS ?? 12)
+const CONNECTIONS = 20
+const WARM_UP_SECONDS = 2
+const ENTRY_TTL_SECONDS = 600
+
+/** CPU time of a process between two readings, µs. */
+async function cpuSince (pid: number, before: { user: number, system: number }): Promise<number> {
+  const after = await cpuTime(pid)
+  return after.user + after.system - before.user - before.system
+}
+
+/**
+ * The cached read of this build and of another (BENCH_ALT_BUILD, its dist-dev folder) under the
+ * same fixed-rate load at the same time, each a fresh process every round: both meet the
+ * machine's other work alike, which alternating rounds do not give a shared machine. Their CPU a
+ * request, and the ratio, alt / this build.
+ */
+export async function benchCachedReadBuilds (): Promise<void> {
+  const altBuild = process.env.BENCH_ALT_BUILD
+  if (altBuild === undefined) throw new Error('BENCH_ALT_BUILD: the other build\'s dist-dev folder')
+  await ensureDatabase()
+  const keyPrefix = runKeyPrefix('cached-read-ab')
+  const client = defaultBillingClients[0]!
+  const env = serviceEnv({ DATABASE_URL, REDIS_KEY_PREFIX: keyPrefix, RATE_LIMIT_MAX: '1000000000' })
+  const builds = [{ name: 'this build', entry: join(DEV_BUILD, 'dev', 'server.js') }, { name: 'alt', entry: join(altBuild, 'dev', 'server.js') }]
+  const redis = new Redis(REDIS_URL)
+  const totals = builds.map(() => ({ cpu: 0, requests: 0 }))
+  const ratios: number[] = []
+  try {
+    await withServers(async (start) => {
+      const first = await start({ entry: builds[0]!.entry, env })
+      const authorization = `Bearer ${await login(first, client.email, client.password)}`
+      await fetch(`${first.url}${CACHED_PATH}`, { headers: { authorization } })
+      const key = cachedPageKey(keyPrefix, client.id)
+      const cached = await writtenEntry(redis, key)
+      await stop(first)
+      for (let round = 1; round <= ROUNDS; round++) {
+        await redis.set(key, cached, 'EX', ENTRY_TTL_SECONDS)
+        const servers: ServiceProcess[] = []
+        // Started in turn in either order, as a process started first may find the machine quieter.
+        for (const build of round % 2 === 1 ? builds : [...builds].reverse()) servers[builds.indexOf(build)] = await start({ entry: build.entry, env })
+        const load = (server: ServiceProcess, duration: number) =>
+          autocannon({ url: `${server.url}${CACHED_PATH}`, headers: { authorization }, connections: CONNECTIONS, duration, overallRate: RATE })
+        await Promise.all(servers.map((server) => load(server, WARM_UP_SECONDS)))
+        const before = await Promise.all(servers.map((server) => cpuTime(server.child.pid!)))
+        const results = await Promise.all(servers.map((server) => load(server, SECONDS)))
+        const cpu = await Promise.all(servers.map((server, i) => cpuSince(server.child.pid!, before[i]!)))
+        if (results.some((result) => result.non2xx + result.errors > 0)) throw new Error(`round ${round}: non-2xx answers or errors`)
+        const perRequest = results.map((result, i) => cpu[i]! / result.requests.total)
+        results.forEach((result, i) => { totals[i]!.cpu += cpu[i]!; totals[i]!.requests += result.requests.total })
+        ratios.push(perRequest[1]! / perRequest[0]!)
+        process.stdout.write(`round ${round}: ${builds.map(({ name }, i) => `${name} ${perRequest[i]!.toFixed(1)} µs a request (${results[i]!.requests.total} requests)`).join(', ')}, alt / this build ${ratios.at(-1)!.toFixed(3)}\n`)
+        await Promise.all(servers.map(stop))
+      }
+    }, startQuiet)
+  } finally {
+    redis.disconnect()
+    await deleteKeys(keyPrefix)
+  }
+  const [ours, alt] = totals.map(({ cpu, requests }) => cpu / requests)
+  process.stdout.write([
+    '',
+    `GET ${CACHED_PATH}, this build and ${altBuild} at the same time, ${RATE} req/s each (${CONNECTIONS} connections), ${ROUNDS} rounds of ${SECONDS} s`,
+    `  CPU a request: this build ${ours!.toFixed(1)} µs, alt ${alt!.toFixed(1)} µs`,
+    `  alt / this build: ${(alt! / ours!).toFixed(3)}, median of rounds ${median(ratios).toFixed(3)}`,
+    ''
+  ].join('\n'))
+}
