@@ -187,18 +187,17 @@ function firingSelf (row: Row, level: Exclude<Level, 'ok'>): string {
  * Alertmanager's inhibition cannot do this: it holds an alert back only while its source fires,
  * and sends the resolve of an alert it held back.
  */
-export const HELD_BACK_BY: Readonly<Record<string, readonly MeasureName[]>> = {
-  PortalBffHttp5xxRate: ['core_status', 'billing_failed_requests'],
-  PortalBffApiResponseTimeP95: ['core_status', 'billing_failed_requests'],
-  PortalBffEventSubscriptionNoHolder: ['core_status'],
-  PortalBffEventSubscriptionNotConnected: ['core_status']
+export const HELD_BACK_BY: Readonly<Record<string, readonly string[]>> = {
+  PortalBffHttp5xxRate: ['PortalBffCoreStatus', 'PortalBffBillingFailedRequests'],
+  PortalBffApiResponseTimeP95: ['PortalBffCoreStatus', 'PortalBffBillingFailedRequests'],
+  PortalBffInstanceDown: ['PortalBffNoInstanceUp'],
+  PortalBffEventSubscriptionNoHolder: ['PortalBffCoreStatus', 'PortalBffNoInstanceUp'],
+  PortalBffEventSubscriptionNotConnected: ['PortalBffCoreStatus', 'PortalBffNoInstanceUp']
 }
 
-/** The page of a cause measure: its critical rule. */
-function causePages (causes: readonly MeasureName[]): string {
-  const rows = causes.map((measure) => threshold(measure))
-  for (const row of rows) if (!pages(row.priority.critical)) throw new Error(`${row.measure}: a cause that holds pages back must page at critical`)
-  return `ALERTS{alertname=~"${rows.map(alertName).join('|')}",severity="critical"}`
+/** The critical alerts, pending or firing, of the cause pages. */
+function causePages (causes: readonly string[]): string {
+  return `ALERTS{alertname=~"${causes.join('|')}",severity="critical"}`
 }
 
 /** `expr`, held back while a cause page of `alert` is pending or firing (HELD_BACK_BY), matched `on` those labels. */
@@ -387,10 +386,10 @@ export function alertingRules (file: RulesFile): Array<RuleNode & { alert: strin
  */
 export function alertRulesFile (runbookBase?: string): RulesFile {
   const rules = allRules(runbookBase)
-  // A held-back page reads its causes' alerts of the same evaluation: they come before it.
+  // A held-back page reads its causes' pages of the same evaluation: they come before it.
   rules.forEach((rule, index) => {
     for (const cause of HELD_BACK_BY[rule.alert] ?? []) {
-      if (!rules.slice(0, index).some((earlier) => earlier.alert === alertName(threshold(cause)))) throw new Error(`${rule.alert} is held back by ${cause}, whose rule must come first`)
+      if (!rules.slice(0, index).some((earlier) => earlier.alert === cause && earlier.labels.severity === 'critical' && pages(earlier.priority))) throw new Error(`${rule.alert} is held back by ${cause}, whose critical page must come first`)
     }
   })
   return {
@@ -719,9 +718,12 @@ export function serviceRuleCases (): PromtoolCase[] {
   return Object.entries(SERVICE_RULE_CASES).flatMap(([alertname, cases]) => cases.map((ruleCase) => {
     const rules = SERVICE_RULES.filter((rule) => rule.alert === alertname)
     if (rules.length === 0) throw new Error(`promtool cases of ${alertname}, which is no rule`)
+    // Every instance of the case answers its scrapes unless the case says otherwise: PortalBffNoInstanceUp holds pages back.
+    const instances = new Set(ruleCase.series.map(({ labels = {} }) => labels.instance ?? TARGET_LABELS.instance))
+    const up = ruleCase.series.some(({ metric }) => metric === 'up') ? [] : [...instances].map((instance) => ({ metric: 'up', labels: { instance }, values: constant(1) }))
     return {
       name: `${alertname}: ${ruleCase.name}`,
-      series: ruleCase.series.map(({ metric, labels = {}, values }) => ({
+      series: [...ruleCase.series, ...up].map(({ metric, labels = {}, values }) => ({
         series: `${metric}{${Object.entries({ ...TARGET_LABELS, ...labels }).map(([label, value]) => `${label}=${JSON.stringify(value)}`).join(',')}}`,
         values
       })),
