@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { Document, parse } from 'yaml'
 import { projectRoot } from '../../lib/project-root.js'
 import { HISTOGRAMS } from '../../plugins/app/monitoring/metrics.js'
 import { ROWS, THRESHOLDS, threshold, type MeasureName } from '../../plugins/app/monitoring/thresholds.js'
@@ -177,15 +178,47 @@ function firingSelf (row: Row, level: Exclude<Level, 'ok'>): string {
 }
 
 /**
+ * The pages that only repeat what a cause page says, by alert name, with the measures of their
+ * causes: while a cause's page is pending or firing, on the same instance (or anywhere in the job,
+ * for a page of the job), they do not start. So one incident reaches the pager as one alert, whose
+ * firing and resolve no flush of Alertmanager can split, whatever its timing, and no alert held
+ * back ever reaches it, not even as "resolved" (decision 0105). A cause page outlives every page
+ * condition of its instance (PAGE_CONDITIONS), so a symptom cannot start after it either.
+ * Alertmanager's inhibition cannot do this: it holds an alert back only while its source fires,
+ * and sends the resolve of an alert it held back.
+ */
+export const HELD_BACK_BY: Readonly<Record<string, readonly string[]>> = {
+  PortalBffHttp5xxRate: ['PortalBffCoreStatus', 'PortalBffBillingFailedRequests'],
+  PortalBffApiResponseTimeP95: ['PortalBffCoreStatus', 'PortalBffBillingFailedRequests'],
+  PortalBffInstanceDown: ['PortalBffNoInstanceUp'],
+  PortalBffEventSubscriptionNoHolder: ['PortalBffCoreStatus', 'PortalBffNoInstanceUp'],
+  PortalBffEventSubscriptionNotConnected: ['PortalBffCoreStatus', 'PortalBffNoInstanceUp']
+}
+
+/** The critical alerts, pending or firing, of the cause pages. */
+function causePages (causes: readonly string[]): string {
+  return `ALERTS{alertname=~"${causes.join('|')}",severity="critical"}`
+}
+
+/** `expr`, held back while a cause page of `alert` is pending or firing (HELD_BACK_BY), matched `on` those labels. */
+export function heldBack (alert: string, expr: string, on: string): string {
+  const causes = HELD_BACK_BY[alert]
+  return causes === undefined ? expr : `(${expr}) unless on (${on}) ${causePages(causes)}`
+}
+
+/**
  * A rule's expression. An instance's alert outlives its own condition while the instance's scrapes
  * fail (its series vanished with it: PortalBffInstanceDown says it), and a page also while any page
- * condition of the instance holds: the alerts of one incident end together.
+ * condition of the instance holds: the alerts of one incident end together. A page that a cause
+ * page holds back does not start while the cause's is pending or firing (HELD_BACK_BY).
  */
 export function ruleExpr (row: Row, level: Exclude<Level, 'ok'>): string {
   const condition = conditionExpr(row, level)
   if (row.shared === true) return condition
-  const keep = pages(rulePriority(row, level)) ? PAGE_CONDITIONS : 'up == 0'
-  return `(${condition}) or on (job, instance) (${firingSelf(row, level)} and on (job, instance) ${keep})`
+  const paging = pages(rulePriority(row, level))
+  const keep = paging ? PAGE_CONDITIONS : 'up == 0'
+  const starts = paging ? heldBack(alertName(row), condition, 'job, instance') : condition
+  return `(${starts}) or on (job, instance) (${firingSelf(row, level)} and on (job, instance) ${keep})`
 }
 
 /** The recording rule of every page condition of an instance (and its failing scrapes), which the pages of the instance outlive. */
@@ -250,12 +283,6 @@ function ruleAnnotations (row: Row, level: Exclude<Level, 'ok'>, runbookBase?: s
   }
 }
 
-const q = (value: string | number) => JSON.stringify(value)
-
-function yamlMap (indent: string, map: Record<string, string>): string[] {
-  return Object.entries(map).map(([key, value]) => `${indent}${key}: ${q(value)}`)
-}
-
 /** One alerting rule as the rules file writes it. */
 export interface AlertRule {
   alert: string
@@ -285,7 +312,7 @@ export function thresholdRules (runbookBase?: string, rows: readonly Row[] = ROW
 export function serviceRules (runbookBase?: string): AlertRule[] {
   return SERVICE_RULES.map((rule) => ({
     alert: rule.alert,
-    expr: rule.expr,
+    expr: heldBack(rule.alert, rule.expr, 'job'),
     priority: rule.priority,
     labels: { severity: rule.severity, measure: rule.measure, priority: rule.priority },
     annotations: serviceRuleAnnotations(rule, runbookBase)
@@ -320,35 +347,67 @@ export function allRules (runbookBase?: string): AlertRule[] {
   return [...thresholdRules(runbookBase), ...serviceRules(runbookBase)]
 }
 
+/** A rule of a Prometheus rules file, as the file holds it. */
+export interface RuleNode {
+  record?: string
+  alert?: string
+  expr: string
+  for?: string
+  labels?: Record<string, string>
+  annotations?: Record<string, string>
+}
+
+/** A Prometheus rules file. */
+export interface RulesFile { groups: Array<{ name: string, rules: RuleNode[] }> }
+
+/** A Prometheus YAML file's text: every string quoted, no line folded (PromQL reads as it is). */
+export function yamlText (content: unknown, comment?: readonly string[]): string {
+  const document = new Document(content)
+  if (comment !== undefined) document.commentBefore = comment.map((line) => line.replace(/^#/, '')).join('\n')
+  return document.toString({ lineWidth: 0, defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN' })
+}
+
+/** A rules file read back (the checked-in one, or one printed with --print). */
+export function readRulesFile (text: string): RulesFile {
+  const file = parse(text) as RulesFile | null
+  if (file === null || !Array.isArray(file.groups)) throw new Error('not a Prometheus rules file: no groups')
+  return file
+}
+
+/** The alerting rules of a rules file, in order, every group's. */
+export function alertingRules (file: RulesFile): Array<RuleNode & { alert: string }> {
+  return file.groups.flatMap((group) => group.rules.filter((rule): rule is RuleNode & { alert: string } => rule.alert !== undefined))
+}
+
 /**
  * deploy/monitoring/prometheus/alerts.yml: the page conditions of each instance, then a warning and a
  * critical rule per row, then the service's own. `runbookBase` (by default package.json's
  * config.runbookBaseUrl) starts every `runbook_url`.
  */
-export function renderAlertRules (runbookBase?: string): string {
-  const lines = [...HEADER, 'groups:', `  - name: ${GROUP_NAME}`, '    rules:', `      - record: ${PAGE_CONDITIONS}`, `        expr: ${q(pageConditionsExpr())}`]
-  for (const rule of allRules(runbookBase)) {
-    lines.push(
-      `      - alert: ${rule.alert}`,
-      `        expr: ${q(rule.expr)}`,
-      `        for: ${FOR[rule.priority]}`,
-      '        labels:',
-      ...yamlMap('          ', rule.labels),
-      '        annotations:',
-      ...yamlMap('          ', rule.annotations)
-    )
+export function alertRulesFile (runbookBase?: string): RulesFile {
+  const rules = allRules(runbookBase)
+  // A held-back page reads its causes' pages of the same evaluation: they come before it.
+  rules.forEach((rule, index) => {
+    for (const cause of HELD_BACK_BY[rule.alert] ?? []) {
+      if (!rules.slice(0, index).some((earlier) => earlier.alert === cause && earlier.labels.severity === 'critical' && pages(earlier.priority))) throw new Error(`${rule.alert} is held back by ${cause}, whose critical page must come first`)
+    }
+  })
+  return {
+    groups: [
+      {
+        name: GROUP_NAME,
+        rules: [
+          { record: PAGE_CONDITIONS, expr: pageConditionsExpr() },
+          ...rules.map(({ alert, expr, priority, labels, annotations }) => ({ alert, expr, for: FOR[priority], labels, annotations }))
+        ]
+      },
+      { name: WATCHDOG.group, rules: [{ alert: WATCHDOG.alert, expr: WATCHDOG.expr, labels: { ...WATCHDOG.labels }, annotations: watchdogAnnotations(runbookBase) }] }
+    ]
   }
-  lines.push(
-    `  - name: ${WATCHDOG.group}`,
-    '    rules:',
-    `      - alert: ${WATCHDOG.alert}`,
-    `        expr: ${q(WATCHDOG.expr)}`,
-    '        labels:',
-    ...yamlMap('          ', WATCHDOG.labels),
-    '        annotations:',
-    ...yamlMap('          ', watchdogAnnotations(runbookBase))
-  )
-  return `${lines.join('\n')}\n`
+}
+
+export function renderAlertRules (runbookBase?: string): string {
+  return yamlText(alertRulesFile(runbookBase), HEADER)
 }
 
 // --- promtool unit tests: each rule fires just past its threshold, and not on the ok side of it.
@@ -491,26 +550,13 @@ export interface PromtoolCase {
   checks: Array<{ evalTime: string, alertname: string, alerts: ExpectedAlert[] }>
 }
 
-function renderCase ({ name, series, interval = SAMPLE_INTERVAL, checks }: PromtoolCase): string[] {
-  const lines = [
-    `  - name: ${q(name)}`,
-    `    interval: ${interval}`,
-    '    input_series:',
-    ...series.flatMap(({ series, values }) => [`      - series: ${q(series)}`, `        values: ${q(values)}`]),
-    '    alert_rule_test:'
-  ]
-  for (const { evalTime, alertname, alerts } of checks) {
-    lines.push(`      - eval_time: ${evalTime}`, `        alertname: ${alertname}`)
-    if (alerts.length === 0) {
-      lines.push('        exp_alerts: []')
-      continue
-    }
-    lines.push('        exp_alerts:')
-    for (const { exp_labels: labels, exp_annotations: annotations } of alerts) {
-      lines.push('          - exp_labels:', ...yamlMap('              ', labels), '            exp_annotations:', ...yamlMap('              ', annotations))
-    }
+function caseNode ({ name, series, interval = SAMPLE_INTERVAL, checks }: PromtoolCase) {
+  return {
+    name,
+    interval,
+    input_series: series.map(({ series, values }) => ({ series, values })),
+    alert_rule_test: checks.map(({ evalTime, alertname, alerts }) => ({ eval_time: evalTime, alertname, exp_alerts: alerts }))
   }
-  return lines
 }
 
 function thresholdCase ({ name, series, alertname, level, row }: RuleTest, targetLabels?: Record<string, string>): PromtoolCase {
@@ -518,13 +564,12 @@ function thresholdCase ({ name, series, alertname, level, row }: RuleTest, targe
 }
 
 /** A promtool test file of the given tests against the rules file at `rulesPath`. */
-export function renderRuleTests (tests: Array<RuleTest | PromtoolCase>, rulesPath: string, targetLabels?: Record<string, string>): string {
-  return `${[
-    `rule_files:\n  - ${q(rulesPath)}`,
-    'evaluation_interval: 1m',
-    'tests:',
-    ...tests.flatMap((test) => renderCase('checks' in test ? test : thresholdCase(test, targetLabels)))
-  ].join('\n')}\n`
+export function renderRuleTests (tests: Array<RuleTest | PromtoolCase>, rulesPath: string, targetLabels?: Record<string, string>, comment?: readonly string[]): string {
+  return yamlText({
+    rule_files: [rulesPath],
+    evaluation_interval: '1m',
+    tests: tests.map((test) => caseNode('checks' in test ? test : thresholdCase(test, targetLabels)))
+  }, comment)
 }
 
 /** Values of a series by stretches of whole minutes, sampled every SAMPLE_INTERVAL: `[[value, minutes], ...]`, `stale` to end it. */
@@ -544,11 +589,13 @@ const BILLING_FAILURES = 'portal_bff_queue_requests_failed_total'
 const httpCount = (statusClass: string, values: string): InputSeries => ({ series: seriesName(HTTP_5XX, { status_class: statusClass, method: 'GET', route: '/api/invoices' }), values })
 
 const criticalOnly = (row: Row) => expectedAlerts(row, 'critical').filter(({ exp_labels: labels }) => labels.severity === 'critical')
+const warningOnly = (row: Row) => expectedAlerts(row, 'warning')
 
 /** How the rules behave over time: what an incident's end does, and what fires not at all. */
 export function incidentCases (): PromtoolCase[] {
   const fiveHundreds = threshold('http_5xx_rate')
   const billing = threshold('billing_failed_requests')
+  const coreStatus = threshold('core_status')
   const hitRate = threshold('cache_hit_rate')
   const source = hitRate.prometheus
   if (source.kind !== 'ratio') throw new Error('cache_hit_rate is a ratio')
@@ -562,7 +609,7 @@ export function incidentCases (): PromtoolCase[] {
       ]
     },
     {
-      name: 'billing fails until 8 minutes, its 5xx until 10: the billing page outlives its own end with the 5xx page, and both resolve at once',
+      name: 'billing fails until 8 minutes, its 5xx until 10: the billing page outlives its own end while the 5xx holds, the 5xx page is held back throughout (its ticket is not), and nothing pages after',
       series: [
         { series: seriesName(BILLING_FAILED, { queue: 'billing' }), values: constant(25) },
         { series: seriesName(BILLING_FAILURES, { queue: 'billing' }), values: countsFor(5, 8) },
@@ -572,10 +619,32 @@ export function incidentCases (): PromtoolCase[] {
       checks: [
         // The warning, a ticket, waits 10 minutes: it never fires here.
         { evalTime: '7m', alertname: alertName(billing), alerts: criticalOnly(billing) },
+        { evalTime: '7m', alertname: alertName(fiveHundreds), alerts: warningOnly(fiveHundreds) },
         { evalTime: '9m', alertname: alertName(billing), alerts: criticalOnly(billing) },
-        { evalTime: '9m', alertname: alertName(fiveHundreds), alerts: expectedAlerts(fiveHundreds, 'critical') },
+        { evalTime: '9m', alertname: alertName(fiveHundreds), alerts: warningOnly(fiveHundreds) },
         { evalTime: '11m', alertname: alertName(billing), alerts: [] },
-        { evalTime: '11m', alertname: alertName(fiveHundreds), alerts: [] }
+        { evalTime: '11m', alertname: alertName(fiveHundreds), alerts: [] },
+        { evalTime: '13m', alertname: alertName(fiveHundreds), alerts: [] }
+      ]
+    },
+    {
+      name: 'Redis fails until 6 minutes, the 5xx it causes until 7: core status pages alone, kept until the 5xx ends; the 5xx page never starts, not even after',
+      series: [
+        { series: seriesName('portal_bff_health_check_up', { check: 'database' }), values: constant(1) },
+        { series: seriesName('portal_bff_health_check_up', { check: 'cache' }), values: stretches([1, 1], [0, 5], [1, 14]) },
+        // 50 a minute from 1 to 6 minutes.
+        httpCount('5xx', `0+0x1 0+25x10 250+0x${SERIES_MINUTES * STEPS_PER_MINUTE - 12}`),
+        httpCount('2xx', increasing(100))
+      ],
+      checks: [
+        // Without its cause, the 5xx page would fire from 3 minutes.
+        { evalTime: '4m', alertname: alertName(coreStatus), alerts: criticalOnly(coreStatus) },
+        { evalTime: '4m', alertname: alertName(fiveHundreds), alerts: [] },
+        { evalTime: '6m30s', alertname: alertName(coreStatus), alerts: criticalOnly(coreStatus) },
+        { evalTime: '6m30s', alertname: alertName(fiveHundreds), alerts: [] },
+        { evalTime: '7m30s', alertname: alertName(coreStatus), alerts: [] },
+        { evalTime: '7m30s', alertname: alertName(fiveHundreds), alerts: [] },
+        { evalTime: '9m', alertname: alertName(fiveHundreds), alerts: [] }
       ]
     },
     {
@@ -649,9 +718,12 @@ export function serviceRuleCases (): PromtoolCase[] {
   return Object.entries(SERVICE_RULE_CASES).flatMap(([alertname, cases]) => cases.map((ruleCase) => {
     const rules = SERVICE_RULES.filter((rule) => rule.alert === alertname)
     if (rules.length === 0) throw new Error(`promtool cases of ${alertname}, which is no rule`)
+    // Every instance of the case answers its scrapes unless the case says otherwise: PortalBffNoInstanceUp holds pages back.
+    const instances = new Set(ruleCase.series.map(({ labels = {} }) => labels.instance ?? TARGET_LABELS.instance))
+    const up = ruleCase.series.some(({ metric }) => metric === 'up') ? [] : [...instances].map((instance) => ({ metric: 'up', labels: { instance }, values: constant(1) }))
     return {
       name: `${alertname}: ${ruleCase.name}`,
-      series: ruleCase.series.map(({ metric, labels = {}, values }) => ({
+      series: [...ruleCase.series, ...up].map(({ metric, labels = {}, values }) => ({
         series: `${metric}{${Object.entries({ ...TARGET_LABELS, ...labels }).map(([label, value]) => `${label}=${JSON.stringify(value)}`).join(',')}}`,
         values
       })),
@@ -680,7 +752,7 @@ export function watchdogCase (): PromtoolCase {
 
 /** deploy/monitoring/prometheus/alerts.test.yml */
 export function renderAlertRuleTests (): string {
-  return `${HEADER.join('\n')}\n${renderRuleTests([...thresholdTests(), ...movedLimitTests(), ...incidentCases(), ...serviceRuleCases(), watchdogCase()], 'alerts.yml')}`
+  return renderRuleTests([...thresholdTests(), ...movedLimitTests(), ...incidentCases(), ...serviceRuleCases(), watchdogCase()], 'alerts.yml', undefined, HEADER)
 }
 
 // --- Grafana

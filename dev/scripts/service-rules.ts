@@ -49,15 +49,6 @@ function enabledOnly (selector: string): string {
 
 export const SERVICE_RULES: readonly ServiceRule[] = [
   {
-    alert: 'PortalBffInstanceDown',
-    measure: 'instance_down',
-    severity: 'critical',
-    priority: 'P1',
-    expr: `up{${JOB}} == 0`,
-    summary: 'A Portal BFF instance does not answer its scrape',
-    description: 'Prometheus could not scrape /metrics of this instance: the process is dead, frozen or unreachable, or the scrape timed out. The instance\'s other alerts are silenced while this one fires.'
-  },
-  {
     alert: 'PortalBffNoInstanceUp',
     measure: 'no_instance_up',
     severity: 'critical',
@@ -65,6 +56,15 @@ export const SERVICE_RULES: readonly ServiceRule[] = [
     expr: `sum by (job) (up{${JOB}}) == 0 or absent(up{${JOB}})`,
     summary: 'No Portal BFF instance answers, or none is scraped at all',
     description: 'Every instance fails its scrape, or Prometheus has no Portal BFF target left (a deployment scaled to zero, or service discovery that lost them): the portal is down.'
+  },
+  {
+    alert: 'PortalBffInstanceDown',
+    measure: 'instance_down',
+    severity: 'critical',
+    priority: 'P1',
+    expr: `up{${JOB}} == 0`,
+    summary: 'A Portal BFF instance does not answer its scrape',
+    description: 'Prometheus could not scrape /metrics of this instance: the process is dead, frozen or unreachable, or the scrape timed out. The instance\'s other alerts are silenced while this one fires; it does not start while no instance answers at all (PortalBffNoInstanceUp says it).'
   },
   {
     alert: 'PortalBffEventSubscriptionNoHolder',
@@ -149,7 +149,8 @@ const holder = (state: string, value: number, labels: Record<string, string> = {
 /** promtool cases of each alert name of SERVICE_RULES. */
 export const SERVICE_RULE_CASES: Readonly<Record<string, readonly ServiceRuleCase[]>> = {
   PortalBffInstanceDown: [
-    { name: 'scrapes fail: it fires', series: [{ metric: 'up', values: constant(0) }], fires: ['critical'] },
+    { name: 'its scrapes fail, another instance answers: it fires', series: [{ metric: 'up', values: constant(0) }, { metric: 'up', labels: secondInstance, values: constant(1) }], fires: ['critical'] },
+    { name: 'the only instance fails its scrapes: PortalBffNoInstanceUp pages, this one does not start', series: [{ metric: 'up', values: constant(0) }], fires: [] },
     { name: 'scrapes succeed: nothing fires', series: [{ metric: 'up', values: constant(1) }], fires: [] }
   ],
   PortalBffNoInstanceUp: [

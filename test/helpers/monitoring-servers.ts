@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { readRulesFile, yamlText } from '../../dev/scripts/alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { tempDir } from './made.js'
 import { findProgram } from './packages.js'
@@ -16,6 +17,22 @@ async function end (child: ChildProcess): Promise<void> {
   child.kill('SIGTERM')
   await Promise.race([exited(child), sleep(5000)])
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+}
+
+/**
+ * A rules file with every rule's `for:`, and each of `windows` in its expressions (`1m` for `[1m]`),
+ * changed by `shorter`: read and written as YAML, nothing else changed.
+ */
+export function rulesWithShorterDurations (text: string, shorter: (duration: string) => string, windows: readonly string[] = []): string {
+  const file = readRulesFile(text)
+  for (const rule of file.groups.flatMap((group) => group.rules)) {
+    if (rule.for !== undefined) rule.for = shorter(rule.for)
+    for (const window of windows) {
+      if (!text.includes(`[${window}]`)) throw new Error(`the rules no longer use [${window}]`)
+      rule.expr = rule.expr.replaceAll(`[${window}]`, `[${shorter(window)}]`)
+    }
+  }
+  return yamlText(file)
 }
 
 export interface AlertmanagerAlert { fingerprint: string, labels: Record<string, string>, status: { state: string, inhibitedBy: string[] } }

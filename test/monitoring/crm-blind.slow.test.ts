@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { RULES_FILE } from '../../dev/scripts/alert-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
-import { AlertmanagerServer, PrometheusServer, WebhookReceiver, operatorAlertmanagerConfig, receiversAt, type Notification } from '../helpers/monitoring-servers.js'
+import { AlertmanagerServer, PrometheusServer, WebhookReceiver, operatorAlertmanagerConfig, receiversAt, rulesWithShorterDurations, type Notification } from '../helpers/monitoring-servers.js'
 import { skipWithout } from '../helpers/packages.js'
 import { placementTestApp } from '../helpers/placement.js'
 import { waitFor } from '../helpers/processes.js'
@@ -14,8 +14,8 @@ import { bearer } from '../helpers/tokens.js'
 // Contract §10a with a real Prometheus and Alertmanager on the shipped rules and routes: the CRM
 // refuses the reconciliation's status query while an order it approved waits, and the pager is
 // told once. Durations twelve times shorter than shipped, as in alerting-scenarios.slow.test.ts:
-// the rules' `for:` (a page's 1m: 5 s) and the page route's group_wait and group_interval (67.5 s
-// and 1m: 5.6 s and 5 s); scrape and evaluation every second. A round every 2 s: the third failed
+// the rules' `for:` (a page's 1m: 5 s) and the page route's group_wait and group_interval (30 s
+// and 1m: 2.5 s and 5 s); scrape and evaluation every second. A round every 2 s: the third failed
 // one pages, and the CRM answers again long before the twelfth, the critical level's.
 const SCALE = 12
 const ALERT = 'PortalBffReconciliationCrmFailedRounds'
@@ -37,7 +37,7 @@ t.test('the CRM answers 500 to the status query while an approved order waits: o
     .replace(/^( +(?:group_wait|group_interval): )(\S+)$/gm, (_, key: string, duration: string) => `${key}${shorter(duration)}`)
   const alertmanager = await AlertmanagerServer.start({ config })
   t.teardown(() => alertmanager.stop())
-  const rules = readFileSync(join(projectRoot, RULES_FILE), 'utf8').replace(/^( {8}for: )(\S+)$/gm, (_, key: string, duration: string) => `${key}${shorter(duration)}`)
+  const rules = rulesWithShorterDurations(readFileSync(join(projectRoot, RULES_FILE), 'utf8'), shorter)
   const prometheus = await PrometheusServer.withFiles({
     'alerts.yml': rules,
     'prometheus.yml': [

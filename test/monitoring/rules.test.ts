@@ -2,7 +2,7 @@ import t from 'tap'
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DASHBOARD_FILE, FOR, WATCHDOG, PAGE_CONDITIONS, RULES_FILE, RULE_TESTS_FILE, RUNBOOK_DIRECTORY, FIRING_ALERTS_EXPR, SERVICE_PANELS, alertName, allRules, conditionExpr, panelExpr, renderAlertRules, rulePriority, runbookBaseUrl, valueExpr } from '../../dev/scripts/alert-rules.js'
+import { DASHBOARD_FILE, FOR, HELD_BACK_BY, WATCHDOG, PAGE_CONDITIONS, RULES_FILE, RULE_TESTS_FILE, RUNBOOK_DIRECTORY, FIRING_ALERTS_EXPR, SERVICE_PANELS, alertName, alertingRules, allRules, conditionExpr, panelExpr, readRulesFile, renderAlertRules, rulePriority, runbookBaseUrl, valueExpr, type RuleNode } from '../../dev/scripts/alert-rules.js'
 import { SERVICE_RULES, SERVICE_RULE_CASES } from '../../dev/scripts/service-rules.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { ROWS, THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
@@ -19,14 +19,15 @@ t.test('the checked-in rules, rule tests and dashboard are what plugins/app/moni
 })
 
 const RULE_COUNT = 2 * THRESHOLDS.length + SERVICE_RULES.length
-/** The rules file up to the Watchdog's group: the rules of the table and the service's own. */
-const portalRules = (text: string) => text.slice(0, text.indexOf(`  - name: ${WATCHDOG.group}\n`))
-const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+const shipped = () => readRulesFile(readFileSync(join(projectRoot, RULES_FILE), 'utf8'))
+/** The group of the table's rules and the service's own, and the Watchdog's. */
+const groupOf = (name: string) => shipped().groups.find((group) => group.name === name)
+const portalRules = () => (groupOf('portal-bff')?.rules ?? []).filter((rule): rule is RuleNode & { alert: string } => rule.alert !== undefined)
 
 t.test('a warning and a critical rule per row of the thresholds table, and the service\'s own rules, after the page conditions', async (t) => {
-  const rules = portalRules(readFileSync(join(projectRoot, RULES_FILE), 'utf8'))
-  t.equal(rules.match(/^ {6}- alert: /gm)?.length, RULE_COUNT, `${RULE_COUNT} rules`)
-  t.match(rules, new RegExp(`^ {4}rules:\\n {6}- record: ${escape(PAGE_CONDITIONS)}\\n`, 'm'), 'the page conditions are recorded first: the pages evaluated after them read this evaluation\'s')
+  const rules = portalRules()
+  t.equal(rules.length, RULE_COUNT, `${RULE_COUNT} rules`)
+  t.equal(groupOf('portal-bff')?.rules[0]?.record, PAGE_CONDITIONS, 'the page conditions are recorded first: the pages evaluated after them read this evaluation\'s')
   for (const row of ROWS) {
     const direction = row.comparison === 'above' ? '>' : '<'
     for (const severity of ['warning', 'critical'] as const) {
@@ -35,10 +36,24 @@ t.test('a warning and a critical rule per row of the thresholds table, and the s
       const limit = exported === undefined ? String(row[severity]) : `max without (instance) (${exported.metric})`
       const condition = conditionExpr(row, severity)
       t.match(condition, ` ${direction} ${limit}`, `${row.measure}: the ${severity} condition compares with ${direction} ${limit}`)
-      const expr = JSON.stringify(row.shared === true ? condition : `(${condition}) or on (job, instance) `).slice(0, row.shared === true ? undefined : -1)
-      const rule = new RegExp(`- alert: ${alertName(row)}\\n {8}expr: ${escape(expr)}.*\\n(?:.*\\n) {8}labels:\\n {10}severity: "${severity}"\\n {10}measure: "${row.measure}"`)
-      t.match(rules, rule, `${row.measure}: the ${severity} rule is its condition${row.shared === true ? '' : ', kept while its scrapes fail'}`)
+      const rule = rules.find((candidate) => candidate.alert === alertName(row) && candidate.labels?.severity === severity)
+      t.equal(rule?.labels?.measure, row.measure)
+      const heldBack = pages(row.priority[severity]) && HELD_BACK_BY[alertName(row)] !== undefined
+      const start = row.shared === true ? condition : heldBack ? `((${condition}) unless on (job, instance) ALERTS{` : `(${condition}) or on (job, instance) `
+      t.ok(rule?.expr.startsWith(start), `${row.measure}: the ${severity} rule is its condition${row.shared === true ? '' : ', kept while its scrapes fail'}${heldBack ? ', held back while a cause pages' : ''}`, { expr: rule?.expr })
     }
+  }
+})
+
+t.test('a page that repeats its cause\'s does not start while the cause\'s page is pending or firing, and comes after it in the group', async (t) => {
+  const rules = portalRules()
+  for (const [alert, causes] of Object.entries(HELD_BACK_BY)) {
+    const index = rules.findIndex((rule) => rule.alert === alert && ['P1', 'P2'].includes(rule.labels?.priority ?? ''))
+    t.ok(index > 0, `${alert} pages`)
+    const byInstance = ROWS.some((row) => row.shared !== true && alertName(row) === alert)
+    t.match(rules[index]?.expr, `unless on (${byInstance ? 'job, instance' : 'job'}) ALERTS{alertname=~"${causes.join('|')}",severity="critical"}`, `${alert}: held back by ${causes.join(', ')}, in any state (pending too)`)
+    for (const cause of causes) t.ok(rules.findIndex((rule) => rule.alert === cause && rule.labels?.severity === 'critical') < index, `${cause} is evaluated first: ${alert} reads its alert of the same evaluation`)
+    t.notOk(rules.some((rule) => rule.alert === alert && !['P1', 'P2'].includes(rule.labels?.priority ?? '') && rule.expr.includes('unless on (job, instance) ALERTS')), `${alert}: its ticket is not held back`)
   }
 })
 
@@ -56,66 +71,57 @@ t.test('pages are the customers\' failures: availability, errors, latency, provi
   // Contract §10a: three failed rounds in a row, the warning, page (decision 0086).
   t.same(ROWS.filter((row) => pages(row.priority.warning)).map((row) => row.measure), ['reconciliation_crm_failed_rounds'], 'no other warning pages')
   for (const measure of ['cache_hit_rate', 'cache_latency', 'cache_memory']) t.notOk(pages(ROWS.find((row) => row.measure === measure)!.priority.critical), `${measure} opens a ticket`)
-  const rules = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
-  const pageConditions = /^ {6}- record: .*\n {8}expr: (".*")$/m.exec(rules)?.[1]
+  const pageConditions = groupOf('portal-bff')?.rules.find((rule) => rule.record === PAGE_CONDITIONS)?.expr ?? ''
   for (const row of ROWS.filter((candidate) => candidate.shared !== true && pages(candidate.priority.critical))) {
-    t.ok(JSON.parse(pageConditions ?? '""').includes(`(${conditionExpr(row, 'critical')})`), `${row.measure}: its page condition is recorded`)
+    t.ok(pageConditions.includes(`(${conditionExpr(row, 'critical')})`), `${row.measure}: its page condition is recorded`)
   }
 })
 
-/** The rules of the rules file, each as its name and its quoted labels and annotations. */
-function parseRules (text: string): Array<{ alert: string, fields: Record<string, string> }> {
-  return text.split(/^ {6}- alert: /m).slice(1).map((block) => ({
-    alert: block.slice(0, block.indexOf('\n')),
-    fields: Object.fromEntries([...block.matchAll(/^ {10}([a-z_]+): ("(?:[^"\\]|\\.)*")$/gm)].map(([, key, value]) => [key!, JSON.parse(value!) as string]))
-  }))
-}
-
 t.test('every rule has a priority P1-P4, a summary, a description and a runbook that exists', async (t) => {
-  const rules = parseRules(portalRules(readFileSync(join(projectRoot, RULES_FILE), 'utf8')))
+  const rules = portalRules()
   t.equal(rules.length, RULE_COUNT, 'every rule is read')
-  for (const { alert, fields } of rules) {
-    const what = `${alert} ${fields.severity ?? '?'}`
-    t.match(fields.priority, /^P[1-4]$/, `${what}: priority P1-P4`)
-    t.ok((fields.summary ?? '').length > 0, `${what}: a summary`)
-    t.ok((fields.description ?? '').length > 0, `${what}: a description`)
-    t.equal(fields.runbook_url, `${runbookBaseUrl()}${fields.measure ?? '?'}.md`, `${what}: runbook_url is an absolute link, of its measure`)
-    t.ok(existsSync(join(projectRoot, RUNBOOK_DIRECTORY, `${fields.measure ?? 'missing'}.md`)), `${what}: its runbook exists`)
+  for (const { alert, labels = {}, annotations = {} } of rules) {
+    const what = `${alert} ${labels.severity ?? '?'}`
+    t.match(labels.priority, /^P[1-4]$/, `${what}: priority P1-P4`)
+    t.ok((annotations.summary ?? '').length > 0, `${what}: a summary`)
+    t.ok((annotations.description ?? '').length > 0, `${what}: a description`)
+    t.equal(annotations.runbook_url, `${runbookBaseUrl()}${labels.measure ?? '?'}.md`, `${what}: runbook_url is an absolute link, of its measure`)
+    t.ok(existsSync(join(projectRoot, RUNBOOK_DIRECTORY, `${labels.measure ?? 'missing'}.md`)), `${what}: its runbook exists`)
   }
   for (const row of ROWS) {
     for (const level of ['warning', 'critical'] as const) {
-      const rule = rules.find(({ alert, fields }) => alert === alertName(row) && fields.severity === level)
+      const rule = rules.find(({ alert, labels }) => alert === alertName(row) && labels?.severity === level)
       const expected = row.priority[level]
-      t.equal(rule?.fields.priority, expected, `${row.measure}: the ${level} rule is ${expected}`)
+      t.equal(rule?.labels?.priority, expected, `${row.measure}: the ${level} rule is ${expected}`)
       t.equal(rulePriority(row, level), expected)
-      t.match(rule?.fields.description, `Incident priority ${expected} (${pages(expected) ? 'a page' : 'a ticket'}): respond within`, `${row.measure}: the ${level} rule says its response time`)
+      t.match(rule?.annotations?.description, `Incident priority ${expected} (${pages(expected) ? 'a page' : 'a ticket'}): respond within`, `${row.measure}: the ${level} rule says its response time`)
     }
   }
   t.match(runbookBaseUrl(), /^https?:\/\/[^/]+\/.*\/$/, 'the base is one absolute setting (package.json config.runbookBaseUrl)')
-  t.match(renderAlertRules('https://docs.test/runbooks/'), 'runbook_url: "https://docs.test/runbooks/core_status.md"', 'the runbook base can be given when rendering')
+  t.equal(alertingRules(readRulesFile(renderAlertRules('https://docs.test/runbooks/')))[0]?.annotations?.runbook_url, 'https://docs.test/runbooks/core_status.md', 'the runbook base can be given when rendering')
 })
 
 t.test('the Watchdog always fires, in a group of its own, with no priority, no `for:` and a runbook', async (t) => {
-  const text = readFileSync(join(projectRoot, RULES_FILE), 'utf8')
-  const group = text.slice(text.indexOf(`  - name: ${WATCHDOG.group}\n`))
-  t.match(group, /^ {2}- name: watchdog\n {4}rules:\n {6}- alert: Watchdog\n {8}expr: "vector\(1\)"\n {8}labels:\n/, 'vector(1): always, whatever is scraped')
-  t.notMatch(group, 'for:', 'from the first evaluation')
-  t.notMatch(group, 'priority', 'routed by its name, never with the pages or tickets')
-  const [watchdog] = parseRules(group)
-  t.equal(watchdog?.fields.runbook_url, `${runbookBaseUrl()}watchdog.md`)
+  const group = groupOf(WATCHDOG.group)
+  t.equal(group?.rules.length, 1)
+  const [watchdog] = group?.rules ?? []
+  t.equal(watchdog?.alert, 'Watchdog')
+  t.equal(watchdog?.expr, 'vector(1)', 'vector(1): always, whatever is scraped')
+  t.equal(watchdog?.for, undefined, 'from the first evaluation')
+  t.equal(watchdog?.labels?.priority, undefined, 'routed by its name, never with the pages or tickets')
+  t.equal(watchdog?.annotations?.runbook_url, `${runbookBaseUrl()}watchdog.md`)
   t.ok(existsSync(join(projectRoot, RUNBOOK_DIRECTORY, 'watchdog.md')), 'its runbook exists')
 })
 
 t.test('each rule waits the `for:` of its priority: every page a minute, so an incident\'s alerts fire together', async (t) => {
-  const text = portalRules(readFileSync(join(projectRoot, RULES_FILE), 'utf8'))
-  const blocks = text.split(/^ {6}- alert: /m).slice(1)
+  const shippedRules = portalRules()
   const rules = allRules()
-  t.equal(blocks.length, rules.length)
+  t.equal(shippedRules.length, rules.length)
   rules.forEach((rule, index) => {
-    const block = blocks[index] ?? ''
-    t.match(block, `\n        for: ${FOR[rule.priority]}\n`, `${rule.alert} ${rule.labels.severity ?? '?'}: for ${FOR[rule.priority]} (${rule.priority})`)
-    t.match(block, `priority: "${rule.priority}"`)
-    t.notMatch(block, 'keep_firing_for', 'no alert outlives its condition by a fixed time')
+    const shippedRule = shippedRules[index]
+    t.equal(shippedRule?.for, FOR[rule.priority], `${rule.alert} ${rule.labels.severity ?? '?'}: for ${FOR[rule.priority]} (${rule.priority})`)
+    t.equal(shippedRule?.labels?.priority, rule.priority)
+    t.notOk(shippedRule !== undefined && 'keep_firing_for' in shippedRule, 'no alert outlives its condition by a fixed time')
   })
   t.same([FOR.P1, FOR.P2, FOR.P3, FOR.P4], ['1m', '1m', '5m', '10m'], 'pages together and soon, tickets later')
   t.same(Object.keys(SERVICE_RULE_CASES).sort(), [...new Set(SERVICE_RULES.map((rule) => rule.alert))].sort(), 'every service rule has promtool cases')

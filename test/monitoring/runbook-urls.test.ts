@@ -2,7 +2,7 @@ import t from 'tap'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { RULES_FILE, RUNBOOK_DIRECTORY, runbookBaseUrl } from '../../dev/scripts/alert-rules.js'
+import { RULES_FILE, RUNBOOK_DIRECTORY, alertingRules, readRulesFile, runbookBaseUrl } from '../../dev/scripts/alert-rules.js'
 import { DEV_BUILD } from '../../dev/tools/service-process.js'
 import { projectRoot } from '../../lib/project-root.js'
 import { RUNBOOKS } from '../../routes/status.js'
@@ -10,7 +10,7 @@ import { buildTestApp } from '../helpers/app.js'
 
 const OPS_TOKEN = 'an-operations-token-of-the-test'
 const read = (path: string) => readFileSync(join(projectRoot, path), 'utf8')
-const runbookUrls = (rules: string) => [...rules.matchAll(/^ {10}runbook_url: "([^"]+)"$/gm)].map(([, url]) => url!)
+const runbookUrls = (rules: string) => alertingRules(readRulesFile(rules)).map((rule) => rule.annotations?.runbook_url ?? 'none')
 
 t.test('the shipped rules: every runbook_url is the shipped base and the name of a runbook that exists; the base is the runbooks through the shipped balancer', async (t) => {
   const base = runbookBaseUrl()

@@ -58,3 +58,10 @@ t.test('a file past its timeout fails the run, said as its own timeout with the 
   const ended = lines.find((line) => line.includes('not ok 1 - ended by SIGALRM after'))
   t.match(ended, /ended by SIGALRM after [1-9]\d? s \(its timeout\)$/, 'the seconds it ran, not the runner\'s kill bound', { lines })
 })
+
+t.test('the longest file starts first, whatever its place among the files given', async (t) => {
+  mkdirSync(join(planted, 'test/monitoring'), { recursive: true })
+  const longest = plant('test/monitoring/alerting-scenarios.slow.test.js', "t.test('waits out real time', async (t) => { t.equal(1, 2, 'stands for it') })")
+  const { lines } = runner('--jobs=1', failing, longest)
+  t.same(lines.filter((line) => / failed \(in full at the end\)$/.test(line)), [`✖ ${longest} failed (in full at the end)`, `✖ ${failing} failed (in full at the end)`], 'run one at a time: the longest ends first', { lines })
+})
