@@ -1,13 +1,13 @@
 import { DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, context, diag, type Context, type DiagLogger, type SpanStatus, type TextMapPropagator } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { CompositePropagator, ExportResultCode, W3CBaggagePropagator, W3CTraceContextPropagator, suppressTracing, type ExportResult } from '@opentelemetry/core'
-import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
+import { defaultResource, detectResources, envDetector, hostDetector, osDetector, processDetector, resourceFromAttributes, serviceInstanceIdDetector, type Resource, type ResourceDetector } from '@opentelemetry/resources'
 import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-node'
 import { currentTrace, outsideAnyWork, runInTrace } from './log-context.js'
 import { OutageLog, type OutageLogger } from './outage-log.js'
 import { samplerOf } from './tracing-sampler.js'
 import { setTracingEnabled } from './tracing.js'
-import { diagnosticLevelOf, listOf, tracingSettingWarnings, type DiagnosticLevel, type ExporterName } from './tracing-settings.js'
+import { diagnosticLevelOf, listOf, resourceDetectorsOf, tracingSettingWarnings, type DiagnosticLevel, type ExporterName, type ResourceDetectorName } from './tracing-settings.js'
 
 /*
  * OpenTelemetry's Node SDK, configured by the standard OTEL_* variables alone. Loaded (by a
@@ -176,6 +176,25 @@ class DiagnosticLog implements DiagLogger {
   verbose (message: string, ...args: unknown[]): void { this.#write('trace', message, args) }
 }
 
+const RESOURCE_DETECTORS: Record<ResourceDetectorName, ResourceDetector> = {
+  host: hostDetector,
+  os: osDetector,
+  process: processDetector,
+  serviceinstance: serviceInstanceIdDetector,
+  env: envDetector
+}
+
+/**
+ * What every span says of where it was made: the service's name, then what the detectors
+ * OTEL_RESOURCE_DETECTORS names find (by default all: `service.instance.id`, `host.*`, `os.*`,
+ * `process.*`), then OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, which win. The host's id is
+ * read from a file: the exporter waits for it before its first export.
+ */
+export function resourceOf (env: NodeJS.ProcessEnv, serviceName: string): Resource {
+  const detectors = resourceDetectorsOf(env).map((name) => RESOURCE_DETECTORS[name])
+  return defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })).merge(detectResources({ detectors }))
+}
+
 /** Starts the SDK, exporting to `exporters`, and registers it as OpenTelemetry's global tracer provider. */
 export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string, exporters: ExporterName[]): Promise<Tracing> {
   const diagnostics = new DiagnosticLog()
@@ -187,8 +206,7 @@ export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string, exp
     ...(otlp === undefined ? [] : [new BatchSpanProcessor(otlp)]),
     ...(exporters.includes('console') ? [new BatchSpanProcessor(new ConsoleSpanExporter())] : [])
   ]
-  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the service's own name.
-  const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })).merge(detectResources({ detectors: [envDetector] }))
+  const resource = resourceOf(env, serviceName)
   // OTEL_TRACES_SAMPLER / _ARG (default parentbased_always_on), a parent-based one following links too.
   const provider = new NodeTracerProvider({ resource, spanProcessors, sampler: samplerOf(env) })
   provider.register({ contextManager: new SharedContextManager(), propagator: propagatorOf(env) })

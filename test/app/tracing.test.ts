@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
+import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
 import { traceThisProcess } from '../helpers/otlp-receiver.js'
@@ -41,7 +42,8 @@ t.test('a GET /api/invoices missing the cache is one trace: the request, its que
   const request = await receiver.span('the request span', (span) => span.attributes['correlation.id'] === correlationId)
   t.equal(request.name, 'GET /api/invoices')
   t.match(request.attributes, { 'http.route': '/api/invoices', 'http.response.status_code': 200 })
-  t.equal(request.resource['service.name'], 'portal-bff')
+  t.match(request.resource, { 'service.name': 'portal-bff', 'service.instance.id': /^[0-9a-f-]{36}$/, 'host.name': hostname(), 'process.pid': process.pid, 'process.runtime.name': 'nodejs' },
+    'the resource names the instance, its host and process (every detector by default)')
   const billing = await receiver.span('the billing call', (span) => span.traceId === request.traceId && span.name === 'billing GetInvoices')
   const children = () => receiver.children(request).map((span) => span.name)
   await waitFor('the queue wait', async () => children().includes('billing queue wait'))
