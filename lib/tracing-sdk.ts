@@ -121,14 +121,17 @@ export function propagatorOf (env: NodeJS.ProcessEnv): TextMapPropagator | null 
  * A request answered 4xx is not the server's failure (OpenTelemetry's HTTP conventions leave a
  * server span's status unset for it), but @fastify/otel marks the request span failed for every
  * error thrown, a 401 included, before the status code is known. Set right as the span ends
- * (`onEnding`, while it can still change).
+ * (`onEnding`, while it can still change). A 5xx's span gets `error.type`, as the conventions ask:
+ * the failure its status names (plugins/external/opentelemetry.ts), or the status code.
  */
-class ClientErrorsAreNotFailures implements SpanProcessor {
+class RequestSpanStatus implements SpanProcessor {
   onEnding (span: Span): void {
     if (span.kind !== SpanKind.SERVER || span.status.code !== SpanStatusCode.ERROR) return
     const status = span.attributes['http.response.status_code']
+    if (typeof status !== 'number') return
     // setStatus never goes back to unset; the SDK's span keeps its status in a plain field.
-    if (typeof status === 'number' && status < 500) (span as { status: SpanStatus }).status = { code: SpanStatusCode.UNSET }
+    if (status < 500) (span as { status: SpanStatus }).status = { code: SpanStatusCode.UNSET }
+    else span.setAttribute('error.type', span.status.message ?? String(status))
   }
 
   onStart (): void {}
@@ -202,7 +205,7 @@ export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string, exp
   if (level !== undefined && level !== 'none') diag.setLogger(diagnostics, { logLevel: DIAGNOSTIC_LEVEL[level], suppressOverrideMessage: true })
   const otlp = exporters.includes('otlp') ? new WatchedExporter(await otlpExporter(protocolOf(env))) : undefined
   const spanProcessors = [
-    new ClientErrorsAreNotFailures(),
+    new RequestSpanStatus(),
     ...(otlp === undefined ? [] : [new BatchSpanProcessor(otlp)]),
     ...(exporters.includes('console') ? [new BatchSpanProcessor(new ConsoleSpanExporter())] : [])
   ]

@@ -129,6 +129,28 @@ t.test('a 4xx answer is not a span error; a 5xx is', async (t) => {
   t.equal((await app.inject({ url: '/api/invoices', headers: { ...bearer(token), 'x-correlation-id': 'trace-503' } })).statusCode, 503)
   const failed = await receiver.span('the failed request', (span) => span.attributes['correlation.id'] === 'trace-503')
   t.equal(failed.status.code, 2, 'error')
+  t.equal(failed.status.message, 'BILLING_UNAVAILABLE', 'described by the code the caller was given')
+  t.equal(failed.attributes['error.type'], 'BILLING_UNAVAILABLE')
+  t.equal(refused.attributes['error.type'], undefined, 'a 4xx has no error.type')
+})
+
+t.test('a 5xx\'s span names its failure by the error\'s code or class, never by its message, which may hold anything', async (t) => {
+  const app = await buildTestApp(t, {}, undefined, {
+    pages: async (pages) => {
+      pages.get('/test/crash', async () => { throw new Error('connect to db.internal:5432 with password=hunter2 failed') })
+      pages.get('/test/refused', async () => { throw Object.assign(new Error('upstream said: client 4711 is jane@example.com'), { code: 'ECONNREFUSED' }) })
+    }
+  })
+  t.equal((await app.inject({ url: '/test/crash', headers: { 'x-correlation-id': 'trace-crash' } })).statusCode, 500)
+  t.equal((await app.inject({ url: '/test/refused', headers: { 'x-correlation-id': 'trace-refused' } })).statusCode, 500)
+  const crash = await receiver.span('the crashed request', (span) => span.attributes['correlation.id'] === 'trace-crash')
+  const refused = await receiver.span('the refused request', (span) => span.attributes['correlation.id'] === 'trace-refused')
+  t.match(crash, { status: { code: 2, message: 'Error' }, attributes: { 'error.type': 'Error' } }, 'a plain error: its class')
+  t.match(refused, { status: { code: 2, message: 'ECONNREFUSED' }, attributes: { 'error.type': 'ECONNREFUSED' } }, 'an error with a code: the code')
+  for (const span of [crash, refused]) {
+    t.same(span.events, [], 'no exception event: its message and stack are in the request\'s log line')
+    t.notMatch(JSON.stringify(span), /hunter2|db\.internal|jane@|4711/, 'nothing of the message anywhere in the span')
+  }
 })
 
 t.test('an event stream\'s completion line, written when a logout ends it, names the stream request\'s trace', async (t) => {
