@@ -1,13 +1,13 @@
 import { DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, context, diag, type Context, type DiagLogger, type SpanStatus, type TextMapPropagator } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { CompositePropagator, ExportResultCode, W3CBaggagePropagator, W3CTraceContextPropagator, suppressTracing, type ExportResult } from '@opentelemetry/core'
-import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
+import { defaultResource, detectResources, envDetector, hostDetector, osDetector, processDetector, resourceFromAttributes, serviceInstanceIdDetector, type Resource, type ResourceDetector } from '@opentelemetry/resources'
 import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-node'
 import { currentTrace, outsideAnyWork, runInTrace } from './log-context.js'
 import { OutageLog, type OutageLogger } from './outage-log.js'
 import { samplerOf } from './tracing-sampler.js'
 import { setTracingEnabled } from './tracing.js'
-import { diagnosticLevelOf, listOf, tracingSettingWarnings, type DiagnosticLevel, type ExporterName } from './tracing-settings.js'
+import { diagnosticLevelOf, listOf, resourceDetectorsOf, tracingSettingWarnings, type DiagnosticLevel, type ExporterName, type ResourceDetectorName } from './tracing-settings.js'
 
 /*
  * OpenTelemetry's Node SDK, configured by the standard OTEL_* variables alone. Loaded (by a
@@ -121,14 +121,17 @@ export function propagatorOf (env: NodeJS.ProcessEnv): TextMapPropagator | null 
  * A request answered 4xx is not the server's failure (OpenTelemetry's HTTP conventions leave a
  * server span's status unset for it), but @fastify/otel marks the request span failed for every
  * error thrown, a 401 included, before the status code is known. Set right as the span ends
- * (`onEnding`, while it can still change).
+ * (`onEnding`, while it can still change). A 5xx's span gets `error.type`, as the conventions ask:
+ * the failure its status names (plugins/external/opentelemetry.ts), or the status code.
  */
-class ClientErrorsAreNotFailures implements SpanProcessor {
+class RequestSpanStatus implements SpanProcessor {
   onEnding (span: Span): void {
     if (span.kind !== SpanKind.SERVER || span.status.code !== SpanStatusCode.ERROR) return
     const status = span.attributes['http.response.status_code']
+    if (typeof status !== 'number') return
     // setStatus never goes back to unset; the SDK's span keeps its status in a plain field.
-    if (typeof status === 'number' && status < 500) (span as { status: SpanStatus }).status = { code: SpanStatusCode.UNSET }
+    if (status < 500) (span as { status: SpanStatus }).status = { code: SpanStatusCode.UNSET }
+    else span.setAttribute('error.type', span.status.message ?? String(status))
   }
 
   onStart (): void {}
@@ -176,6 +179,25 @@ class DiagnosticLog implements DiagLogger {
   verbose (message: string, ...args: unknown[]): void { this.#write('trace', message, args) }
 }
 
+const RESOURCE_DETECTORS: Record<ResourceDetectorName, ResourceDetector> = {
+  host: hostDetector,
+  os: osDetector,
+  process: processDetector,
+  serviceinstance: serviceInstanceIdDetector,
+  env: envDetector
+}
+
+/**
+ * What every span says of where it was made: the service's name, then what the detectors
+ * OTEL_RESOURCE_DETECTORS names find (by default all: `service.instance.id`, `host.*`, `os.*`,
+ * `process.*`), then OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, which win. The host's id is
+ * read from a file: the exporter waits for it before its first export.
+ */
+export function resourceOf (env: NodeJS.ProcessEnv, serviceName: string): Resource {
+  const detectors = resourceDetectorsOf(env).map((name) => RESOURCE_DETECTORS[name])
+  return defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })).merge(detectResources({ detectors }))
+}
+
 /** Starts the SDK, exporting to `exporters`, and registers it as OpenTelemetry's global tracer provider. */
 export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string, exporters: ExporterName[]): Promise<Tracing> {
   const diagnostics = new DiagnosticLog()
@@ -183,12 +205,11 @@ export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string, exp
   if (level !== undefined && level !== 'none') diag.setLogger(diagnostics, { logLevel: DIAGNOSTIC_LEVEL[level], suppressOverrideMessage: true })
   const otlp = exporters.includes('otlp') ? new WatchedExporter(await otlpExporter(protocolOf(env))) : undefined
   const spanProcessors = [
-    new ClientErrorsAreNotFailures(),
+    new RequestSpanStatus(),
     ...(otlp === undefined ? [] : [new BatchSpanProcessor(otlp)]),
     ...(exporters.includes('console') ? [new BatchSpanProcessor(new ConsoleSpanExporter())] : [])
   ]
-  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the service's own name.
-  const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })).merge(detectResources({ detectors: [envDetector] }))
+  const resource = resourceOf(env, serviceName)
   // OTEL_TRACES_SAMPLER / _ARG (default parentbased_always_on), a parent-based one following links too.
   const provider = new NodeTracerProvider({ resource, spanProcessors, sampler: samplerOf(env) })
   provider.register({ contextManager: new SharedContextManager(), propagator: propagatorOf(env) })

@@ -17,6 +17,32 @@ export const PROPAGATOR_NAMES = ['tracecontext', 'baggage', 'none'] as const
 
 const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']
 
+/**
+ * OpenTelemetry's resource detectors, by the names OpenTelemetry JS gives them: what the resource
+ * says of the process beside the service's name. `env` (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES)
+ * is read last whatever the list, so that what an operator sets wins over what is detected.
+ */
+export const RESOURCE_DETECTORS = ['host', 'os', 'process', 'serviceinstance', 'env'] as const
+export type ResourceDetectorName = typeof RESOURCE_DETECTORS[number]
+const RESOURCE_DETECTOR_NAMES = [...RESOURCE_DETECTORS, 'all', 'none']
+
+/**
+ * The detector list setting: OTEL_RESOURCE_DETECTORS, else the name OpenTelemetry JS's Node SDK
+ * reads (OTEL_NODE_RESOURCE_DETECTORS).
+ */
+function resourceDetectorSetting (env: NodeJS.ProcessEnv): [string, string | undefined] {
+  const setting = ['OTEL_RESOURCE_DETECTORS', 'OTEL_NODE_RESOURCE_DETECTORS'].find((name) => listOf(env[name]).length > 0) ?? 'OTEL_RESOURCE_DETECTORS'
+  return [setting, env[setting]]
+}
+
+/** The detectors the setting names (default `all`); `none` leaves the service's name and OTEL_RESOURCE_ATTRIBUTES alone. */
+export function resourceDetectorsOf (env: NodeJS.ProcessEnv): ResourceDetectorName[] {
+  const names = listOf(resourceDetectorSetting(env)[1])
+  if (names.length === 0 || names.includes('all')) return [...RESOURCE_DETECTORS]
+  if (names.includes('none')) return ['env']
+  return RESOURCE_DETECTORS.filter((name) => name === 'env' || names.includes(name))
+}
+
 /** OpenTelemetry's diagnostic levels, as OTEL_LOG_LEVEL names them. */
 export const DIAGNOSTIC_LEVELS = ['none', 'error', 'warn', 'info', 'debug', 'verbose', 'all'] as const
 export type DiagnosticLevel = typeof DIAGNOSTIC_LEVELS[number]
@@ -46,7 +72,8 @@ function unknownIn (setting: string, value: string | undefined, names: readonly 
 export function tracingSettingWarnings (env: NodeJS.ProcessEnv): string[] {
   const warnings = [
     ...unknownIn('OTEL_TRACES_EXPORTER', env.OTEL_TRACES_EXPORTER, EXPORTERS, 'the others are used (otlp when none is left)'),
-    ...unknownIn('OTEL_PROPAGATORS', env.OTEL_PROPAGATORS, PROPAGATOR_NAMES, 'the others are used (tracecontext,baggage when none is left)')
+    ...unknownIn('OTEL_PROPAGATORS', env.OTEL_PROPAGATORS, PROPAGATOR_NAMES, 'the others are used (tracecontext,baggage when none is left)'),
+    ...unknownIn(...resourceDetectorSetting(env), RESOURCE_DETECTOR_NAMES, 'the others are used (nothing detected when none is left)')
   ]
   const sampler = env.OTEL_TRACES_SAMPLER?.trim() ?? ''
   if (sampler !== '' && !SAMPLERS.includes(sampler)) warnings.push(`OTEL_TRACES_SAMPLER: "${sampler}" is not one of ${SAMPLERS.join(', ')}; parentbased_always_on is used`)

@@ -770,7 +770,7 @@ function thresholdSteps (row: Row) {
 const DATASOURCE = { type: 'prometheus', uid: '${datasource}' }
 const INSTANCE = 'instance=~"$instance"'
 
-function timeseries (id: number, title: string, description: string, expr: string, unit: string, gridPos: object, steps?: unknown[], legendFormat = '{{instance}}') {
+function timeseries (id: number, title: string, description: string, expr: string, unit: string, gridPos: object, steps?: unknown[], legendFormat = '{{instance}}', exemplars = false) {
   return {
     id,
     type: 'timeseries',
@@ -787,7 +787,8 @@ function timeseries (id: number, title: string, description: string, expr: strin
       overrides: []
     },
     options: { legend: { displayMode: 'list', placement: 'bottom' }, tooltip: { mode: 'multi' } },
-    targets: [{ refId: 'A', datasource: DATASOURCE, expr, legendFormat }]
+    // Exemplars (a sampled request's trace) drawn at their value: only where the panel's unit is the histogram's.
+    targets: [{ refId: 'A', datasource: DATASOURCE, expr, legendFormat, ...(exemplars && { exemplar: true }) }]
   }
 }
 
@@ -813,6 +814,14 @@ export const SERVICE_PANELS = [
   { title: 'Orders awaiting approval in the CRM', description: 'Portal orders whose CRM order is still in Pending Review: waiting on a person, never alerted on', expr: `max without (instance) (portal_bff_orders_awaiting_approval{${INSTANCE}})`, unit: 'short', legend: 'awaiting approval' },
   { title: 'Orders provisioned by the reconciliation', description: 'Orders the CRM approved whose platform event never came, found and provisioned by the reconciliation, per hour', expr: `sum without (instance) (increase(portal_bff_orders_approved_not_received_total{${INSTANCE}}[1h]))`, unit: 'short', legend: 'approved, not received' },
   { title: 'Provisioning lag, 95th percentile over an hour', description: 'From a platform event handed off to its order Active. The page: above 900 s over 15 minutes', expr: `histogram_quantile(0.95, sum without (instance) (rate(portal_bff_order_provisioning_lag_seconds_bucket{${INSTANCE}}[1h])))`, unit: 's', legend: 'p95' },
+  {
+    title: 'Request duration by route, 95th percentile, with traces',
+    description: 'Each dot is a sampled request\'s duration and trace (an exemplar): hovering shows its trace_id, and the data source\'s exemplar link opens the trace (docs/operations.md, "Tracing")',
+    expr: `histogram_quantile(0.95, sum by (le, route) (rate(${HISTOGRAMS.http.name}_bucket{${INSTANCE}}[${RATE_WINDOW}])))`,
+    unit: 's',
+    legend: '{{route}}',
+    exemplars: true
+  },
   { title: 'Request queues: requests in flight', description: 'Billing and CRM request queues', expr: `portal_bff_queue_pending_requests{${INSTANCE}}`, unit: 'short', legend: '{{instance}} {{queue}}' },
   { title: 'Process CPU', description: 'CPU seconds per second', expr: `rate(process_cpu_seconds_total{${INSTANCE}}[${RATE_WINDOW}])`, unit: 'percentunit', legend: '{{instance}}' },
   { title: 'Process resident memory', description: 'Resident set size', expr: `process_resident_memory_bytes{${INSTANCE}}`, unit: 'bytes', legend: '{{instance}}' }
@@ -841,8 +850,9 @@ export function renderDashboard (): string {
     panels.push(timeseries(++id, row.description, description, panelExpr(row), GRAFANA_UNITS[row.unit], gridPos, thresholdSteps(row)))
   })
   const y = 6 + Math.ceil(THRESHOLDS.length / 3) * 8
-  SERVICE_PANELS.forEach(({ title, description, expr, unit, legend }, index) => {
-    panels.push(timeseries(++id, title, description, expr, unit, { x: (index % 3) * 8, y: y + Math.floor(index / 3) * 8, w: 8, h: 8 }, undefined, legend))
+  SERVICE_PANELS.forEach((panel, index) => {
+    const { title, description, expr, unit, legend } = panel
+    panels.push(timeseries(++id, title, description, expr, unit, { x: (index % 3) * 8, y: y + Math.floor(index / 3) * 8, w: 8, h: 8 }, undefined, legend, 'exemplars' in panel && panel.exemplars))
   })
   const dashboard = {
     __comment: 'Generated from plugins/app/monitoring/thresholds.ts by dev/scripts/generate-alert-rules.ts: do not edit by hand.',

@@ -1,8 +1,11 @@
 import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
+import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
 import { traceThisProcess } from '../helpers/otlp-receiver.js'
+import { PrometheusServer } from '../helpers/monitoring-servers.js'
+import { skipWithout } from '../helpers/packages.js'
 import { waitFor } from '../helpers/processes.js'
 import { SseClient } from '../helpers/sse.js'
 import { bearer, login } from '../helpers/tokens.js'
@@ -41,7 +44,8 @@ t.test('a GET /api/invoices missing the cache is one trace: the request, its que
   const request = await receiver.span('the request span', (span) => span.attributes['correlation.id'] === correlationId)
   t.equal(request.name, 'GET /api/invoices')
   t.match(request.attributes, { 'http.route': '/api/invoices', 'http.response.status_code': 200 })
-  t.equal(request.resource['service.name'], 'portal-bff')
+  t.match(request.resource, { 'service.name': 'portal-bff', 'service.instance.id': /^[0-9a-f-]{36}$/, 'host.name': hostname(), 'process.pid': process.pid, 'process.runtime.name': 'nodejs' },
+    'the resource names the instance, its host and process (every detector by default)')
   const billing = await receiver.span('the billing call', (span) => span.traceId === request.traceId && span.name === 'billing GetInvoices')
   const children = () => receiver.children(request).map((span) => span.name)
   await waitFor('the queue wait', async () => children().includes('billing queue wait'))
@@ -125,6 +129,28 @@ t.test('a 4xx answer is not a span error; a 5xx is', async (t) => {
   t.equal((await app.inject({ url: '/api/invoices', headers: { ...bearer(token), 'x-correlation-id': 'trace-503' } })).statusCode, 503)
   const failed = await receiver.span('the failed request', (span) => span.attributes['correlation.id'] === 'trace-503')
   t.equal(failed.status.code, 2, 'error')
+  t.equal(failed.status.message, 'BILLING_UNAVAILABLE', 'described by the code the caller was given')
+  t.equal(failed.attributes['error.type'], 'BILLING_UNAVAILABLE')
+  t.equal(refused.attributes['error.type'], undefined, 'a 4xx has no error.type')
+})
+
+t.test('a 5xx\'s span names its failure by the error\'s code or class, never by its message, which may hold anything', async (t) => {
+  const app = await buildTestApp(t, {}, undefined, {
+    pages: async (pages) => {
+      pages.get('/test/crash', async () => { throw new Error('connect to db.internal:5432 with password=hunter2 failed') })
+      pages.get('/test/refused', async () => { throw Object.assign(new Error('upstream said: client 4711 is jane@example.com'), { code: 'ECONNREFUSED' }) })
+    }
+  })
+  t.equal((await app.inject({ url: '/test/crash', headers: { 'x-correlation-id': 'trace-crash' } })).statusCode, 500)
+  t.equal((await app.inject({ url: '/test/refused', headers: { 'x-correlation-id': 'trace-refused' } })).statusCode, 500)
+  const crash = await receiver.span('the crashed request', (span) => span.attributes['correlation.id'] === 'trace-crash')
+  const refused = await receiver.span('the refused request', (span) => span.attributes['correlation.id'] === 'trace-refused')
+  t.match(crash, { status: { code: 2, message: 'Error' }, attributes: { 'error.type': 'Error' } }, 'a plain error: its class')
+  t.match(refused, { status: { code: 2, message: 'ECONNREFUSED' }, attributes: { 'error.type': 'ECONNREFUSED' } }, 'an error with a code: the code')
+  for (const span of [crash, refused]) {
+    t.same(span.events, [], 'no exception event: its message and stack are in the request\'s log line')
+    t.notMatch(JSON.stringify(span), /hunter2|db\.internal|jane@|4711/, 'nothing of the message anywhere in the span')
+  }
 })
 
 t.test('an event stream\'s completion line, written when a logout ends it, names the stream request\'s trace', async (t) => {
@@ -140,6 +166,41 @@ t.test('an event stream\'s completion line, written when a logout ends it, names
   const request = await receiver.span('the stream\'s request span', (span) => span.attributes['correlation.id'] === 'trace-stream-1')
   const completion = logLines(app.config.LOG_DIR).find((line) => line.message === 'request completed' && line.path === '/api/events')
   t.match(completion, { correlationId: 'trace-stream-1', traceId: request.traceId, spanId: request.spanId })
+})
+
+/** The request-duration buckets of `route`'s 4xx answers that carry an exemplar, in an OpenMetrics exposition. */
+function exemplarsOf (text: string, route: string): string[] {
+  return text.split('\n').filter((line) => line.startsWith('portal_bff_http_request_duration_seconds_bucket{') && line.includes(`route="${route}"`) &&
+    line.includes('status_class="4xx"') && line.includes(' # {'))
+}
+
+t.test('/metrics in OpenMetrics gives a sampled request\'s trace as the exemplar of its duration\'s bucket; a request the sampler left out gives none', async (t) => {
+  const app = await buildTestApp(t)
+  const openMetrics = async () => (await app.inject({ url: '/metrics', headers: { accept: 'application/openmetrics-text' } })).body
+  t.equal((await app.inject({ url: '/api/invoices', headers: { traceparent: '00-7bf92f3577b34da6a3ce929d0e0e4739-00f067aa0ba902b7-00' } })).statusCode, 401)
+  t.same(exemplarsOf(await openMetrics(), '/api/invoices'), [], 'none of a trace nobody keeps')
+
+  t.equal((await app.inject({ url: '/api/invoices', headers: { 'x-correlation-id': 'trace-exemplar-1' } })).statusCode, 401)
+  const request = await receiver.span('the request span', (span) => span.attributes['correlation.id'] === 'trace-exemplar-1')
+  const [exemplar, ...others] = exemplarsOf(await openMetrics(), '/api/invoices')
+  t.same(others, [], 'one bucket: the request\'s')
+  t.match(exemplar, new RegExp(`^\\S+\\{[^}]*\\} 2 # \\{trace_id="${request.traceId}",span_id="${request.spanId}"\\} [0-9.e-]+ [0-9.]+$`),
+    'the bucket of both requests, its exemplar the sampled one\'s trace, with its value and time')
+  t.notMatch((await app.inject('/metrics')).body, / # \{/, 'Prometheus text has no exemplars')
+})
+
+t.test('a real Prometheus with the shipped flags keeps the exemplar, and scrapes the whole OpenMetrics exposition', { skip: skipWithout(['prometheus']) }, async (t) => {
+  const app = await buildTestApp(t)
+  const address = new URL(await app.listen({ port: 0, host: '127.0.0.1' })).host
+  t.equal((await app.inject({ url: '/api/invoices', headers: { 'x-correlation-id': 'trace-exemplar-stored' } })).statusCode, 401)
+  const request = await receiver.span('the request span', (span) => span.attributes['correlation.id'] === 'trace-exemplar-stored')
+  const prometheus = await PrometheusServer.start({ targets: [{ address }] })
+  t.teardown(() => prometheus.stop())
+  const selector = 'portal_bff_http_request_duration_seconds_bucket{route="/api/invoices",status_class="4xx"}'
+  await waitFor('the exemplar in Prometheus', async () => (await prometheus.exemplars(selector)).some((exemplar) => exemplar.labels.trace_id === request.traceId), 30_000)
+  const [target] = await prometheus.targets()
+  t.match(target, { health: 'up', lastError: '' }, 'every line of the exposition parsed')
+  t.same((await prometheus.query('portal_bff_cache_reads_total')).map(({ metric }) => metric.result).sort(), ['hit', 'miss'], 'a counter under its usual name')
 })
 
 const PROBES = ['/health', '/health/live', '/health/ready', '/health/queues', '/metrics', '/status', '/status/summary']

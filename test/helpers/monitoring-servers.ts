@@ -116,10 +116,21 @@ export interface Target { address: string, labels?: Record<string, string> }
 
 export interface PrometheusAlert { labels: Record<string, string>, state: 'pending' | 'firing', activeAt: string }
 
+export interface PrometheusExemplar { seriesLabels: Record<string, string>, labels: Record<string, string>, value: string, timestamp: number }
+
+/** The flags the shipped deploy/monitoring/prometheus/prometheus.default gives Prometheus (its ARGS). */
+export function shippedPrometheusFlags (): string[] {
+  const defaults = readFileSync(join(projectRoot, 'deploy/monitoring/prometheus/prometheus.default'), 'utf8')
+  const args = /^ARGS="([^"]*)"$/m.exec(defaults)?.[1]
+  if (args === undefined) throw new Error('prometheus.default sets no ARGS')
+  return args.split(/\s+/).filter((flag) => flag !== '')
+}
+
 /**
  * A real Prometheus server of the test's own on a loopback port: with the shipped rules
  * (deploy/monitoring/prometheus/alerts.yml), scraping the given targets as job `portal-bff` and sending
- * its alerts to `alertmanager` when given (`start`), or on files of the test's (`withFiles`); ended by PID.
+ * its alerts to `alertmanager` when given (`start`), or on files of the test's (`withFiles`); with the
+ * shipped flags (prometheus.default), ended by PID.
  */
 export class PrometheusServer {
   private constructor (readonly url: string, private readonly child: ChildProcess, private readonly directory: string, private readonly log: () => string) {}
@@ -155,7 +166,8 @@ export class PrometheusServer {
       `--config.file=${join(directory, 'prometheus.yml')}`,
       `--storage.tsdb.path=${join(directory, 'data')}`,
       `--web.listen-address=127.0.0.1:${port}`,
-      '--log.level=warn'
+      '--log.level=warn',
+      ...shippedPrometheusFlags()
     ], { stdio: ['ignore', 'ignore', 'pipe'] })
     let log = ''
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { log += chunk })
@@ -182,6 +194,21 @@ export class PrometheusServer {
     const body = await response.json() as { status: string, error?: string, data: { result: Array<{ metric: Record<string, string>, value: [number, string] }> } }
     if (body.status !== 'success') throw new Error(`query ${promql}: ${body.error ?? 'failed'}`)
     return body.data.result
+  }
+
+  /** The exemplars kept of the series `selector` names, over the last hour. */
+  async exemplars (selector: string): Promise<PrometheusExemplar[]> {
+    const end = Date.now() / 1000
+    const response = await fetch(`${this.url}/api/v1/query_exemplars?query=${encodeURIComponent(selector)}&start=${end - 3600}&end=${end}`)
+    const body = await response.json() as { status: string, error?: string, data: Array<{ seriesLabels: Record<string, string>, exemplars: Array<Omit<PrometheusExemplar, 'seriesLabels'>> }> }
+    if (body.status !== 'success') throw new Error(`exemplars of ${selector}: ${body.error ?? 'failed'}`)
+    return body.data.flatMap(({ seriesLabels, exemplars }) => exemplars.map((exemplar) => ({ seriesLabels, ...exemplar })))
+  }
+
+  /** The scrape targets' health, and the last scrape's error. */
+  async targets (): Promise<Array<{ scrapeUrl: string, health: string, lastError: string }>> {
+    const body = await (await fetch(`${this.url}/api/v1/targets`)).json() as { data: { activeTargets: Array<{ scrapeUrl: string, health: string, lastError: string }> } }
+    return body.data.activeTargets
   }
 
   stderr (): string {

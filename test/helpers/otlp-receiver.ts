@@ -16,6 +16,8 @@ export interface ReceivedSpan {
   attributes: Record<string, AttributeValue>
   links: Array<{ traceId: string, spanId: string }>
   status: { code?: number, message?: string }
+  /** Its events' names (`exception`). */
+  events: string[]
   resource: Record<string, AttributeValue>
 }
 
@@ -30,6 +32,7 @@ interface OtlpSpan {
   attributes?: OtlpAttribute[]
   links?: Array<{ traceId: string, spanId: string }>
   status?: { code?: number, message?: string }
+  events?: Array<{ name: string }>
 }
 interface OtlpExport { resourceSpans?: Array<{ resource?: { attributes?: OtlpAttribute[] }, scopeSpans?: Array<{ spans?: OtlpSpan[] }> }> }
 
@@ -82,6 +85,7 @@ export class OtlpReceiver {
             attributes: attributesOf(span.attributes),
             links: (span.links ?? []).map(({ traceId, spanId }) => ({ traceId, spanId })),
             status: span.status ?? {},
+            events: (span.events ?? []).map(({ name }) => name),
             resource: attributesOf(resource?.attributes)
           })
         }

@@ -1,8 +1,9 @@
 import t from 'tap'
+import { arch, hostname } from 'node:os'
 import { ROOT_CONTEXT, SpanKind, TraceFlags, type Link } from '@opentelemetry/api'
 import { SamplingDecision, type Sampler } from '@opentelemetry/sdk-trace-node'
 import { samplerOf } from '../../lib/tracing-sampler.js'
-import { propagatorOf } from '../../lib/tracing-sdk.js'
+import { propagatorOf, resourceOf } from '../../lib/tracing-sdk.js'
 import { tracingSettingWarnings } from '../../lib/tracing-settings.js'
 
 t.test('OTEL_PROPAGATORS chooses what carries a trace: W3C trace context and baggage by default', async (t) => {
@@ -30,4 +31,46 @@ t.test('a parent-based sampler keeps a span without a parent exactly when the sp
   t.equal(decision(keepsNone, []), SamplingDecision.NOT_RECORD, 'without a link: the ratio')
   t.equal(decision(samplerOf({}), []), SamplingDecision.RECORD_AND_SAMPLED, 'default parentbased_always_on')
   t.equal(decision(samplerOf({ OTEL_TRACES_SAMPLER: 'always_off' }), linkTo(TraceFlags.SAMPLED)), SamplingDecision.NOT_RECORD, 'a sampler that is not parent-based ignores links, as it ignores parents')
+})
+
+t.test('the resource names the service\'s instance, its host, system and process; OTEL_RESOURCE_DETECTORS chooses which', async (t) => {
+  const attributesOf = async (env: NodeJS.ProcessEnv) => {
+    const resource = resourceOf(env, 'portal-bff')
+    await resource.waitForAsyncAttributes?.()
+    return resource.attributes
+  }
+  const all = await attributesOf({})
+  t.match(all, {
+    'service.name': 'portal-bff',
+    'service.instance.id': /^[0-9a-f-]{36}$/,
+    'host.name': hostname(),
+    'host.arch': arch() === 'x64' ? 'amd64' : String,
+    'os.type': 'linux',
+    'process.pid': process.pid,
+    'process.runtime.name': 'nodejs',
+    'process.runtime.version': process.versions.node,
+    'telemetry.sdk.language': 'nodejs'
+  }, 'all by default')
+  t.same(await attributesOf({ OTEL_RESOURCE_DETECTORS: 'all' }), all, 'all, as OpenTelemetry names it; one instance id a process')
+
+  const hostOnly = await attributesOf({ OTEL_RESOURCE_DETECTORS: 'host, serviceinstance' })
+  t.ok(hostOnly['host.name'] !== undefined && hostOnly['service.instance.id'] !== undefined)
+  t.notOk('process.pid' in hostOnly || 'os.type' in hostOnly, 'only those named')
+  const none = await attributesOf({ OTEL_RESOURCE_DETECTORS: 'none' })
+  t.same(Object.keys(none).filter((key) => !key.startsWith('telemetry.sdk.')), ['service.name'], 'none: the service\'s name alone')
+  t.same(await attributesOf({ OTEL_NODE_RESOURCE_DETECTORS: 'none' }), none, 'OpenTelemetry JS\'s name of the setting, when the standard one is unset')
+  t.ok('process.pid' in await attributesOf({ OTEL_RESOURCE_DETECTORS: 'process', OTEL_NODE_RESOURCE_DETECTORS: 'none' }), 'the standard one wins')
+
+  t.same(tracingSettingWarnings({ OTEL_RESOURCE_DETECTORS: 'env,host,os,process,serviceinstance' }), [])
+  t.same(tracingSettingWarnings({ OTEL_NODE_RESOURCE_DETECTORS: 'host,docker' }), ['OTEL_NODE_RESOURCE_DETECTORS: "docker" is not one of host, os, process, serviceinstance, env, all, none; the others are used (nothing detected when none is left)'])
+})
+
+t.test('OTEL_RESOURCE_ATTRIBUTES wins over a detected attribute', async (t) => {
+  const before = process.env.OTEL_RESOURCE_ATTRIBUTES
+  // The SDK's env detector reads the process's environment.
+  process.env.OTEL_RESOURCE_ATTRIBUTES = 'host.name=portal-1.example,deployment.environment.name=test'
+  t.teardown(() => { if (before === undefined) delete process.env.OTEL_RESOURCE_ATTRIBUTES; else process.env.OTEL_RESOURCE_ATTRIBUTES = before })
+  const resource = resourceOf({ OTEL_RESOURCE_DETECTORS: 'host' }, 'portal-bff')
+  await resource.waitForAsyncAttributes?.()
+  t.match(resource.attributes, { 'host.name': 'portal-1.example', 'deployment.environment.name': 'test' })
 })

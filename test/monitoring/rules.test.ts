@@ -150,11 +150,14 @@ t.test('the runbook index lists every measure with the priority of each level', 
 })
 
 t.test('the dashboard lists every firing alert, has a panel per row on its measure with its thresholds, and the subscription, orders and provisioning', async (t) => {
-  const dashboard = JSON.parse(readFileSync(join(projectRoot, DASHBOARD_FILE), 'utf8')) as { panels: Array<{ title: string, targets: Array<{ expr: string }>, fieldConfig: { defaults: { thresholds: { steps: Array<{ value: number | null }> } } } }> }
+  const dashboard = JSON.parse(readFileSync(join(projectRoot, DASHBOARD_FILE), 'utf8')) as { panels: Array<{ title: string, targets: Array<{ expr: string, exemplar?: boolean }>, fieldConfig: { defaults: { thresholds: { steps: Array<{ value: number | null }> } } } }> }
   const firing = dashboard.panels.find((panel) => panel.title === 'Firing alerts')
   t.equal(firing?.targets[0]?.expr, FIRING_ALERTS_EXPR)
   t.notMatch(FIRING_ALERTS_EXPR, 'instance', 'no instance filter: an alert of the job has no instance label')
   for (const { title, expr } of SERVICE_PANELS) t.equal(dashboard.panels.find((panel) => panel.title === title)?.targets[0]?.expr, expr, `${title}: a panel`)
+  const withExemplars = dashboard.panels.filter((panel) => panel.targets[0]?.exemplar === true)
+  t.same(withExemplars.map((panel) => panel.targets[0]?.expr), ['histogram_quantile(0.95, sum by (le, route) (rate(portal_bff_http_request_duration_seconds_bucket{instance=~"$instance"}[5m])))'],
+    'the request duration in seconds shows the exemplars, at their value: a sampled request\'s trace')
   for (const metric of ['portal_bff_event_subscription_holder_state', 'portal_bff_orders_awaiting_approval', 'portal_bff_orders_approved_not_received_total', 'portal_bff_order_provisioning_lag_seconds_bucket']) {
     t.ok(SERVICE_PANELS.some(({ expr }) => expr.includes(`${metric}{`)), `a panel shows ${metric}`)
   }

@@ -4,6 +4,7 @@ import { PrivateRedis, buildTestAppOnPrivateRedis } from '../helpers/private-red
 import { scrapeHolding } from '../helpers/alerts.js'
 import { findPromtool, parseExposition, promtool, typeOf } from '../../dev/scripts/promtool.js'
 import { THRESHOLDS } from '../../plugins/app/monitoring/thresholds.js'
+import { acceptsOpenMetrics } from '../../plugins/app/monitoring/metrics.js'
 import type { PrometheusSource } from '../../plugins/app/monitoring/threshold-row.js'
 
 /** The series a row's rule reads. */
@@ -103,4 +104,45 @@ t.test('every known label set is there at 0 before its first event, so that rate
   t.match(text, /^portal_bff_db_query_duration_seconds_count\{outcome="error"\} 0$/m, 'a failed query')
   t.match(text, /^portal_bff_http_request_duration_seconds_count\{route="\/api\/invoices",method="GET",status_class="5xx"\} 0$/m, 'a route\'s 5xx')
   t.notMatch(text, /route="\/(health|status|metrics)/, 'probes are not counted, not even at 0')
+})
+
+/** The names of an exposition's samples. */
+function sampleNames (text: string): Set<string> {
+  return new Set(text.split('\n').filter((line) => line !== '' && !line.startsWith('#')).map((line) => /^[a-zA-Z_:][a-zA-Z0-9_:]*/.exec(line)![0]))
+}
+
+t.test('/metrics is OpenMetrics when the scraper asks for it first, as Prometheus does: the same series; Prometheus text otherwise', async (t) => {
+  const app = await buildTestApp(t)
+  await app.inject('/no-such-route')
+  const asOpenMetrics = async () => await app.inject({ url: '/metrics', headers: { accept: 'application/openmetrics-text' } })
+  const openMetrics = await asOpenMetrics()
+  t.equal(openMetrics.statusCode, 200)
+  t.equal(openMetrics.headers['content-type'], 'application/openmetrics-text; version=1.0.0; charset=utf-8')
+  t.match(openMetrics.body, /\n# EOF\n$/, 'ended as OpenMetrics ends')
+  t.match(openMetrics.body, /^# TYPE portal_bff_cache_reads counter$/m, 'a counter\'s family named without _total')
+  t.match(openMetrics.body, /^portal_bff_cache_reads_total\{result="hit"\} /m, 'its samples with it')
+  t.notMatch(openMetrics.body, / # \{/, 'no exemplar while tracing is off')
+
+  const text = await app.inject('/metrics')
+  t.match(text.headers['content-type'], /^text\/plain; version=0\.0\.4/, 'Prometheus text by default')
+  t.match(text.body, /^# TYPE portal_bff_cache_reads_total counter$/m, 'its counters keep their names after an OpenMetrics scrape')
+  const later = await asOpenMetrics()
+  // Series only appear (a first garbage collection, say), but for the process's libuv requests and
+  // handles, there only while one is: the text's are between the two scrapes'.
+  const [before, names, after] = [openMetrics.body, text.body, later.body].map((body) => new Set([...sampleNames(body)].filter((name) => !name.startsWith('nodejs_active_')))) as [Set<string>, Set<string>, Set<string>]
+  t.same([...before].filter((name) => !names.has(name)), [], 'every OpenMetrics series is in the text')
+  t.same([...names].filter((name) => !after.has(name)), [], 'and every series of the text in OpenMetrics: Prometheus stores the same names either way')
+  t.match(later.body, /^# TYPE portal_bff_cache_reads counter$/m, 'and OpenMetrics stays OpenMetrics')
+})
+
+t.test('the exposition is chosen as Prometheus\'s client libraries choose it: the first format by quality, in a version they speak', async (t) => {
+  // Prometheus 2.42's own Accept header.
+  t.ok(acceptsOpenMetrics('application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1'))
+  t.ok(acceptsOpenMetrics('application/openmetrics-text'))
+  t.ok(acceptsOpenMetrics('text/plain;q=0.5, application/openmetrics-text; version=0.0.1'))
+  t.notOk(acceptsOpenMetrics(undefined), 'no header: text')
+  t.notOk(acceptsOpenMetrics('*/*'))
+  t.notOk(acceptsOpenMetrics('text/plain;version=0.0.4;q=1,application/openmetrics-text;q=0.9'))
+  t.notOk(acceptsOpenMetrics('application/openmetrics-text;version=2.0.0'), 'a version it does not write')
+  t.notOk(acceptsOpenMetrics('application/openmetrics-text;q=0'), 'refused')
 })

@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyInstance, RouteOptions } from 'fastify'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
+import { traceIdsOfWork, tracingEnabled } from '../../../lib/tracing.js'
 import { ChangeLog, judge, windowed, type Judgement, type Reading, type Readings } from './alerts.js'
 import { ServiceMetrics, type Sample } from './metrics.js'
 import { THRESHOLDS, thresholdsOf, type MeasureName } from './thresholds.js'
@@ -234,7 +235,9 @@ export class Monitoring {
  */
 async function monitoring (fastify: FastifyInstance, { upstreams }: { upstreams: readonly RowSource[] }) {
   if (fastify.hasDecorator('monitoring')) throw new Error('The monitoring plugin is already registered')
-  const metrics = new ServiceMetrics()
+  // Exemplars name traces: kept only while there are traces to name.
+  const exemplars = tracingEnabled()
+  const metrics = new ServiceMetrics({ exemplars })
   // A part bounded by the health-check timeout itself (the core checks) answers within it.
   const { HEALTH_CHECK_TIMEOUT_MS, ORDERS_PENDING_WARNING_S, ORDERS_PENDING_CRITICAL_S } = fastify.config
   const limits: Limits = { orders_pending_age: { warning: ORDERS_PENDING_WARNING_S, critical: ORDERS_PENDING_CRITICAL_S } }
@@ -242,7 +245,7 @@ async function monitoring (fastify: FastifyInstance, { upstreams }: { upstreams:
   fastify.decorate('metrics', metrics)
   fastify.decorate('monitoring', instance)
   fastify.decorate('requestObserver', (request, reply, durationMs) => {
-    metrics.observeHttpRequest(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode, durationMs)
+    metrics.observeHttpRequest(request.routeOptions.url ?? 'unmatched', request.method, reply.statusCode, durationMs, exemplars ? traceIdsOfWork(request) : undefined)
   })
   // Judged once every route is known: a scope may mark its routes as probes after this hook has seen them.
   const routes: RouteOptions[] = []

@@ -1,4 +1,4 @@
-import { Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client'
+import { Histogram, Registry, collectDefaultMetrics, type LabelValues, type Metric, type OpenMetricsContentType } from 'prom-client'
 import { UPSTREAMS } from '../../../integrations/registry.js'
 import { FAILURE_CLASSES } from '../../../lib/errors.js'
 import { SlidingWindow } from '../../../lib/sliding-window.js'
@@ -63,6 +63,50 @@ class LiveMetric {
   reset (): void {}
 }
 
+/** The trace an observation was made in (a sampled request's span), given as its exemplar. */
+export interface TraceIds { traceId: string, spanId: string }
+
+type HttpLabel = 'method' | 'route' | 'status_class'
+
+/** A registered metric as prom-client holds it at run time (its types give `type` as an enum, and no `get`). */
+interface RegisteredMetric {
+  name: string
+  help: string
+  type: string
+  aggregator: string
+  get: () => Promise<{ name: string }>
+}
+
+/**
+ * A metric as the OpenMetrics exposition takes it. A counter's family is named without `_total`
+ * there (its samples keep it): prom-client renames the counter object itself when it formats one,
+ * which would take the suffix off the Prometheus text too, so a counter is given as a copy.
+ */
+function forOpenMetrics (metric: RegisteredMetric): RegisteredMetric {
+  if (metric.type !== 'counter' || !metric.name.endsWith('_total')) return metric
+  const family = metric.name.slice(0, -'_total'.length)
+  const { help, type, aggregator } = metric
+  return { name: family, help, type, aggregator, get: async () => ({ ...await metric.get(), name: family }) }
+}
+
+/**
+ * Whether a scraper's Accept header asks for OpenMetrics before Prometheus text, as Prometheus's
+ * own client libraries decide: the media types by falling quality, the first of the two formats
+ * (in a version they speak) wins; anything else, or no header, is Prometheus text.
+ */
+export function acceptsOpenMetrics (accept: string | undefined): boolean {
+  const ranges = (accept ?? '').split(',').map((range) => {
+    const [type = '', ...parameters] = range.split(';').map((part) => part.trim().toLowerCase())
+    const parameter = (name: string) => parameters.find((part) => part.startsWith(`${name}=`))?.slice(name.length + 1)
+    return { type, version: parameter('version'), quality: Number(parameter('q') ?? 1) }
+  }).filter(({ quality }) => quality > 0).sort((a, b) => b.quality - a.quality)
+  for (const { type, version } of ranges) {
+    if (type === 'application/openmetrics-text' && [undefined, '1.0.0', '0.0.1'].includes(version)) return true
+    if (type === 'text/plain' && [undefined, '0.0.4'].includes(version)) return false
+  }
+  return false
+}
+
 const statusClass = (statusCode: number) => `${Math.floor(statusCode / 100)}xx`
 const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const
 
@@ -75,16 +119,24 @@ export class ServiceMetrics {
   readonly registry = new Registry()
   /** Finished requests, probes excepted: the API p95 and the HTTP 5xx rate. */
   readonly httpRequests = new SlidingWindow()
-  readonly #http: Histogram<'method' | 'route' | 'status_class'>
+  readonly #http: Histogram<HttpLabel>
+  readonly #exemplars: boolean
   readonly #upstream: Histogram<'upstream' | 'outcome'>
   readonly #cacheCommand: Histogram
   readonly #query: Histogram<'outcome'>
   readonly #provisioningLag: Histogram
 
-  constructor () {
+  /**
+   * `exemplars`: the request-duration histogram keeps, in each bucket, the trace of the last sampled
+   * request that fell in it, for the OpenMetrics exposition (while tracing is on).
+   */
+  constructor ({ exemplars = false }: { exemplars?: boolean } = {}) {
     collectDefaultMetrics({ register: this.registry })
     const registers = [this.registry]
-    this.#http = new Histogram({ ...HISTOGRAMS.http, labelNames: [...HISTOGRAMS.http.labelNames], buckets: [...HISTOGRAMS.http.buckets], registers })
+    this.#exemplars = exemplars
+    // prom-client refuses exemplars on a Prometheus-text registry: registered by hand, it leaves them out of that text.
+    this.#http = new Histogram({ ...HISTOGRAMS.http, labelNames: [...HISTOGRAMS.http.labelNames], buckets: [...HISTOGRAMS.http.buckets], enableExemplars: exemplars, registers: [] })
+    this.registry.registerMetric(this.#http)
     this.#upstream = new Histogram({ ...HISTOGRAMS.upstream, labelNames: [...HISTOGRAMS.upstream.labelNames], buckets: [...HISTOGRAMS.upstream.buckets], registers })
     this.#cacheCommand = new Histogram({ ...HISTOGRAMS.cacheCommand, labelNames: [], buckets: [...HISTOGRAMS.cacheCommand.buckets], registers })
     this.#query = new Histogram({ ...HISTOGRAMS.query, labelNames: [...HISTOGRAMS.query.labelNames], buckets: [...HISTOGRAMS.query.buckets], registers })
@@ -104,10 +156,20 @@ export class ServiceMetrics {
     for (const outcome of ['ok', ...FAILURE_CLASSES]) this.#upstream.zero({ upstream, outcome })
   }
 
-  /** A finished request; `route` is the route pattern (`unmatched` for a 404), never the raw path. */
-  observeHttpRequest (route: string, method: string, statusCode: number, durationMs: number): void {
+  /**
+   * A finished request; `route` is the route pattern (`unmatched` for a 404), never the raw path.
+   * `trace`: its span, when sampled, the exemplar of its bucket.
+   */
+  observeHttpRequest (route: string, method: string, statusCode: number, durationMs: number, trace?: TraceIds): void {
     this.httpRequests.record(durationMs, statusCode >= 500)
-    this.#http.observe({ route, method, status_class: statusClass(statusCode) }, durationMs / 1000)
+    const labels = { route, method, status_class: statusClass(statusCode) }
+    if (!this.#exemplars) {
+      this.#http.observe(labels, durationMs / 1000)
+      return
+    }
+    // OpenTelemetry's and Grafana's names; prom-client types exemplar labels as the metric's own.
+    const exemplarLabels = (trace === undefined ? {} : { trace_id: trace.traceId, span_id: trace.spanId }) as LabelValues<HttpLabel>
+    this.#http.observe({ labels, value: durationMs / 1000, exemplarLabels })
   }
 
   /** `outcome` is `ok` or the failure class. */
@@ -133,11 +195,22 @@ export class ServiceMetrics {
     this.registry.registerMetric(new LiveMetric(name, help, type, read) as unknown as Metric)
   }
 
+  /** Prometheus text format 0.0.4. */
   get contentType (): string {
     return this.registry.contentType
   }
 
   text (): Promise<string> {
     return this.registry.metrics()
+  }
+
+  static readonly OPENMETRICS_CONTENT_TYPE = Registry.OPENMETRICS_CONTENT_TYPE
+
+  /** The same metrics in OpenMetrics 1.0.0, the request-duration histogram with its exemplars. */
+  openMetricsText (): Promise<string> {
+    const openMetrics = new Registry<OpenMetricsContentType>()
+    openMetrics.setContentType(Registry.OPENMETRICS_CONTENT_TYPE)
+    for (const metric of this.registry.getMetricsAsArray() as unknown as RegisteredMetric[]) openMetrics.registerMetric(forOpenMetrics(metric) as unknown as Metric)
+    return openMetrics.metrics()
   }
 }
