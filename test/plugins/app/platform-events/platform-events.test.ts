@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { buildTestApp, startTestSandbox, tempDir, testSchemaUrl } from '../../../helpers/app.js'
+import { buildTestApp, startTestSandbox, tempDir, testKeyPrefix, testSchemaUrl } from '../../../helpers/app.js'
 import { PrivatePostgres } from '../../../helpers/private-postgres.js'
 import { PrivateRedis } from '../../../helpers/private-redis.js'
 import { waitFor } from '../../../helpers/processes.js'
@@ -218,7 +218,7 @@ t.test('an invalid stored replayId falls back per CRM_EVENTS_REPLAY, logged at l
   const expired = sandbox.crm.publishOrderProvisionRequested(old!)
   sandbox.crm.expireEventsThrough(expired)
   const logDir = tempDir('logs')
-  const prefix = `test:${Date.now()}:replay:`
+  const prefix = testKeyPrefix()
   const redisKey = `${prefix}crm:pe:replay:/event/OrderProvisionRequested__e`
   // Two instances of one deployment share Redis and the database.
   const databaseUrl = await testSchemaUrl(t)
