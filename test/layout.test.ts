@@ -1,8 +1,13 @@
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, join, posix, relative, sep } from 'node:path'
+import dockerignoreModule from '@balena/dockerignore'
+import { Add, Copy, DockerfileParser, type Instruction } from 'dockerfile-ast'
 import { ESLint } from 'eslint'
+import type { Root, RootContent } from 'mdast'
+import { fromMarkdown } from 'mdast-util-from-markdown'
+import { toString } from 'mdast-util-to-string'
 import t from 'tap'
 import ts from 'typescript'
 import { projectRoot } from '../lib/project-root.js'
@@ -50,32 +55,8 @@ function productionBuildFiles (): string[] {
     .sort()
 }
 
-interface Instruction { keyword: string, arguments: string, line: number }
-
-/** The instructions of a Dockerfile, continuation lines joined and comments dropped. */
-function dockerInstructions (text: string): Instruction[] {
-  const instructions: Instruction[] = []
-  let pending: Instruction | undefined
-  text.split('\n').forEach((raw, index) => {
-    const line = raw.trim()
-    if (pending === undefined && (line === '' || line.startsWith('#'))) return
-    if (pending !== undefined && line.startsWith('#')) return
-    const continued = line.endsWith('\\')
-    const body = continued ? line.slice(0, -1).trim() : line
-    if (pending === undefined) {
-      const [, keyword = '', rest = ''] = /^(\S+)\s*(.*)$/.exec(body) ?? []
-      pending = { keyword: keyword.toUpperCase(), arguments: rest, line: index + 1 }
-    } else {
-      pending.arguments = `${pending.arguments} ${body}`.trim()
-    }
-    if (!continued) {
-      instructions.push(pending)
-      pending = undefined
-    }
-  })
-  if (pending !== undefined) instructions.push(pending)
-  return instructions
-}
+// The package is CommonJS (`module.exports = factory`) while its types declare an ES default export.
+const dockerignore = dockerignoreModule as unknown as typeof dockerignoreModule.default
 
 const RUNTIME_SOURCES = ['package.json', 'package-lock.json', 'migrations', 'public', 'docs/runbooks']
 const BUILD_OUTPUT = '/app/dist'
@@ -86,40 +67,28 @@ function normalizeSource (source: string): string {
 }
 
 /** What would bring more than the product into the image: the sources copied into the last stage. */
-function runtimeStageProblems (dockerfile: string): string[] {
-  const instructions = dockerInstructions(dockerfile)
-  const stageStarts = instructions.flatMap((instruction, index) => instruction.keyword === 'FROM' ? [index] : [])
-  if (stageStarts.length === 0) return ['the Dockerfile has no FROM']
-  const stageNames = stageStarts.slice(0, -1).map((start) => {
-    const [, name] = /\sAS\s+(\S+)/i.exec(instructions[start]!.arguments) ?? []
-    return name?.toLowerCase()
-  })
+function runtimeStageProblems (text: string): string[] {
+  const dockerfile = DockerfileParser.parse(text)
+  const froms = dockerfile.getFROMs()
+  const runtime = froms.at(-1)
+  if (runtime === undefined) return ['the Dockerfile has no FROM']
+  const lineOf = (instruction: Instruction) => instruction.getRange().start.line + 1
+  const stageNames = froms.slice(0, -1).map((from) => from.getBuildStage()?.toLowerCase())
   const problems: string[] = []
-  const last = stageStarts.at(-1)!
-  const from = instructions[last]!
-  const base = from.arguments.split(/\s+/).find((word) => !word.startsWith('--'))?.toLowerCase() ?? ''
+  const base = runtime.getImageName()?.toLowerCase() ?? ''
   if (stageNames.includes(base) || /^\d+$/.test(base)) {
-    problems.push(`line ${from.line}: the runtime stage is built FROM the earlier stage ${base}, so it holds everything that stage holds`)
+    problems.push(`line ${lineOf(runtime)}: the runtime stage is built FROM the earlier stage ${base}, so it holds everything that stage holds`)
   }
-  for (const instruction of instructions.slice(last + 1)) {
-    if (instruction.keyword !== 'COPY' && instruction.keyword !== 'ADD') continue
-    const words: string[] = []
-    let source: string | undefined
-    let rest = instruction.arguments
-    for (let flag = /^--(\S+?)(?:=(\S+))?\s+/.exec(rest); flag !== null; flag = /^--(\S+?)(?:=(\S+))?\s+/.exec(rest)) {
-      if (flag[1] === 'from') source = flag[2]
-      rest = rest.slice(flag[0].length)
-    }
-    if (rest.startsWith('<<')) {
-      continue // a heredoc writes its own text, nothing of the context
-    } else if (rest.startsWith('[')) {
-      words.push(...(JSON.parse(rest) as string[]))
-    } else {
-      words.push(...rest.split(/\s+/).filter((word) => word !== ''))
-    }
-    const sources = words.slice(0, -1).map(normalizeSource)
-    for (const path of sources) {
-      const at = `line ${instruction.line}: ${instruction.keyword}${source === undefined ? '' : ` --from=${source}`} ${path}`
+  const copies = dockerfile.getInstructions()
+    .filter((instruction): instruction is Copy | Add => (instruction instanceof Copy || instruction instanceof Add) && lineOf(instruction) > lineOf(runtime))
+  for (const copy of copies) {
+    // A heredoc writes its own text, nothing of the context (dockerfile-ast lists an ADD's only as its words).
+    if (copy instanceof Copy ? copy.getHeredocs().length > 0 : copy.getArguments()[0]?.getValue().startsWith('<<') === true) continue
+    const json = copy.getJSONStrings()
+    const words = json.length > 0 ? json.map((word) => word.getJSONValue()) : copy.getArguments().map((word) => word.getValue())
+    const source = copy instanceof Copy ? copy.getFromFlag()?.getValue() ?? undefined : undefined
+    for (const path of words.slice(0, -1).map(normalizeSource)) {
+      const at = `line ${lineOf(copy)}: ${copy.getKeyword()}${source === undefined ? '' : ` --from=${source}`} ${path}`
       if (source === undefined) {
         if (!RUNTIME_SOURCES.includes(path)) problems.push(`${at}: only ${RUNTIME_SOURCES.join(', ')} may come from the build context`)
       } else if (!stageNames.includes(source.toLowerCase()) && !/^\d+$/.test(source)) {
@@ -132,17 +101,15 @@ function runtimeStageProblems (dockerfile: string): string[] {
   return problems
 }
 
-/** Which of `folders` a .dockerignore fails to keep out of the build context. */
-function dockerignoreProblems (text: string, folders: string[]): string[] {
-  const patterns = text.split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#'))
-  const normalize = (pattern: string) => pattern.replace(/^\/+/, '').replace(/^\.\//, '').replace(/(\/\*\*)?\/*$/, '')
-  const problems: string[] = []
-  for (const folder of folders) {
-    if (!patterns.some((pattern) => normalize(pattern) === folder)) problems.push(`${folder} is not listed`)
-    const exceptions = patterns.filter((pattern) => pattern.startsWith('!') && firstSegment(normalize(pattern.slice(1))) === folder)
-    for (const exception of exceptions) problems.push(`${exception} brings part of ${folder}/ back into the context`)
-  }
-  return problems
+/** The files under `folders` that a .dockerignore lets into the build context, as Docker matches it. */
+function dockerignoreProblems (text: string, files: string[], folders: string[]): string[] {
+  const context = dockerignore().add(text)
+  return files.filter((file) => folders.includes(firstSegment(file)) && !context.ignores(file)).map((file) => `${file} is in the build context`)
+}
+
+/** The files of the tree as git sees them: tracked, or new and not ignored. */
+function treeFiles (projectRoot = root): string[] {
+  return execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard'], { cwd: projectRoot, encoding: 'utf8' }).split('\n').filter((path) => path !== '')
 }
 
 t.test('the production build holds the product only', async (t) => {
@@ -156,14 +123,19 @@ t.test('the production build holds the product only', async (t) => {
       'COPY --from=build /app/dist ./dist',
       'COPY dev/sandbox \\',
       '  ./sandbox',
-      'COPY --from=build /app/node_modules ./node_modules'
+      'COPY --from=build /app/node_modules ./node_modules',
+      'COPY ["migrations", "./migrations"]',
+      'COPY <<EOF /app/NOTE',
+      'COPY dev/ is text of the heredoc, not an instruction',
+      'EOF'
     ].join('\n')), [
       'line 6: COPY dev/sandbox: only package.json, package-lock.json, migrations, public, docs/runbooks may come from the build context',
       'line 8: COPY --from=build /app/node_modules: only /app/dist may come from the build stage'
     ])
     t.strictSame(runtimeStageProblems('FROM node:24 AS build\nFROM build AS runtime\n').length, 1, 'a runtime stage based on the build stage')
-    t.strictSame(dockerignoreProblems('node_modules\n/dev/\ntest/**\n!dev/sandbox\n', ['dev', 'test']), ['!dev/sandbox brings part of dev/ back into the context'])
-    t.strictSame(dockerignoreProblems('node_modules\n', ['dev']), ['dev is not listed'])
+    const files = ['dev/sandbox/index.ts', 'dev/tools/runner.ts', 'test/app.test.ts', 'lib/deadline.ts']
+    t.strictSame(dockerignoreProblems('node_modules\n/dev/\ntest/**\n!dev/sandbox\n', files, ['dev', 'test']), ['dev/sandbox/index.ts is in the build context'])
+    t.strictSame(dockerignoreProblems('node_modules\n', files, ['dev']), ['dev/sandbox/index.ts is in the build context', 'dev/tools/runner.ts is in the build context'])
   })
 
   t.test('tsconfig.build.json compiles the entry files, plugins, routes, integrations, schemas and lib only', async (t) => {
@@ -178,7 +150,9 @@ t.test('the production build holds the product only', async (t) => {
   })
 
   t.test('.dockerignore keeps dev and test out of the build context', async (t) => {
-    t.strictSame(dockerignoreProblems(readFileSync(join(root, '.dockerignore'), 'utf8'), HARNESS_FOLDERS), [])
+    const files = treeFiles()
+    t.ok(files.filter((file) => HARNESS_FOLDERS.includes(firstSegment(file))).length > 50, 'the files of dev/ and test/ are read')
+    t.strictSame(dockerignoreProblems(readFileSync(join(root, '.dockerignore'), 'utf8'), files, HARNESS_FOLDERS), [])
   })
 
   t.test(`no product file is over ${MAX_LINES} lines`, async (t) => {
@@ -259,67 +233,60 @@ function looksLikeProjectPath (text: string): boolean {
 
 interface Mention { path: string, line: number, alternative?: string }
 
-/** The lines of a document's `## Layout` section, with their line numbers; undefined without one. */
-function layoutSection (document: string): Array<{ text: string, line: number }> | undefined {
-  const lines = document.split('\n')
-  let fence: string | undefined
-  let start: number | undefined
-  const section: Array<{ text: string, line: number }> = []
-  for (let index = 0; index < lines.length; index++) {
-    const text = lines[index]!
-    const marker = /^\s{0,3}(`{3,}|~{3,})/.exec(text)?.[1]
-    if (fence === undefined && marker !== undefined) fence = marker
-    else if (fence !== undefined && marker !== undefined && marker[0] === fence[0] && marker.length >= fence.length && text.trim() === marker) fence = undefined
-    else if (fence === undefined && /^#{1,2}\s/.test(text)) {
-      if (start !== undefined) break
-      if (/^##\s+Layout\s*#*\s*$/.test(text)) start = index
-      continue
-    }
-    if (start !== undefined) section.push({ text, line: index + 1 })
-  }
-  return start === undefined ? undefined : section
+/** The nodes of a document's `## Layout` section, up to the next heading of its level; undefined without one. */
+function layoutSection (document: Root): RootContent[] | undefined {
+  const nodes = document.children
+  const start = nodes.findIndex((node) => node.type === 'heading' && node.depth === 2 && toString(node).trim() === 'Layout')
+  if (start < 0) return undefined
+  const end = nodes.findIndex((node, index) => index > start && node.type === 'heading' && node.depth <= 2)
+  return nodes.slice(start + 1, end < 0 ? undefined : end)
 }
 
 /**
- * The project paths a `## Layout` section names: every backticked span that looks like a path, and in a fenced
- * block (a tree drawn as text) the first word of each line, nested under the folder above it when indented.
+ * The project paths a tree drawn as text names: the first word of each line, nested under the folder above
+ * it when indented. `firstLine` is the document's line of the tree's first line.
  */
-function layoutMentions (section: Array<{ text: string, line: number }>): Mention[] {
+function treeMentions (tree: string, firstLine: number): Mention[] {
   const mentions: Mention[] = []
-  let fenced = false
   let folders: Array<{ indent: number, path: string }> = []
-  for (const { text, line } of section) {
-    if (/^\s{0,3}(`{3,}|~{3,})/.test(text)) {
-      fenced = !fenced
-      folders = []
-      continue
-    }
-    for (const [, span = ''] of text.matchAll(/`([^`]+)`/g)) {
-      const path = span.trim()
-      if (looksLikeProjectPath(path)) mentions.push({ path: path.replace(/^\.\//, ''), line })
-    }
-    if (!fenced) continue
+  tree.split('\n').forEach((text, index) => {
     const drawn = text.replace(/[│├└─┬┼┃┣┗━]/g, ' ').replace(/^[\s|+\\-]*(?=\S)/, (prefix) => ' '.repeat(prefix.length))
     const indent = drawn.search(/\S/)
-    if (indent < 0) continue
+    if (indent < 0) return
     const word = drawn.slice(indent).split(/\s+/)[0]!
-    if (word.startsWith('`') || !looksLikeProjectPath(word)) continue
+    if (!looksLikeProjectPath(word)) return
     while (folders.length > 0 && folders.at(-1)!.indent >= indent) folders.pop()
     const parent = folders.at(-1)?.path
     const own = word.replace(/^\.\//, '')
-    mentions.push({ path: parent === undefined ? own : posix.join(parent, own), line, ...(parent === undefined ? {} : { alternative: own }) })
-    if (own.endsWith('/')) folders.push({ indent, path: posix.join(parent ?? '', own) })
-  }
+    mentions.push({ path: parent === undefined ? own : posix.join(parent, own), line: firstLine + index, ...(parent === undefined ? {} : { alternative: own }) })
+    if (own.endsWith('/')) folders = [...folders, { indent, path: posix.join(parent ?? '', own) }]
+  })
   return mentions
 }
 
-/** The folders .gitignore names at the top (build outputs, logs): paths under them are generated, not checked in. */
-function generatedFolders (projectRoot: string): Set<string> {
-  const path = join(projectRoot, '.gitignore')
-  if (!existsSync(path)) return new Set()
-  return new Set(readFileSync(path, 'utf8').split('\n')
-    .map((line) => line.trim().replace(/^\//, '').replace(/\/$/, ''))
-    .filter((line) => line !== '' && !line.startsWith('#') && !line.startsWith('!') && !/[*?[/]/.test(line)))
+/** The project paths a `## Layout` section names: every inline code span that looks like a path, and each tree drawn in a code block. */
+function layoutMentions (section: RootContent[]): Mention[] {
+  const visit = (node: RootContent): Mention[] => {
+    const line = node.position?.start.line ?? 0
+    if (node.type === 'inlineCode') {
+      const path = node.value.trim()
+      return looksLikeProjectPath(path) ? [{ path: path.replace(/^\.\//, ''), line }] : []
+    }
+    // A fenced block starts a line before its text (its fence) and spans more lines than its text; an indented one does not.
+    if (node.type === 'code') {
+      const fenced = (node.position?.end.line ?? line) - line >= node.value.split('\n').length
+      return treeMentions(node.value, fenced ? line + 1 : line)
+    }
+    return 'children' in node ? node.children.flatMap(visit) : []
+  }
+  return section.flatMap(visit)
+}
+
+/** Which of `paths` git ignores (build outputs, logs): generated, never checked in. */
+function gitIgnored (projectRoot: string, paths: string[]): Set<string> {
+  // Exit status 1 when none is ignored: not a failure.
+  const run = spawnSync('git', ['check-ignore', '--no-index', '--stdin'], { cwd: projectRoot, input: paths.join('\n'), encoding: 'utf8' })
+  return new Set(run.stdout.split('\n').filter((path) => path !== ''))
 }
 
 function exists (projectRoot: string, path: string): boolean {
@@ -328,40 +295,23 @@ function exists (projectRoot: string, path: string): boolean {
   return !path.endsWith('/') || statSync(full).isDirectory()
 }
 
-function repositoryFileNames (projectRoot: string): Set<string> {
-  const names = new Set<string>()
-  const skip = new Set(['node_modules', '.git', ...generatedFolders(projectRoot)])
-  const walk = (folder: string) => {
-    for (const entry of readdirSync(folder, { withFileTypes: true })) {
-      if (entry.isDirectory()) {
-        if (!skip.has(entry.name)) walk(join(folder, entry.name))
-      } else {
-        names.add(entry.name)
-      }
-    }
-  }
-  walk(projectRoot)
-  return names
-}
-
 /** What in the `## Layout` section of `documentPath` names no path of the tree at `projectRoot`. */
 function layoutProblems (documentPath: string, projectRoot: string): { mentions: Mention[], problems: string[] } {
-  const document = readFileSync(documentPath, 'utf8')
-  const section = layoutSection(document)
+  const section = layoutSection(fromMarkdown(readFileSync(documentPath, 'utf8')))
   if (section === undefined) return { mentions: [], problems: [`${documentPath} has no "## Layout" section`] }
   const mentions = layoutMentions(section)
   if (mentions.length === 0) return { mentions, problems: [`the "## Layout" section of ${documentPath} names no project path`] }
   const name = basename(documentPath)
-  const generated = generatedFolders(projectRoot)
+  const generated = gitIgnored(projectRoot, mentions.map((mention) => mention.path))
   let fileNames: Set<string> | undefined
   const problems: string[] = []
   for (const mention of mentions) {
     const path = mention.path
-    if (generated.has(firstSegment(path).replace(/\/$/, ''))) continue
+    if (generated.has(path)) continue
     if (exists(projectRoot, path)) continue
     if (mention.alternative !== undefined && exists(projectRoot, mention.alternative)) continue
     if (!path.replace(/\/$/, '').includes('/')) {
-      fileNames ??= repositoryFileNames(projectRoot)
+      fileNames ??= new Set(treeFiles(projectRoot).map((file) => basename(file)))
       if (fileNames.has(path)) continue
     }
     problems.push(`${name} line ${mention.line}: \`${path}\` does not exist${path.endsWith('/') ? ' (as a folder)' : ''}`)
@@ -387,6 +337,8 @@ t.test('the layout section of docs/development.md matches the tree', async (t) =
       'Not paths: `GET /health/live`, `npm run build`, `application/json`, `@fastify/postgres`, `/app/logs`.',
       'Gone: `sandbox/`, `lib/nope.ts`.',
       '',
+      '    lib/indented.ts   a tree in an indented block',
+      '',
       '```',
       'dev/',
       '├── sandbox/        upstream simulators; see sandbox/README.md',
@@ -403,12 +355,13 @@ t.test('the layout section of docs/development.md matches the tree', async (t) =
     const { mentions, problems } = layoutProblems(copy, root)
     const line = (text: string) => readFileSync(copy, 'utf8').split('\n').indexOf(text) + 1
     t.strictSame(mentions.map((mention) => mention.path), [
-      'app.ts', 'server.ts', 'dist/server.js', 'schemas/config.ts', 'sandbox/', 'lib/nope.ts',
+      'app.ts', 'server.ts', 'dist/server.js', 'schemas/config.ts', 'sandbox/', 'lib/nope.ts', 'lib/indented.ts',
       'dev/', 'dev/sandbox/', 'dev/sandbox/README.md', 'dev/tools/', 'dev/tools/test-reporter.ts', 'dev/nowhere/', 'routes/'
     ])
     t.strictSame(problems, [
       `development.md line ${line('Gone: `sandbox/`, `lib/nope.ts`.')}: \`sandbox/\` does not exist (as a folder)`,
       `development.md line ${line('Gone: `sandbox/`, `lib/nope.ts`.')}: \`lib/nope.ts\` does not exist`,
+      `development.md line ${line('    lib/indented.ts   a tree in an indented block')}: \`lib/indented.ts\` does not exist`,
       `development.md line ${line('└── nowhere/')}: \`dev/nowhere/\` does not exist (as a folder)`
     ])
   })

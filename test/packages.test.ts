@@ -30,6 +30,7 @@ const PACKAGED_TESTS: Array<{ file: string, test: string, programs: PackagedProg
   { file: 'test/monitoring/alerting-scenarios.slow.test.ts', test: 'no instance answers', programs: ['prometheus', 'prometheus-alertmanager'] },
   { file: 'test/plugins/external/docs-ui.test.ts', test: 'in headless Chromium', programs: ['chromium'] },
   { file: 'test/routes/status.test.ts', test: 'in headless Chromium', programs: ['chromium'] },
+  { file: 'test/plugins/app/platform-events/parked-events.test.ts', test: 'the status page shows the parked count', programs: ['chromium'] },
   { file: 'test/browser/portal-page.slow.test.ts', test: 'the reference page, served by the service itself', programs: ['chromium'] },
   { file: 'test/browser/portal-page.slow.test.ts', test: 'the reference page, served from another origin', programs: ['chromium'] },
   { file: 'test/browser/portal-page.slow.test.ts', test: 'sign out everywhere: a tab learns it', programs: ['chromium'] },

@@ -6,7 +6,7 @@ import autocannon from 'autocannon'
 import { Redis } from 'ioredis'
 import pg from 'pg'
 import { projectRoot } from '../../lib/project-root.js'
-import { runServer, startService, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
+import { lastOutput, runServer, startService, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
 
 export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100)
 export const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
@@ -129,18 +129,20 @@ export async function startQuiet (options: RunOptions, timeoutMs = 30_000): Prom
   const lines: Array<Record<string, unknown>> = []
   const stdout = child.stdout!
   let text = ''
+  const recent: string[] = []
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL')
-      reject(new Error(`${options.entry} did not listen in time: ${stderr()}`))
+      reject(new Error(`${options.entry} did not listen within ${timeoutMs} ms; its last output:\n${lastOutput(recent, stderr())}`))
     }, timeoutMs)
-    exit.then((code) => reject(new Error(`${options.entry} exited with ${code}: ${stderr()}`)), reject)
+    exit.then((code) => reject(new Error(`${options.entry} exited with ${code} before it listened; its last output:\n${lastOutput(recent, stderr())}`)), reject)
     const read = (chunk: Buffer) => {
       text += chunk.toString()
       let end: number
       while ((end = text.indexOf('\n')) !== -1) {
         const line = text.slice(0, end)
         text = text.slice(end + 1)
+        recent.push(line)
         try {
           lines.push(JSON.parse(line))
         } catch {
@@ -183,11 +185,11 @@ async function startOnPort (options: RunOptions, port: string, timeoutMs: number
   exit.then(() => { exited = true }, () => { exited = true })
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    if (exited) throw new Error(`${options.entry} exited: ${stderr()}`)
+    if (exited) throw new Error(`${options.entry} exited before it answered; its last output:\n${lastOutput([], stderr())}`)
     if (await fetch(`${url}/health/live`).then((response) => response.ok, () => false)) return { child, url, lines: [], stderr, exit }
     if (Date.now() > deadline) {
       child.kill('SIGKILL')
-      throw new Error(`${options.entry} did not answer on ${url} in time: ${stderr()}`)
+      throw new Error(`${options.entry} did not answer on ${url} within ${timeoutMs} ms; its last output:\n${lastOutput([], stderr())}`)
     }
     await new Promise((resolve) => setTimeout(resolve, 100))
   }

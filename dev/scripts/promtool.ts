@@ -56,7 +56,10 @@ function parseValue (text: string, line: string): number {
   return value
 }
 
-/** A strict reader of the Prometheus text format (0.0.4): throws on the first line that is not. */
+/**
+ * A strict reader of the Prometheus text format (0.0.4): throws on the first line that is not. The
+ * npm parsers drop a histogram's labels or accept what Prometheus refuses (decision 0119).
+ */
 export function parseExposition (text: string): Exposition {
   const exposition: Exposition = { help: new Map(), types: new Map(), samples: [] }
   for (const line of text.split('\n')) {

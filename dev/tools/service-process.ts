@@ -39,17 +39,29 @@ export function runServer ({ entry, node = process.execPath, execArgv = [], env 
   return { child, exit: exited(child), stderr: () => stderr }
 }
 
+/** How many of its last lines a child that failed to start is reported with, of each stream. */
+const REPORTED_LINES = 20
+
+/** The last lines of a child's stdout and stderr, for the message of a start that failed. */
+export function lastOutput (stdout: string[], stderr: string): string {
+  const tail = (name: string, lines: string[]) => lines.length === 0 ? [`${name}: (nothing)`] : lines.slice(-REPORTED_LINES).map((line) => `${name}: ${line}`)
+  return [...tail('stdout', stdout), ...tail('stderr', stderr.split('\n').filter((line) => line !== ''))].join('\n')
+}
+
 /** Starts the service on an ephemeral port and resolves once it listens. */
 export async function startService (options: RunOptions, timeoutMs = 30_000): Promise<ServiceProcess> {
   const { child, exit, stderr } = runServer({ ...options, env: { PORT: '0', ...options.env } })
   const lines: Array<Record<string, unknown>> = []
+  const recent: string[] = []
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL')
-      reject(new Error(`service did not listen in time: ${stderr()}`))
+      reject(new Error(`service did not listen within ${timeoutMs} ms; its last output:\n${lastOutput(recent, stderr())}`))
     }, timeoutMs)
-    exit.then((code) => reject(new Error(`service exited with ${code}: ${stderr()}`)), reject)
+    exit.then((code) => reject(new Error(`service exited with ${code} before it listened; its last output:\n${lastOutput(recent, stderr())}`)), reject)
     createInterface({ input: child.stdout! }).on('line', (text) => {
+      recent.push(text)
+      if (recent.length > REPORTED_LINES) recent.shift()
       let line: Record<string, unknown>
       try {
         line = JSON.parse(text)

@@ -1,82 +1,72 @@
 import { Transform, type TransformCallback } from 'node:stream'
+import { Parser, type Result } from 'tap-parser'
+import { stringify } from 'tap-yaml'
 
-/** A top-level result of the TAP stream: one test file. */
-const FILE_RESULT = /^(not )?ok \d+ - (.+?)(?: # (SKIP|TODO)\b(.*?))?(?: # time=[\d.]+m?s)?$/
-const SKIP = /^(\s*)(?:not )?ok \d+ - (.+?) # SKIP\b\s*(.*)$/
-const SUBTEST = /^(\s*)# Subtest: (.+)$/
+/** The run's own closing comment (dev/tools/test-runner.ts): the assertion counts of every file. */
+const COUNTS = /^# (\{ total: .*\})$/
 
-/** The `not ok` lines of a file's TAP, each with its YAML diagnostics (the diff, the source, the stack). */
-function failedLines (block: string[]): string[] {
-  const lines: string[] = []
-  let diagnostics: string | undefined
-  for (const line of block) {
-    if (diagnostics !== undefined) {
-      lines.push(line)
-      if (line.trim() === '...' && line.indexOf('...') === diagnostics.length) diagnostics = undefined
-    } else if (/^\s*not ok /.test(line)) {
-      lines.push(line)
-      diagnostics = /^(\s*)/.exec(line)![1]! + '  '
-    }
+/** A failed assertion as tap writes it: its line, under the subtests it is in, and its diagnostics. */
+function inFull (failure: Result): string[] {
+  const path = failure.fullname.split(' > ').slice(1, -1)
+  const lines = [`${path.length > 0 ? `${path.join(' > ')} > ` : ''}not ok ${failure.id} - ${failure.name}`]
+  if (failure.diag !== null && Object.keys(failure.diag as object).length > 0) {
+    lines.push('  ---', ...stringify(failure.diag).trimEnd().split('\n').map((line) => `  ${line}`), '  ...')
   }
   return lines
 }
 
 /**
  * The test runner's reporter (dev/tools/test-runner.ts): plain lines, no cursor codes, wherever the output goes.
- * While the files run, one line per failed file; at the end every skipped test with its reason,
- * then each failure in full, and one summary line last.
+ * The runner writes each file's TAP as a subtest of the run's; tap-parser reads it. While the files
+ * run, one line per failed file; at the end every skipped test with its reason, then each failure
+ * in full, and one summary line last.
  */
 export default class TestReporter extends Transform {
-  #pending = ''
-  /** The lines of the top-level file being read, for its report if it fails. */
-  #block: string[] = []
-  /** The names of the subtests enclosing the line being read, by depth. */
-  #path: string[] = []
+  readonly #parser = new Parser()
+  /** The failed assertions of the file being read, for its report if it fails. */
+  #failed: Result[] = []
   readonly #skips: string[] = []
   readonly #failures: string[][] = []
   #files = 0
-  #failed = 0
+  #failedFiles = 0
   #summary = ''
 
+  constructor () {
+    super()
+    // Every result of any depth surfaces on the root parser, named by its path of subtests.
+    this.#parser.on('fail', (result: Result) => { if (result.fullname.includes(' > ')) this.#failed.push(result) })
+    this.#parser.on('skip', (result: Result) => this.#skips.push(`${result.fullname}: ${String(result.skip).trim()}`))
+    this.#parser.on('comment', (line: string) => {
+      const counts = COUNTS.exec(line.trimEnd())
+      if (counts !== null) this.#summary = `assertions ${counts[1]!}`
+    })
+    // A top-level test point: one file, after its subtest.
+    this.#parser.on('assert', (file: Result) => {
+      const failed = this.#failed
+      this.#failed = []
+      this.#files++
+      if (file.ok || file.skip !== false) return
+      this.#failedFiles++
+      // The runner's reason, when the file's own TAP may not say why it failed (a signal, an exit code).
+      const reason = (file.diag as { reason?: string } | null)?.reason
+      this.#failures.push([`✖ ${file.name}`, ...reason === undefined ? [] : [reason], ...failed.flatMap(inFull)])
+      this.push(`✖ ${file.name} failed (in full at the end)\n`)
+    })
+  }
+
   override _transform (chunk: Buffer | string, _encoding: BufferEncoding, done: TransformCallback): void {
-    const lines = (this.#pending + chunk.toString()).split('\n')
-    this.#pending = lines.pop() ?? ''
-    for (const line of lines) this.#read(line)
+    this.#parser.write(chunk.toString())
     done()
   }
 
   override _flush (done: TransformCallback): void {
-    if (this.#pending !== '') this.#read(this.#pending)
+    this.#parser.end()
     const out: string[] = []
     if (this.#skips.length > 0) out.push('', `Skipped (${this.#skips.length}):`, ...this.#skips.map((skip) => `  ${skip}`))
     for (const failure of this.#failures) out.push('', ...failure)
-    const passed = this.#files - this.#failed
-    out.push('', `${this.#failed === 0 ? 'PASS' : 'FAIL'}: ${passed} of ${this.#files} test files passed, ${this.#failed} failed, ${this.#skips.length} tests skipped${this.#summary === '' ? '' : `; ${this.#summary}`}`, '')
+    const passed = this.#files - this.#failedFiles
+    out.push('', `${this.#failedFiles === 0 ? 'PASS' : 'FAIL'}: ${passed} of ${this.#files} test files passed, ${this.#failedFiles} failed, ${this.#skips.length} tests skipped${this.#summary === '' ? '' : `; ${this.#summary}`}`, '')
     this.push(out.join('\n'))
     done()
-  }
-
-  #read (line: string): void {
-    const subtest = SUBTEST.exec(line)
-    if (subtest !== null) {
-      const depth = subtest[1]!.length / 4
-      this.#path = [...this.#path.slice(0, depth), subtest[2]!]
-      if (depth === 0) this.#block = []
-    }
-    if (line.startsWith('    ') || line.startsWith('# Subtest')) {
-      this.#block.push(line)
-    }
-    const skip = SKIP.exec(line)
-    if (skip !== null && skip[1]!.length > 0) this.#skips.push(`${this.#path.slice(0, skip[1]!.length / 4).join(' > ')} > ${skip[2]!}: ${skip[3]!}`)
-    const total = /^# (\{ total: .*\})$/.exec(line)
-    if (total !== null) this.#summary = `assertions ${total[1]!}`
-    const file = FILE_RESULT.exec(line)
-    if (file === null) return
-    this.#files++
-    if (file[3] === 'SKIP') this.#skips.push(`${file[2]!}: ${file[4]!.trim()}`)
-    if (file[1] === undefined) return
-    this.#failed++
-    this.#failures.push([`✖ ${file[2]!}`, ...failedLines(this.#block)])
-    this.push(`✖ ${file[2]!} failed (in full at the end)\n`)
   }
 }

@@ -63,7 +63,8 @@ const files = (positionals.length > 0
 /** A file's assertion counts, as its tap prints them last: total, pass, fail, skip, todo. */
 type Counts = Record<string, number>
 
-interface Result { file: string, ok: boolean, output: string, ms: number, counts: Counts }
+/** `reason`: why the runner failed a file whose TAP may not say (a signal, an exit code). */
+interface Result { file: string, ok: boolean, output: string, ms: number, counts: Counts, reason?: string | undefined }
 
 function run (file: string): Promise<Result> {
   const started = performance.now()
@@ -92,10 +93,11 @@ function run (file: string): Promise<Result> {
       const counts = Object.fromEntries([...summary.matchAll(/(\w+): (\d+)/g)].map(([, name, count]) => [name!, Number(count)]))
       const failed = code !== 0 || /^not ok /m.test(output)
       // tap ends a file past its timeout with SIGALRM, after printing what was still open.
-      if (killed) output += `\nnot ok 1 - killed by the runner after ${seconds} s\n`
-      else if (signal !== null) output += `\nnot ok 1 - ended by ${signal} after ${seconds} s${signal === 'SIGALRM' ? ' (its timeout)' : ''}\n`
-      else if (failed && !/^\s*not ok /m.test(output)) output += `\nnot ok 1 - exited with code ${String(code)}\n`
-      resolve({ file, ok: !failed, output, ms: performance.now() - started, counts })
+      let reason: string | undefined
+      if (killed) reason = `killed by the runner after ${seconds} s`
+      else if (signal !== null) reason = `ended by ${signal} after ${seconds} s${signal === 'SIGALRM' ? ' (its timeout)' : ''}`
+      else if (failed && !/^\s*not ok /m.test(output)) reason = `exited with code ${String(code)}`
+      resolve({ file, ok: !failed, output, ms: performance.now() - started, counts, reason })
     })
   })
 }
@@ -107,6 +109,7 @@ function asSubtest (result: Result, index: number): string {
     `# Subtest: ${result.file}`,
     ...lines.map((line) => `    ${line}`),
     `${result.ok ? 'ok' : 'not ok'} ${index} - ${result.file} # time=${result.ms.toFixed(0)}ms`,
+    ...result.reason === undefined ? [] : ['  ---', `  reason: ${JSON.stringify(result.reason)}`, '  ...'],
     ''
   ].join('\n')
 }

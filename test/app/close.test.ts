@@ -3,14 +3,14 @@ import { build } from '../../app.js'
 import { ensureTestDatabase, startTestSandbox, testConfig } from '../helpers/app.js'
 import { PrivateRedis } from '../helpers/private-redis.js'
 import { PrivatePostgres } from '../helpers/private-postgres.js'
+import { before } from '../helpers/before.js'
 
-// With Redis hung, closing first learns so (one command timeout), then forces the job queue's close.
-const CLOSE_BOUND_MS = 4000
+// With Redis hung, closing first learns so (one command timeout), then forces the job queue's
+// close; a close that waited on the hung dependency would never end. Far above what closing takes.
+const CLOSE_BOUND_MS = 30_000
 
-async function timedClose (app: Awaited<ReturnType<typeof build>>): Promise<number> {
-  const started = performance.now()
-  await app.close()
-  return performance.now() - started
+async function closes (app: Awaited<ReturnType<typeof build>>): Promise<boolean> {
+  return await before(CLOSE_BOUND_MS, app.close().then(() => true)) ?? false
 }
 
 t.test('closing while the cache is dead or hung finishes promptly', async (t) => {
@@ -22,16 +22,14 @@ t.test('closing while the cache is dead or hung finishes promptly', async (t) =>
     const app = await build({ config: testConfig({ ...sandbox.settings, REDIS_URL: redis.url }), logToStdout: false })
     if (fault === 'killed') await redis.kill()
     else redis.hang()
-    const elapsed = await timedClose(app)
-    t.ok(elapsed < CLOSE_BOUND_MS, `cache ${fault}: closed in ${Math.round(elapsed)} ms`)
+    t.ok(await closes(app), `cache ${fault}: closed without waiting on it`)
   }
 })
 
 t.test('a plugin that fails to start closes what the others opened', async (t) => {
   await ensureTestDatabase()
-  const started = performance.now()
-  await t.rejects(build({ config: testConfig(), logToStdout: false }), /BILLING_API_URL is not set/)
-  t.ok(performance.now() - started < CLOSE_BOUND_MS, 'fails promptly')
+  const failed = build({ config: testConfig(), logToStdout: false }).then(() => 'built', (error: unknown) => error)
+  t.match(await before(CLOSE_BOUND_MS, failed), /BILLING_API_URL is not set/, 'fails promptly, naming the setting')
 })
 
 t.test('closing while the database is hung finishes promptly', async (t) => {
@@ -43,6 +41,5 @@ t.test('closing while the database is hung finishes promptly', async (t) => {
   cluster.hang()
   await new Promise((resolve) => setTimeout(resolve, 1100))
   await app.inject('/health')
-  const elapsed = await timedClose(app)
-  t.ok(elapsed < CLOSE_BOUND_MS, `closed in ${Math.round(elapsed)} ms`)
+  t.ok(await closes(app), 'closed without waiting on the hung database')
 })

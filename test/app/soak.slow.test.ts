@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { request } from 'undici'
-import { startTestSandbox, testEnv } from '../helpers/app.js'
+import { startTestSandbox, testEnv, testKeyPrefix } from '../helpers/app.js'
 import { PrivatePostgres } from '../helpers/private-postgres.js'
 import { PrivateRedis } from '../helpers/private-redis.js'
 import { waitFor } from '../helpers/processes.js'
@@ -94,7 +94,7 @@ t.test(`soak: ${SECONDS} s of mixed traffic and events through a Redis restart, 
     ...sandbox.settings,
     DATABASE_URL: postgres.url,
     REDIS_URL: redis.url,
-    REDIS_KEY_PREFIX: 'soak:',
+    REDIS_KEY_PREFIX: testKeyPrefix(),
     CRM_EVENTS_ENABLED: 'true',
     CRM_EVENTS_LEASE_TTL_MS: String(LEASE_TTL_MS),
     CRM_EVENTS_CONNECT_MARGIN_MS: '500',

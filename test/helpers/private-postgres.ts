@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:chi
 import { chownSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import pg from 'pg'
 import { freePort } from './ports.js'
-import { exited, waitFor } from './processes.js'
+import { childReport, exited, waitFor } from './processes.js'
 import { tempDir } from './app.js'
 
 function postgresBinaries (): string {
@@ -71,7 +71,8 @@ export class PrivatePostgres {
     this.#process = spawn(`${postgresBinaries()}/postgres`, [
       '-D', this.dataDir, '-p', String(this.port), '-k', this.dataDir,
       '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', `max_connections=${this.maxConnections}`
-    ], { ...runAs(), stdio: 'ignore' })
+    ], { ...runAs(), stdio: ['ignore', 'pipe', 'pipe'] })
+    const report = childReport(this.#process, 'postgres')
     await waitFor(`postgres on ${this.port}`, async () => {
       const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 1000 })
       try {
@@ -80,7 +81,7 @@ export class PrivatePostgres {
       } finally {
         await client.end().catch(() => {})
       }
-    })
+    }, 15_000, report)
   }
 
   /** Stops the postmaster and its backends in their tracks: connections stay open, nothing answers. */

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { Redis } from 'ioredis'
 import { cpSync, mkdirSync, rmSync } from 'node:fs'
 import { freePort } from './ports.js'
-import { exited, waitFor } from './processes.js'
+import { childReport, exited, waitFor } from './processes.js'
 import type { Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import type { Sandbox } from '../../dev/sandbox/index.js'
@@ -38,7 +38,8 @@ export class PrivateRedis {
   async start (): Promise<void> {
     this.#workDir ??= this.dataDir ?? tempDir('redis-work')
     const persistence = ['--appendonly', this.dataDir === undefined ? 'no' : 'yes', '--dir', this.#workDir]
-    this.#process = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--loglevel', 'warning'], { stdio: 'ignore' })
+    this.#process = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--loglevel', 'warning'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const report = childReport(this.#process, 'redis-server')
     await waitFor(`redis-server on ${this.port}`, async () => {
       const client = new Redis(this.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
       client.on('error', () => {})
@@ -48,7 +49,7 @@ export class PrivateRedis {
       } finally {
         client.disconnect()
       }
-    })
+    }, 15_000, report)
   }
 
   hang (): void { process.kill(this.pid, 'SIGSTOP') }

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import type { Test } from 'tap'
 import { freePort } from './ports.js'
-import { exited, waitFor } from './processes.js'
+import { childReport, exited, waitFor } from './processes.js'
 import { PrivateRedis } from './private-redis.js'
 import { tempDir } from './made.js'
 
@@ -100,9 +100,9 @@ export class PrivateSentinelSet {
       ...this.password === undefined ? [] : [`requirepass ${this.password}`],
       ''
     ].join('\n'))
-    const child = spawn('redis-server', [file, '--sentinel'], { stdio: 'ignore' })
+    const child = spawn('redis-server', [file, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] })
     this.#sentinels.push({ port, process: child })
-    await waitFor(`Sentinel on ${port}`, () => ask(port, async (client) => (await client.ping()) === 'PONG', this.password))
+    await waitFor(`Sentinel on ${port}`, () => ask(port, async (client) => (await client.ping()) === 'PONG', this.password), 15_000, childReport(child, 'redis-server --sentinel'))
   }
 
   async #everySentinel (check: (client: Redis) => Promise<boolean>): Promise<boolean> {

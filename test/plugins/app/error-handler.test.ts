@@ -8,6 +8,7 @@ import errorHandler from '../../../plugins/app/error-handler.js'
 import correlation from '../../../plugins/app/correlation.js'
 import { RequestLogController, correlationIdOf } from '../../../lib/request-log.js'
 import { AuthUnavailableError, DatabaseUnavailableError } from '../../../lib/errors.js'
+import { before } from '../../helpers/before.js'
 import { freePort } from '../../helpers/ports.js'
 import { buildTestApp, testConfig } from '../../helpers/app.js'
 
@@ -23,12 +24,13 @@ async function bareApp (t: Test) {
 t.test('an unreachable database answers 500 DATABASE_UNAVAILABLE, fast, without driver text', async (t) => {
   const app = await bareApp(t)
   const port = await freePort()
-  const pool = new pg.Pool({ connectionString: `postgres://postgres:pw-secret@127.0.0.1:${port}/portal`, connectionTimeoutMillis: 500 })
+  // A connect timeout far above a refusal's: an answer before it did not wait for one.
+  const pool = new pg.Pool({ connectionString: `postgres://postgres:pw-secret@127.0.0.1:${port}/portal`, connectionTimeoutMillis: 30_000 })
   t.teardown(() => pool.end())
   app.get('/api/things', async () => (await pool.query('SELECT 1')).rows)
-  const started = performance.now()
-  const response = await app.inject({ url: '/api/things', headers: { 'x-correlation-id': 'db-down' } })
-  t.ok(performance.now() - started < 1000, 'fails fast')
+  const response = await before(30_000, app.inject({ url: '/api/things', headers: { 'x-correlation-id': 'db-down' } }))
+  if (response === undefined) throw new Error('no answer before the connect timeout: the refusal was not taken as such')
+  t.pass('fails fast: before the connect timeout')
   t.equal(response.statusCode, 500)
   t.same(response.json(), {
     statusCode: 500,

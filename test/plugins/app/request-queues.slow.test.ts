@@ -2,7 +2,7 @@ import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { UpstreamRefusal } from '../../../lib/errors.js'
 import { RequestQueue } from '../../../lib/request-queue.js'
-import { buildTestApp, startTestSandbox } from '../../helpers/app.js'
+import { buildTestApp, startTestSandbox, testKeyPrefix } from '../../helpers/app.js'
 import { waitFor } from '../../helpers/processes.js'
 import type { FastifyInstance } from 'fastify'
 
@@ -152,7 +152,7 @@ t.test('averageWaitTime counts the waits that ended at the deadline, the longest
 
 t.test('CRM daily usage comes from the CRM and is one figure for all instances', async (t) => {
   const sandbox = await startTestSandbox(t, { crm: { apiUsage: { used: 120, max: 15000 } } })
-  const prefix = `test:${Date.now()}:shared:`
+  const prefix = testKeyPrefix()
   const first = await buildTestApp(t, { REDIS_KEY_PREFIX: prefix, CRM_DAILY_API_LIMIT: '999' }, sandbox)
   const second = await buildTestApp(t, { REDIS_KEY_PREFIX: prefix, CRM_DAILY_API_LIMIT: '999' }, sandbox)
 

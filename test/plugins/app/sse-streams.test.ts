@@ -26,10 +26,8 @@ t.test('logout on one instance ends the token\'s stream on another; an expiring 
   t.equal(stream.status, 200)
   t.equal(second.sseStreams.counts().open, 2)
 
-  const loggedOutAt = performance.now()
   t.equal((await first.inject({ method: 'POST', url: '/auth/logout', headers: bearer(token) })).statusCode, 204)
-  await waitFor('the stream on the other instance to end', async () => stream.ended, 2000)
-  t.ok(performance.now() - loggedOutAt < 2000, `ended ${Math.round(performance.now() - loggedOutAt)} ms after the logout`)
+  await waitFor('the stream on the other instance to end', async () => stream.ended, 20_000)
   t.same(ended(stream), ['logged_out'], 'told why before it ended')
   t.notOk(other.ended, 'a stream of another token of the same user goes on')
   t.equal(second.sseStreams.counts().open, 1)
@@ -40,9 +38,9 @@ t.test('logout on one instance ends the token\'s stream on another; an expiring 
   const expiring = await SseClient.open(`${secondUrl}/api/events`, bearer(shortLived))
   t.teardown(() => expiring.close())
   t.equal(expiring.status, 200)
-  const openedAt = performance.now()
-  await waitFor('the expiring stream to end', async () => expiring.ended, 4000)
-  t.ok(performance.now() - openedAt > 900, 'not before its expiry')
+  const { exp } = first.jwt.decode<{ exp: number }>(shortLived)!
+  await waitFor('the expiring stream to end', async () => expiring.ended, 20_000)
+  t.ok(Date.now() >= exp * 1000, 'not before its token\'s expiry')
   t.same(ended(expiring), ['expired'])
 })
 
@@ -55,11 +53,9 @@ t.test('one user may hold SSE_MAX_STREAMS_PER_USER streams: one more is refused 
   t.teardown(() => { for (const stream of streams) stream.close() })
   t.same(streams.map((stream) => stream.status), [200, 200, 200, 200, 200])
 
-  const started = performance.now()
   const sixth = await request(`${url}/api/events`, { headers: bearer(jane) })
-  t.equal(sixth.statusCode, 429)
+  t.equal(sixth.statusCode, 429, 'refused, while the five stay open: nothing waited for room')
   t.match(await sixth.body.json(), { code: 'TOO_MANY_STREAMS', message: /\(5\)/ })
-  t.ok(performance.now() - started < 1000, 'refused at once')
   t.same(streams.map((stream) => stream.ended), [false, false, false, false, false], 'no older stream was closed to make room')
 
   const johns = await SseClient.open(`${url}/api/events`, bearer(john))
@@ -94,11 +90,10 @@ t.test('SIGTERM with several streams open: every stream ends and the process exi
   const streams = await Promise.all(Array.from({ length: 3 }, () => SseClient.open(`${service.url}/api/events`, bearer(accessToken))))
   t.same(streams.map((stream) => stream.status), [200, 200, 200])
 
-  const signalled = performance.now()
   service.child.kill('SIGTERM')
+  // Past SHUTDOWN_TIMEOUT_MS the process exits 1: the open streams did not hold the shutdown to it.
   t.equal(await service.exit, 0, 'exit 0')
-  t.ok(performance.now() - signalled < 5000, `exited ${Math.round(performance.now() - signalled)} ms after SIGTERM`)
-  await waitFor('every stream to end', async () => streams.every((stream) => stream.ended), 1000)
+  await waitFor('every stream to end', async () => streams.every((stream) => stream.ended), 10_000)
   t.ok(streams.every((stream) => stream.events.some((event) => event.event === 'shutdown')), 'each was told the instance is shutting down')
 })
 

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { placeOrder } from '../../../helpers/provisioning.js'
 import { buildTestApp, startTestSandbox, testKeyPrefix, testSchemaUrl } from '../../../helpers/app.js'
+import { before } from '../../../helpers/before.js'
 import { waitFor } from '../../../helpers/processes.js'
 import { login } from '../../../helpers/tokens.js'
 import type { Sandbox } from '../../../../dev/sandbox/index.js'
@@ -23,10 +24,8 @@ t.test('closing while a job runs: the job finishes before the close does', async
   await app.jobQueue.enqueue(order.crmOrderId)
   await waitFor('the activation under way', async () => activationCalled(sandbox))
 
-  const started = performance.now()
   await app.close()
-  t.ok(performance.now() - started > 500, 'the close waited for the job')
-  t.equal(sandbox.crm.order(order.crmOrderId)?.Status, 'Activated', 'every step done: the CRM order Activated')
+  t.equal(sandbox.crm.order(order.crmOrderId)?.Status, 'Activated', 'the close waited for the job: every step done, the CRM order Activated')
   t.equal(sandbox.telecom.activations.length, 1, 'one activation')
   t.equal(sandbox.billing.orders.find((placed) => placed.id === order.billingOrderId)?.status, 'Active')
 })
@@ -40,11 +39,8 @@ t.test('a job outlasting CRM_QUEUE_TIMEOUT_MS: the close ends at the bound, says
   await closing.jobQueue.enqueue(order.crmOrderId)
   await waitFor('the activation under way', async () => activationCalled(sandbox))
 
-  const started = performance.now()
-  await closing.close()
-  const elapsed = performance.now() - started
-  // The jobs' bound, then one Redis command bound for each of the worker's and the queue's close.
-  t.ok(elapsed >= 500 && elapsed < 500 + 2 * closing.config.REDIS_COMMAND_TIMEOUT_MS + 1000, `closed in ${Math.round(elapsed)} ms`)
+  // The black hole never answers: only the jobs' bound ends the close, which says so below.
+  t.ok(await before(30_000, closing.close().then(() => true)), 'closed, without waiting on the job')
   const warned = readFileSync(join(closing.config.LOG_DIR, 'combined.log'), 'utf8').split('\n').filter((line) => line.includes('provisioning jobs did not finish in time'))
   t.equal(warned.length, 1, 'one warning: the job is left to another instance')
 
