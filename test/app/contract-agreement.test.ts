@@ -7,7 +7,7 @@ import { documentOf, documentValidators } from '../helpers/openapi.js'
 t.test('/metrics: the document says what the answers are, text for the metrics and JSON for a refusal', async (t) => {
   const app = await buildTestApp(t, { OPS_TOKEN: 'an-operations-token-of-some-length' })
   const { responses } = documentOf(app).paths['/metrics']!.get!
-  t.same(Object.keys(responses['200']?.content ?? {}), ['text/plain'])
+  t.same(Object.keys(responses['200']?.content ?? {}), ['text/plain', 'application/openmetrics-text'])
   t.same(Object.keys(responses['401']?.content ?? {}), ['application/json'])
   const refused = await app.inject('/metrics')
   t.equal(refused.statusCode, 401)

@@ -4,8 +4,6 @@ import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { buildTestApp, startTestSandbox } from '../helpers/app.js'
 import { traceThisProcess } from '../helpers/otlp-receiver.js'
-import { PrometheusServer } from '../helpers/monitoring-servers.js'
-import { skipWithout } from '../helpers/packages.js'
 import { waitFor } from '../helpers/processes.js'
 import { SseClient } from '../helpers/sse.js'
 import { bearer, login } from '../helpers/tokens.js'
@@ -187,20 +185,6 @@ t.test('/metrics in OpenMetrics gives a sampled request\'s trace as the exemplar
   t.match(exemplar, new RegExp(`^\\S+\\{[^}]*\\} 2 # \\{trace_id="${request.traceId}",span_id="${request.spanId}"\\} [0-9.e-]+ [0-9.]+$`),
     'the bucket of both requests, its exemplar the sampled one\'s trace, with its value and time')
   t.notMatch((await app.inject('/metrics')).body, / # \{/, 'Prometheus text has no exemplars')
-})
-
-t.test('a real Prometheus with the shipped flags keeps the exemplar, and scrapes the whole OpenMetrics exposition', { skip: skipWithout(['prometheus']) }, async (t) => {
-  const app = await buildTestApp(t)
-  const address = new URL(await app.listen({ port: 0, host: '127.0.0.1' })).host
-  t.equal((await app.inject({ url: '/api/invoices', headers: { 'x-correlation-id': 'trace-exemplar-stored' } })).statusCode, 401)
-  const request = await receiver.span('the request span', (span) => span.attributes['correlation.id'] === 'trace-exemplar-stored')
-  const prometheus = await PrometheusServer.start({ targets: [{ address }] })
-  t.teardown(() => prometheus.stop())
-  const selector = 'portal_bff_http_request_duration_seconds_bucket{route="/api/invoices",status_class="4xx"}'
-  await waitFor('the exemplar in Prometheus', async () => (await prometheus.exemplars(selector)).some((exemplar) => exemplar.labels.trace_id === request.traceId), 30_000)
-  const [target] = await prometheus.targets()
-  t.match(target, { health: 'up', lastError: '' }, 'every line of the exposition parsed')
-  t.same((await prometheus.query('portal_bff_cache_reads_total')).map(({ metric }) => metric.result).sort(), ['hit', 'miss'], 'a counter under its usual name')
 })
 
 const PROBES = ['/health', '/health/live', '/health/ready', '/health/queues', '/metrics', '/status', '/status/summary']
