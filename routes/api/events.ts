@@ -50,11 +50,12 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
       },
       response: {
         200: {
-          description: '`text/event-stream`: `order.status` events, a `: heartbeat` comment every 15 s, and `session.ended` or `shutdown` as the last event. Each event is an `SseEvent`; the JSON of its `data:` line, `OrderStatusEvent`, `SessionEndedEvent` or `ShutdownEvent`',
+          description: '`text/event-stream`: `order.status` events, a `: heartbeat` comment every 15 s, and `session.ended` or `shutdown` as the last event. Each event is an `SseEvent`; the JSON of its `data:` line, `OrderStatusEvent`, `SessionEndedEvent` or `ShutdownEvent`. On the wire the example reads `retry: 3000`, a blank line, then `id: 1743499800000-0`, `event: order.status` and `data: {"orderId":…}`, each event ending with a blank line',
           content: {
             'text/event-stream': {
               schema: Type.Ref(SseEvent),
-              example: `retry: 3000\n\nid: 1743499800000-0\nevent: order.status\ndata: ${JSON.stringify(EXAMPLE)}\n\n`
+              // The example is an event as the schema reads it; its lines on the wire are in the description.
+              example: { id: '1743499800000-0', event: 'order.status', data: EXAMPLE }
             }
           }
         },
