@@ -100,21 +100,66 @@ function refuseIf (request: FastifyRequest, refusal: CsrfRefusal | undefined): v
   throw new CsrfRejectedError(refusal)
 }
 
-async function authentication (fastify: FastifyInstance) {
-  const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, publicOrigins, corsOrigins } = fastify.config
-  const { clientRequestLimit } = fastify
-  const failures = new FailureLimiter(fastify.redis, { keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX), max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
-  const allowedOrigins = new Set([...publicOrigins, ...corsOrigins])
-  fastify.decorateRequest('session', undefined)
+/** What the authentication hooks do; the plugin decorates the instance with them. */
+class Authenticator {
+  readonly #failures: FailureLimiter
+  readonly #allowedOrigins: ReadonlySet<string>
+  readonly #clientRequestLimit: FastifyInstance['clientRequestLimit']
+
+  constructor (private readonly fastify: FastifyInstance) {
+    const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, publicOrigins, corsOrigins } = fastify.config
+    this.#clientRequestLimit = fastify.clientRequestLimit
+    this.#failures = new FailureLimiter(fastify.redis, { keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX), max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
+    this.#allowedOrigins = new Set([...publicOrigins, ...corsOrigins])
+  }
+
+  /** A Bearer access token if the request carries one, else the cookie session. */
+  async authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (request.headers.authorization === undefined) return await this.bySession(request, reply, true)
+    varyOnCredentials(reply)
+    try {
+      await request.jwtVerify()
+    } catch {
+      return await this.#refuse(request, reply)
+    }
+    const { jti, clientId } = request.user
+    const clientRequestLimit = this.#clientRequestLimit
+    if (!clientRequestLimit.limits(request)) {
+      if (await this.fastify.tokenBlacklist.isRevoked(jti)) await this.#refuse(request, reply)
+      return
+    }
+    // The request is counted against its client's limit in the same command (decision 0108).
+    const { revoked, count } = await this.fastify.tokenBlacklist.lookupAndCount(jti, { key: clientRequestLimit.key(clientId), windowMs: clientRequestLimit.windowMs })
+    if (revoked) await this.#refuse(request, reply)
+    if (count !== undefined) clientRequestLimit.apply(request, reply, count)
+  }
+
+  async bySession (request: FastifyRequest, reply: FastifyReply, renew: boolean): Promise<void> {
+    varyOnCredentials(reply)
+    const cookie = this.#sessionCookie(request)
+    if (cookie === undefined) return await this.#refuse(request, reply)
+    // Authentication first: a cookie naming no live session is a 401 whatever else is wrong.
+    const refusal = csrfRefusal(request, this.#allowedOrigins)
+    const session = await this.fastify.sessions.read(cookie)
+    if (session === undefined) return await this.#refuse(request, reply, cookie)
+    refuseIf(request, refusal)
+    request.session = session
+    if (renew && request.routeOptions.config.renewsSession !== false) renewIfSucceeded.add(request)
+    request.user = { sub: String(session.clientId), clientId: session.clientId, jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
+  }
+
+  requireSameSite (request: FastifyRequest): void {
+    refuseIf(request, crossSiteRefusal(request, this.#allowedOrigins))
+  }
 
   /**
    * A failed check counts against the client's address; past TOKEN_FAILURES_MAX a minute the answer
    * is 429, so a flood of made-up tokens costs one Redis command each. A valid token costs nothing more.
    * A cookie that names no live session is cleared, so the browser stops sending it.
    */
-  async function refuse (request: FastifyRequest, reply: FastifyReply, cookie?: string): Promise<never> {
-    if (cookie !== undefined) reply.header('set-cookie', fastify.sessionCookieHeader())
-    const limit = await failures.fail(request.ip).catch(() => undefined)
+  async #refuse (request: FastifyRequest, reply: FastifyReply, cookie?: string): Promise<never> {
+    if (cookie !== undefined) reply.header('set-cookie', this.fastify.sessionCookieHeader())
+    const limit = await this.#failures.fail(request.ip).catch(() => undefined)
     if (limit?.limited === true) {
       reply.header('retry-after', limit.retryAfterSeconds)
       throw new RateLimitedError(`${limit.retryAfterSeconds} seconds`)
@@ -123,48 +168,21 @@ async function authentication (fastify: FastifyInstance) {
     throw new UnauthorizedError()
   }
 
-  function sessionCookie (request: FastifyRequest): string | undefined {
+  #sessionCookie (request: FastifyRequest): string | undefined {
     const header = request.headers.cookie
-    return header === undefined ? undefined : fastify.parseCookie(header)[SESSION_COOKIE]
+    return header === undefined ? undefined : this.fastify.parseCookie(header)[SESSION_COOKIE]
   }
+}
 
-  async function bySession (request: FastifyRequest, reply: FastifyReply, renew: boolean): Promise<void> {
-    varyOnCredentials(reply)
-    const cookie = sessionCookie(request)
-    if (cookie === undefined) return await refuse(request, reply)
-    // Authentication first: a cookie naming no live session is a 401 whatever else is wrong.
-    const refusal = csrfRefusal(request, allowedOrigins)
-    const session = await fastify.sessions.read(cookie)
-    if (session === undefined) return await refuse(request, reply, cookie)
-    refuseIf(request, refusal)
-    request.session = session
-    if (renew && request.routeOptions.config.renewsSession !== false) renewIfSucceeded.add(request)
-    request.user = { sub: String(session.clientId), clientId: session.clientId, jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
-  }
-
-  fastify.decorate('authenticate', async (request: FastifyRequest, reply: FastifyReply) => {
-    if (request.headers.authorization === undefined) return await bySession(request, reply, true)
-    varyOnCredentials(reply)
-    try {
-      await request.jwtVerify()
-    } catch {
-      return await refuse(request, reply)
-    }
-    const { jti, clientId } = request.user
-    if (!clientRequestLimit.limits(request)) {
-      if (await fastify.tokenBlacklist.isRevoked(jti)) await refuse(request, reply)
-      return
-    }
-    // The request is counted against its client's limit in the same command (decision 0108).
-    const { revoked, count } = await fastify.tokenBlacklist.lookupAndCount(jti, { key: clientRequestLimit.key(clientId), windowMs: clientRequestLimit.windowMs })
-    if (revoked) await refuse(request, reply)
-    if (count !== undefined) clientRequestLimit.apply(request, reply, count)
-  })
-  fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => bySession(request, reply, false))
+async function authentication (fastify: FastifyInstance) {
+  const authenticator = new Authenticator(fastify)
+  fastify.decorateRequest('session', undefined)
+  fastify.decorate('authenticate', async (request: FastifyRequest, reply: FastifyReply) => await authenticator.authenticate(request, reply))
+  fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => authenticator.bySession(request, reply, false))
   fastify.addHook('onResponse', async (request, reply) => {
     if (reply.statusCode < 400 && renewIfSucceeded.has(request)) fastify.sessions.renew(request.session!)
   })
-  fastify.decorate('requireSameSite', async (request: FastifyRequest) => refuseIf(request, crossSiteRefusal(request, allowedOrigins)))
+  fastify.decorate('requireSameSite', async (request: FastifyRequest) => authenticator.requireSameSite(request))
 }
 
 export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['jwt', 'blacklist', 'sessions', 'cookie', 'redis', 'rate-limit'], decorators: { fastify: ['config'] } })

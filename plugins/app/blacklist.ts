@@ -9,6 +9,7 @@ import { OutageLog } from '../../lib/outage-log.js'
 import { revocationChannel, revocationEpochKey, revokedKey } from './redis-keys.js'
 import { databaseOf } from '../external/redis.js'
 import type { WindowCount } from '../external/rate-limit.js'
+import * as commands from './blacklist-commands.js'
 
 export interface BlacklistStatus {
   mode: 'fail-closed' | 'fail-open'
@@ -30,53 +31,6 @@ export interface TokenBlacklistOptions {
   /** The channel revocations are announced on. */
   announcements: string
 }
-
-// Stores one revocation and moves the epoch (the highest revocation number Redis holds) up to its
-// number; an absent epoch stays absent, for Redis holds no revocation from before. Answers the epoch.
-const REVOKE = `
-redis.call('SET', KEYS[1], '1', 'EXAT', ARGV[1])
-local epoch = tonumber(redis.call('GET', KEYS[2]))
-if epoch == nil then return false end
-if tonumber(ARGV[2]) > epoch then redis.call('SET', KEYS[2], ARGV[2]) return tonumber(ARGV[2]) end
-return epoch`
-
-// Forward only: instances refilling at once leave the highest of their epochs.
-const ADVANCE_EPOCH = `
-local epoch = tonumber(redis.call('GET', KEYS[1]))
-if epoch == nil or tonumber(ARGV[1]) > epoch then redis.call('SET', KEYS[1], ARGV[1]) return tonumber(ARGV[1]) end
-return epoch`
-
-// The credential's revocation and the epoch, as MGET reads them; and, unless it is revoked, the
-// request counted in its client's window as @fastify/rate-limit's Redis store counts it: the
-// window starts at the first request and lasts ARGV[1] ms.
-const LOOKUP_AND_COUNT = {
-  numberOfKeys: 3,
-  lua: `
-local found = redis.call('MGET', KEYS[1], KEYS[2])
-if found[1] then return found end
-local current = redis.call('INCR', KEYS[3])
-local ttl
-if current == 1 then
-  redis.call('PEXPIRE', KEYS[3], ARGV[1])
-  ttl = tonumber(ARGV[1])
-else
-  ttl = redis.call('PTTL', KEYS[3])
-end
-return {found[1], found[2], current, ttl}`
-}
-
-/** The client's window to count the request in, with the credential's check (decision 0108). */
-export interface CountIn { key: string, windowMs: number }
-
-type LookupAndCount = (revokedKey: string, epochKey: string, countKey: string, windowMs: number) => Promise<[string | null, string | null, number?, number?]>
-
-// Rows outlive their tokens by this much, so that a database clock ahead of the service's never
-// drops a revocation the service still needs.
-const EXPIRY_MARGIN = '1 minute'
-// The highest revocation number handed out: 0 before the first (a new sequence's last_value is its
-// start, 1, before any number was taken).
-const HIGHEST_NUMBER = 'SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS last FROM revoked_tokens_number'
-const REFILL_CHUNK = 1000
 
 /**
  * Revoked access tokens, by `jti`: in PostgreSQL, and in Redis, which token checks read, until the
@@ -102,13 +56,11 @@ export class TokenBlacklist {
   /** One line when Redis stops answering the blacklist and one when it answers again, not one per request. */
   readonly #outage: OutageLog
 
-  readonly #lookupAndCount: LookupAndCount
+  readonly #lookupAndCount: commands.LookupAndCount
 
   constructor (private readonly options: TokenBlacklistOptions) {
     this.#epochKey = revocationEpochKey(options.prefix)
-    // A script of ioredis's: sent by its hash, its text only the first time a Redis lacks it.
-    options.redis.defineCommand('blacklistLookupAndCount', LOOKUP_AND_COUNT)
-    this.#lookupAndCount = (options.redis as unknown as { blacklistLookupAndCount: LookupAndCount }).blacklistLookupAndCount.bind(options.redis)
+    this.#lookupAndCount = commands.defineLookupAndCount(options.redis)
     this.#outage = new OutageLog(options.log, 'token blacklist: Redis', {
       consequence: options.failClosed ? 'fail closed: token checks, sign-ins and logouts answer 503' : 'fail open: token checks pass unverified, counted; logouts answer 503'
     })
@@ -117,13 +69,10 @@ export class TokenBlacklist {
   /** Stores the revocation, in PostgreSQL first, then Redis; then announces it: every instance ends the token's SSE streams. */
   async revoke (jti: string, expiresAtSeconds: number): Promise<void> {
     const { redis, pool, announcements, log } = this.options
-    const { rows } = await pool.query<{ number: string }>(
-      `INSERT INTO revoked_tokens (jti, expires_at) VALUES ($1, to_timestamp($2))
-       ON CONFLICT (jti) DO UPDATE SET expires_at = EXCLUDED.expires_at RETURNING number`,
-      [jti, expiresAtSeconds])
+    const number = await commands.insertRevocation(pool, jti, expiresAtSeconds)
     try {
-      const epoch = await redis.eval(REVOKE, 2, this.#key(jti), this.#epochKey, String(expiresAtSeconds), rows[0]!.number)
-      if (epoch !== null) this.#saw(Number(epoch))
+      const epoch = await commands.storeRevocation(redis, this.#key(jti), this.#epochKey, expiresAtSeconds, number)
+      if (epoch !== null) this.#saw(epoch)
       this.#available = true
       this.#outage.recovered()
     } catch (error) {
@@ -146,9 +95,9 @@ export class TokenBlacklist {
    * which is not counted, and the error when Redis could not take it (the check then fails only
    * if `lookup`'s would).
    */
-  async lookupAndCount (jti: string, count: CountIn): Promise<{ revoked: boolean, count: WindowCount | Error | undefined }> {
+  async lookupAndCount (jti: string, count: commands.CountIn): Promise<{ revoked: boolean, count: WindowCount | Error | undefined }> {
     const refillsBefore = this.#refills
-    let answer: Awaited<ReturnType<LookupAndCount>>
+    let answer: Awaited<ReturnType<commands.LookupAndCount>>
     try {
       answer = await this.#lookupAndCount(this.#key(jti), this.#epochKey, count.key, count.windowMs)
     } catch (error) {
@@ -214,9 +163,9 @@ export class TokenBlacklist {
    * over to a lagging replica while the service was down), is refilled now (decision 0090).
    */
   async prepare (): Promise<void> {
-    const { rows: [highest] } = await this.options.pool.query<{ last: string }>(HIGHEST_NUMBER)
+    const highest = await commands.highestRevocationNumber(this.options.pool)
     const epoch = await this.options.redis.get(this.#epochKey)
-    this.#saw(Number(highest!.last))
+    this.#saw(Number(highest))
     if (epoch === null) await this.#refill('missing', true)
     else if (Number(epoch) < this.#epoch) await this.#refill('behind', true)
     else this.#saw(Number(epoch))
@@ -225,7 +174,7 @@ export class TokenBlacklist {
 
   /** Forgets revocations of tokens that have expired. */
   async removeExpired (): Promise<void> {
-    await this.options.pool.query(`DELETE FROM revoked_tokens WHERE expires_at < now() - interval '${EXPIRY_MARGIN}'`)
+    await commands.deleteExpiredRevocations(this.options.pool)
   }
 
   /**
@@ -267,9 +216,8 @@ export class TokenBlacklist {
     const { redis, pool, log } = this.options
     // Read before the rows: a revocation numbered up to it is among them, or not committed yet, and
     // then its own revoke() writes it to this Redis.
-    const { rows: [sequence] } = await pool.query<{ last: string }>(HIGHEST_NUMBER)
-    const { rows } = await pool.query<{ jti: string, expires: string }>(
-      `SELECT jti, extract(epoch FROM expires_at)::bigint AS expires FROM revoked_tokens WHERE expires_at > now() - interval '${EXPIRY_MARGIN}'`)
+    const highest = await commands.highestRevocationNumber(pool)
+    const rows = await commands.liveRevocations(pool)
     const details = { revocations: rows.length, epochSeen: this.#epoch }
     if (found === 'behind') {
       log.warn(details, `Redis holds fewer revocations than PostgreSQL (restored from an older copy, or failed over to a lagging replica?): refilling ${rows.length} revocations from PostgreSQL`)
@@ -277,13 +225,8 @@ export class TokenBlacklist {
       // A new Redis at start with nothing to refill is no news.
       log[atStart && rows.length === 0 ? 'info' : 'warn'](details, `Redis holds no revocations (new, restarted empty or emptied): refilling ${rows.length} revocations from PostgreSQL`)
     }
-    for (let start = 0; start < rows.length; start += REFILL_CHUNK) {
-      const pipeline = redis.pipeline()
-      for (const row of rows.slice(start, start + REFILL_CHUNK)) pipeline.set(this.#key(row.jti), '1', 'EXAT', row.expires)
-      const failure = (await pipeline.exec())?.find(([error]) => error !== null)?.[0]
-      if (failure != null) throw failure
-    }
-    this.#saw(Number(await redis.eval(ADVANCE_EPOCH, 1, this.#epochKey, sequence!.last)))
+    await commands.writeRevocations(redis, (jti) => this.#key(jti), rows)
+    this.#saw(await commands.advanceEpoch(redis, this.#epochKey, highest))
     this.#floorRead = true
     this.#refills++
   }
