@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
@@ -21,12 +21,26 @@ export function findPromtool (): string | undefined {
 
 export interface PromtoolResult { code: number | null, output: string }
 
-export function promtool (args: string[], options: { cwd?: string, input?: string } = {}): PromtoolResult {
+/**
+ * Runs promtool without holding the event loop: a test's app and its upstream simulators share the
+ * process, and seconds without their timers let the simulators' idle keep-alive sockets expire under
+ * the app's connection pools, so that the next calls meet closed connections.
+ */
+export async function promtool (args: string[], options: { cwd?: string, input?: string } = {}): Promise<PromtoolResult> {
   const executable = findPromtool()
   if (executable === undefined) throw new Error('promtool is not installed (Debian package prometheus)')
   // The rule tests take about 20 s alone, and over a minute beside other test files on 2 cores.
-  const result = spawnSync(executable, args, { cwd: options.cwd ?? projectRoot, input: options.input, encoding: 'utf8', timeout: 170_000 })
-  return { code: result.status, output: `${result.stdout}${result.stderr}` }
+  const child = spawn(executable, args, { cwd: options.cwd ?? projectRoot, timeout: 170_000 })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
+  child.stdin.end(options.input)
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', resolve)
+  })
+  return { code, output: `${stdout}${stderr}` }
 }
 
 export interface Sample { name: string, labels: Record<string, string>, value: number }
@@ -111,13 +125,13 @@ export function scrapedSeries (exposition: Exposition, prefix = 'portal_bff_', v
  * Whether the shipped rules, fed a scrape of /metrics (at `volume` times its counts), fire exactly the
  * alerts of `level` for the measure (none, the warning, or the warning and the critical).
  */
-export function promtoolAgrees (metricsText: string, measure: MeasureName, level: Level, volume = 1): PromtoolResult & { agrees: boolean } {
+export async function promtoolAgrees (metricsText: string, measure: MeasureName, level: Level, volume = 1): Promise<PromtoolResult & { agrees: boolean }> {
   const row = threshold(measure)
   const directory = mkdtempSync(join(tmpdir(), 'portal-bff-promtool-'))
   try {
     const tests = renderRuleTests([{ name: `${measure} at ${level}, from a scrape`, series: scrapedSeries(parseExposition(metricsText), 'portal_bff_', volume), alertname: alertName(row), level, row }], join(projectRoot, RULES_FILE))
     writeFileSync(join(directory, 'scrape.test.yml'), tests)
-    const result = promtool(['test', 'rules', 'scrape.test.yml'], { cwd: directory })
+    const result = await promtool(['test', 'rules', 'scrape.test.yml'], { cwd: directory })
     return { ...result, agrees: result.code === 0 }
   } finally {
     rmSync(directory, { recursive: true, force: true })
@@ -150,5 +164,5 @@ export async function checkLevel (inject: (url: string) => Promise<{ body: strin
   const alert = report.alerts.find((row) => row.measure === measure)
   if (alert === undefined) throw new Error(`/health/alerts has no ${measure} row`)
   const metrics = (await inject('/metrics')).body
-  return { alert, promtool: findPromtool() === undefined ? undefined : promtoolAgrees(metrics, measure, rules.level ?? expected, rules.volume) }
+  return { alert, promtool: findPromtool() === undefined ? undefined : await promtoolAgrees(metrics, measure, rules.level ?? expected, rules.volume) }
 }

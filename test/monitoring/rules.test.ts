@@ -172,10 +172,10 @@ t.test('the dashboard lists every firing alert, has a panel per row on its measu
 
 const skip = skipWithout(['promtool'])
 t.test('promtool: the rules are valid and each fires at its threshold', { skip }, async (t) => {
-  const check = promtool(['check', 'rules', RULES_FILE])
+  const check = await promtool(['check', 'rules', RULES_FILE])
   t.equal(check.code, 0, 'promtool check rules', { output: check.output })
   t.match(check.output, `SUCCESS: ${RULE_COUNT + 2} rules found`, 'and the recording of the page conditions, and the Watchdog')
-  const test = promtool(['test', 'rules', RULE_TESTS_FILE])
+  const test = await promtool(['test', 'rules', RULE_TESTS_FILE])
   t.equal(test.code, 0, 'promtool test rules: every rule fires just past its threshold and not before', { output: test.output })
 })
 
@@ -185,9 +185,9 @@ t.test('promtool: the shipped scrape configuration is valid and authorizes with 
   for (const file of ['prometheus.yml', 'alerts.yml']) copyFileSync(join(projectRoot, 'deploy/monitoring/prometheus', file), join(directory, file))
   const config = readFileSync(join(directory, 'prometheus.yml'), 'utf8')
   t.match(config, /authorization:\n\s+type: Bearer\n\s+credentials_file: portal-bff-ops-token/, 'the token is read from a file, never written in the configuration')
-  t.not(promtool(['check', 'config', join(directory, 'prometheus.yml')]).code, 0, 'without the token file, the configuration is refused')
+  t.not((await promtool(['check', 'config', join(directory, 'prometheus.yml')])).code, 0, 'without the token file, the configuration is refused')
   writeFileSync(join(directory, 'portal-bff-ops-token'), 'an-operations-token-of-the-test', { mode: 0o600 })
-  const check = promtool(['check', 'config', join(directory, 'prometheus.yml')])
+  const check = await promtool(['check', 'config', join(directory, 'prometheus.yml')])
   t.equal(check.code, 0, 'promtool check config', { output: check.output })
   t.match(check.output, /SUCCESS: \d+ rules found/)
 })

@@ -55,7 +55,7 @@ t.test('/metrics is Prometheus text carrying every measure and the process metri
 
   await t.test('promtool check metrics finds no problem with the service\'s metrics', { skip: skipWithout(['promtool']) }, async (t) => {
     // prom-client's own default metrics have one known lint finding (nodejs_active_handles_total is a gauge).
-    const lint = promtool(['check', 'metrics'], { input: response.body })
+    const lint = await promtool(['check', 'metrics'], { input: response.body })
     t.notMatch(lint.output, /portal_bff_/, 'no finding names a portal_bff_ series', { output: lint.output })
   })
 })

@@ -43,7 +43,7 @@ t.test('the CRM answers 500 to the status query while an approved order waits: c
   t.equal(metric(text, 'portal_bff_orders_crm_status_unknown'), 1, 'the order counted as unknown in /metrics')
   t.equal(metric(text, 'portal_bff_orders_awaiting_approval'), 0, 'not as awaiting approval')
   await t.test('the shipped rules, fed this scrape, fire the warning', { skip: skipWithout(['promtool']) }, async (t) => {
-    const rules = promtoolAgrees(text, 'reconciliation_crm_failed_rounds', 'warning')
+    const rules = await promtoolAgrees(text, 'reconciliation_crm_failed_rounds', 'warning')
     t.ok(rules.agrees, 'promtool test rules passes on the scrape', { output: rules.output })
   })
 
