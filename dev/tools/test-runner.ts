@@ -49,8 +49,8 @@ function compiled (file: string): string {
 
 /**
  * Files that take far longer than any other (the alerting run waits out the shipped timings in real
- * time, about 11 minutes): they start first, so that the other jobs run the rest meanwhile rather
- * than after them.
+ * time, about 11 minutes, mostly waiting): they start first, so that the other jobs run the rest
+ * meanwhile rather than after them. `test:slow` runs three jobs: the waiting one and two that work.
  */
 const LONGEST_FIRST = ['test/monitoring/alerting-scenarios.slow.test.js']
 const longest = (file: string) => LONGEST_FIRST.some((name) => file.endsWith(name))
