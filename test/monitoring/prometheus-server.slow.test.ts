@@ -116,7 +116,9 @@ t.test('a real Prometheus with the shipped rules: quiet when healthy, pages on b
   await redis.kill()
   faultsAt.redis = performance.now()
   const slowest = await slowestMetrics(instances.redis, 10)
-  t.ok(slowest < 250, `Redis down: /metrics answers within 250 ms (slowest of 10: ${Math.round(slowest)} ms)`)
+  // It serves each part as last read: an answer that waited on Redis would take its command timeout
+  // (REDIS_COMMAND_TIMEOUT_MS, 1 s by default), so half of it is the bound, not the machine's speed.
+  t.ok(slowest < 500, `Redis down: /metrics answers without waiting on Redis (slowest of 10: ${Math.round(slowest)} ms, bound 500 ms)`)
 
   process.kill(frozen.child.pid!, 'SIGSTOP')
   faultsAt.frozen = performance.now()
@@ -138,7 +140,14 @@ t.test('a real Prometheus with the shipped rules: quiet when healthy, pages on b
     const after = firedAt === undefined ? undefined : (firedAt - faultsAt[alert.since]!) / 1000
     t.ok(after !== undefined && after <= alert.bound, `${alert.alertname} ${alert.severity} fired ${after === undefined ? 'never' : `${after.toFixed(1)} s`} after the fault (bound ${alert.bound} s)`)
   }
-  const onQuiet = seen.filter((alert) => alert.labels.instance === instances.quiet)
+  // The quiet instance runs in this process, beside the others: on a loaded machine one of its
+  // scrapes can outlast the test's 1 s timeout (the shipped one is 5 s), and instance down is then
+  // pending for that scrape. Only then is that pending alert left out; nothing may ever fire.
+  const [quietUp] = await prometheus.query(`min_over_time(up{instance="${instances.quiet}"}[10m])`)
+  const missedScrape = quietUp?.value[1] === '0'
+  if (missedScrape) t.comment('the quiet instance missed a scrape: instance down may be pending, never firing')
+  const onQuiet = seen.filter((alert) => alert.labels.instance === instances.quiet &&
+    !(missedScrape && alert.labels.alertname === 'PortalBffInstanceDown' && alert.state === 'pending'))
   t.same([...new Set(onQuiet.map((alert) => key(alert.labels)))], [], `the quiet instance: nothing pending or firing in ${Math.round((performance.now() - started) / 1000)} s of light traffic`)
   const up = await prometheus.query(`min_over_time(up{instance="${instances.redis}"}[10m])`)
   t.equal(up[0]?.value[1], '1', 'Redis down: no scrape of that instance failed or timed out')
