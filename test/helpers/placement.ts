@@ -75,7 +75,11 @@ export function placementViolations (sandbox: Sandbox, stored: StoredPlacement[]
 
 /** Waits until every placement is finished or undone, and the invariant holds. */
 export function recovered (sandbox: Sandbox, databaseUrl: string, timeoutMs = RECOVERY_BOUND_MS): Promise<void> {
-  return waitFor('every placement finished or undone', async () => placementViolations(sandbox, await storedPlacements(databaseUrl)).length === 0, timeoutMs)
+  let violations: string[] = []
+  return waitFor('every placement finished or undone', async () => {
+    violations = placementViolations(sandbox, await storedPlacements(databaseUrl))
+    return violations.length === 0
+  }, timeoutMs, () => `still: ${violations.slice(0, 10).join('; ')}${violations.length > 10 ? ` and ${violations.length - 10} more` : ''}`)
 }
 
 /** A reconciliation round now, as the next interval brings one: the leases of the last round are given up first. */

@@ -151,7 +151,14 @@ t.test('database maintenance under three instances, HAProxy and PgBouncer: a PAU
     t.equal(response.statusCode, 201, `an order placed after the recovery: 201 (${response.statusCode === 201 ? 'placed' : body})`)
   }
   // Placements the faults interrupted are finished or undone by the reconciliation (§10), on any instance.
-  await recovered(sandbox, cluster.url, 60_000)
+  await recovered(sandbox, cluster.url, 60_000).catch((error: unknown) => {
+    // What the instances said of the placements they could not finish: the why of a wait that ran out.
+    const said = instances.flatMap((instance, index) => instance.lines
+      .filter((line) => Number(line.level) >= 40 && /placement|reconcil/i.test(String(line.message)))
+      .slice(-5).map((line) => `instance ${index + 1}: ${JSON.stringify(line)}`))
+    t.comment(said.join('\n'))
+    throw error
+  })
   t.pass(`every billing order goes on or is cancelled (${sandbox.billing.orders.length} billing orders)`)
   t.same(exits, [], 'no process exited')
   const lost = instances.flatMap((instance) => instance.lines.filter((line) => String(line.message).startsWith('database connection lost')))
