@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { readdirSync, rmSync } from 'node:fs'
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { parseArgs } from 'node:util'
 import { projectRoot } from '../../lib/project-root.js'
@@ -55,10 +55,24 @@ function compiled (file: string): string {
 const LONGEST_FIRST = ['test/monitoring/alerting-scenarios.slow.test.js']
 const longest = (file: string) => LONGEST_FIRST.some((name) => file.endsWith(name))
 
+/**
+ * How long each file took in this checkout's last runs: the longer ones start first, so that a long
+ * file started last does not run on alone at the end (a fresh clone has none and keeps the order).
+ */
+const DURATIONS_FILE = join(projectRoot, 'logs', 'test-durations.json')
+function lastDurations (): Record<string, number> {
+  try {
+    return JSON.parse(readFileSync(DURATIONS_FILE, 'utf8')) as Record<string, number>
+  } catch {
+    return {}
+  }
+}
+const durations = lastDurations()
+
 const files = (positionals.length > 0
   ? positionals.map(compiled)
   : testFiles(join(DEV_BUILD, 'test')).filter((file) => file.endsWith('.slow.test.js') === options.slow))
-  .sort((a, b) => Number(longest(b)) - Number(longest(a)))
+  .sort((a, b) => Number(longest(b)) - Number(longest(a)) || (durations[b] ?? 0) - (durations[a] ?? 0))
 
 /** A file's assertion counts, as its tap prints them last: total, pass, fail, skip, todo. */
 type Counts = Record<string, number>
@@ -135,6 +149,9 @@ for (const result of results) for (const [name, count] of Object.entries(result.
 reporter.end(`1..${results.length}\n# { ${Object.entries(counts).map(([name, count]) => `${name}: ${count}`).join(', ')} }\n`)
 await new Promise((resolve) => reporter.once('end', resolve))
 // The files that set the run's length, for whoever wants it shorter.
-const slowest = [...results].sort((a, b) => b.ms - a.ms).slice(0, 8)
-process.stdout.write(`Longest files: ${slowest.map(({ file, ms }) => `${relative(join(relative(projectRoot, DEV_BUILD), 'test'), file)} ${(ms / 1000).toFixed(0)} s`).join(', ')}\n`)
+const slowest = [...results].sort((a, b) => b.ms - a.ms)
+const total = results.reduce((sum, { ms }) => sum + ms, 0)
+process.stdout.write(`Longest files (of ${(total / 1000).toFixed(0)} s in all files): ${slowest.slice(0, 8).map(({ file, ms }) => `${relative(join(relative(projectRoot, DEV_BUILD), 'test'), file)} ${(ms / 1000).toFixed(0)} s`).join(', ')}\n`)
+mkdirSync(join(projectRoot, 'logs'), { recursive: true })
+writeFileSync(DURATIONS_FILE, JSON.stringify({ ...durations, ...Object.fromEntries(results.map(({ file, ms }) => [file, Math.round(ms)])) }, null, 1))
 process.exitCode = results.every(({ ok }) => ok) && results.length > 0 ? 0 : 1
