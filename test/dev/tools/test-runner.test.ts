@@ -31,7 +31,7 @@ t.test('passing and skipped files pass; the skip is listed with its reason, then
   t.equal(status, 0)
   t.ok(lines.includes(`  ${skipping} > needs a program: haproxy is not installed`), 'the skip and its reason', { lines })
   t.match(lines.at(-2), /^PASS: 2 of 2 test files passed, 0 failed, 1 tests skipped; assertions \{ total: 2, pass: 1, skip: 1 \}$/, 'the skip is no failure')
-  t.match(lines.at(-1), /^Longest files: /)
+  t.match(lines.at(-1), /^Longest files \(of \d+ s in all files\): /)
   t.equal(lines.filter((line) => /^(PASS|FAIL):/.test(line)).length, 1, 'one summary line')
 })
 
