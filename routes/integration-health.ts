@@ -32,7 +32,7 @@ const integrationHealthRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = asy
       }
     }
   }, async (_request, reply) => {
-    const results = await fastify.integrationHealth.run()
+    const results = await fastify.health.integrations.run()
     const checks = {
       database: results.database ?? NOT_REGISTERED,
       ...Object.fromEntries(upstreams.map(({ name }) => [name, results[name] ?? NOT_REGISTERED])),

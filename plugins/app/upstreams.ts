@@ -147,7 +147,7 @@ async function upstreams (fastify: FastifyInstance, { upstreams }: UpstreamsOpti
   for (const { upstream, client } of clients) {
     fastify.decorate(upstream.name, client)
     // Failing when its probe fails, or when the last calls the service made failed (contract §10a).
-    fastify.integrationHealth.register(upstream.name, async (signal) => {
+    fastify.health.integrations.register(upstream.name, async (signal) => {
       await asProbe(() => upstream.health(client, signal))
       const failing = lastCalls.get(upstream.name)?.failing(upstream.name)
       if (failing !== undefined) throw failing

@@ -16,7 +16,7 @@ const ROOT_DECORATORS = [
   'config', 'reopenLogFiles', 'logFor',
   // The service's plugins (plugins/app), in the order app.ts registers them.
   'metrics', 'monitoring', 'requestObserver',
-  'coreHealth', 'integrationHealth', 'lifecycle',
+  'health',
   'requireDatabase',
   'pubsub',
   'billingQueue', 'crmQueue',

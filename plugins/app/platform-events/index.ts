@@ -56,7 +56,7 @@ async function platformEvents (fastify: FastifyInstance) {
   })
   fastify.decorate('eventSubscription', subscription)
 
-  if (config.CRM_EVENTS_ENABLED) fastify.integrationHealth.register('events', eventsCheck(subscription))
+  if (config.CRM_EVENTS_ENABLED) fastify.health.integrations.register('events', eventsCheck(subscription))
   fastify.monitoring.register('subscriptionHolder', holderPart(subscription))
   fastify.monitoring.register('parkedEvents', parkedEventsPart(parked))
   fastify.monitoring.register('subscriber', subscriberPart(subscription, () => resubscribes))
