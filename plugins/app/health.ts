@@ -38,9 +38,9 @@ declare module './monitoring/index.js' {
 
 async function health (fastify: FastifyInstance) {
   const { HEALTH_CHECK_TIMEOUT_MS, HEALTH_CHECK_CACHE_MS, INTEGRATION_CHECK_CACHE_MS } = fastify.config
-  const core = new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS })
+  const coreChecks = new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS })
   fastify.decorate('health', {
-    core,
+    core: coreChecks,
     // Each run costs CRM API calls: an anonymous caller polling it must not spend the org's daily quota.
     integrations: new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: INTEGRATION_CHECK_CACHE_MS }),
     draining: false
@@ -55,7 +55,7 @@ async function health (fastify: FastifyInstance) {
 
   fastify.monitoring.register('core', {
     description: 'the core health checks',
-    read: async () => coreHealthOf(await core.run()),
+    read: async () => coreHealthOf(await coreChecks.run()),
     measures: {
       core_status: (core) => ({ value: Object.values(core.checks).filter((status) => status === 'fail').length })
     },
