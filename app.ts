@@ -24,9 +24,8 @@ import health from './plugins/app/health.js'
 import db, { migrationBoundMs } from './plugins/app/db.js'
 import cache from './plugins/app/cache.js'
 import pubsub from './plugins/app/pubsub.js'
-import requestQueues from './plugins/app/request-queues.js'
 import servicesCache from './plugins/app/services-cache.js'
-import upstreamClients, { type ServiceUpstream } from './plugins/app/upstreams.js'
+import upstreamsPlugin, { type ServiceUpstream } from './plugins/app/upstreams/index.js'
 import blacklist from './plugins/app/blacklist.js'
 import sessions from './plugins/app/sessions.js'
 import authentication from './plugins/app/authentication.js'
@@ -151,9 +150,8 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(db)
     await app.register(cache)
     await app.register(pubsub)
-    await app.register(requestQueues, { upstreams })
     await app.register(servicesCache)
-    await app.register(upstreamClients, { upstreams })
+    await app.register(upstreamsPlugin, { upstreams })
     await app.register(blacklist)
     await app.register(sessions)
     await app.register(authentication)

@@ -57,7 +57,7 @@ export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pag
   closeWithGrace({ delay: config.SHUTDOWN_TIMEOUT_MS, logger: app.log, skip: ['SIGHUP'] }, async ({ signal, err }) => {
     const signalled = performance.now()
     // From here readiness answers 503 and every response carries `Connection: close`.
-    app.lifecycle.draining = true
+    app.health.draining = true
     // The subscription's lease is let go now, not after the delay and the drain: another instance
     // takes over at its next attempt (a quarter of the lease) instead of waiting for it to expire.
     app.eventSubscription.stop().catch(() => {})

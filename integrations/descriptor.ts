@@ -68,15 +68,15 @@ export function requestQueue<const Concurrency extends string, const Timeout ext
 }
 
 /**
- * Everything the service knows of one upstream. The registry (registry.ts) lists them; the client
- * decorators, the call windows, the metric label sets, the settings and the integration health
- * check are made from that list.
+ * Everything the service knows of one upstream. The registry (registry.ts) lists them; the
+ * `upstreams` decorator (each one's client, call window and queue), the metric label sets, the
+ * settings and the integration health check are made from that list.
  *
  * `Lent`: what the client needs of the service besides its settings group (other settings, a store
  * the service shares); the service checks that it has it.
  */
 export interface UpstreamDescriptor<Name extends string = string, Client extends UpstreamClient = UpstreamClient, Lent = unknown> {
-  /** The one name of the upstream: its client's decorator, its health check, its metric label. */
+  /** The one name of the upstream: its key in the `upstreams` decorator, its health check, its metric label. */
   readonly name: Name
   /** How a sentence names it: `CRM`. */
   readonly title: string

@@ -2,7 +2,7 @@ import { Secret, Url } from '../lib/setting-schemas.js'
 import { BillingClient } from './billing/client.js'
 import { CrmClient } from './crm/client.js'
 import type { DailyUsageStore } from './crm/daily-usage.js'
-import { defineUpstream, requestQueue, type ClientOf, type QueueDescriptor } from './descriptor.js'
+import { defineUpstream, requestQueue, type QueueDescriptor } from './descriptor.js'
 import { TelecomClient } from './telecom/client.js'
 import type { UpstreamOptions } from './upstream.js'
 
@@ -100,6 +100,3 @@ export type QueuedUpstream = Extract<ProductUpstream, { queue: object }>
 
 /** The settings of the request queues, as the environment spells them: `BILLING_QUEUE_CONCURRENCY`. */
 export type QueueSettingName = QueuedUpstream['queue'][keyof QueuedUpstream['queue'] & ('concurrency' | 'timeoutMs' | 'maxSize')]
-
-/** Each upstream's client, under the upstream's name. */
-export type UpstreamClients = { readonly [Upstream in ProductUpstream as Upstream['name']]: ClientOf<Upstream> }

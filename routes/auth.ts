@@ -51,7 +51,7 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       reply.header('retry-after', limit.retryAfterSeconds)
       throw new TooManyFailedSignInsError(`${limit.retryAfterSeconds} seconds`)
     }
-    const outcome = await fastify.billingQueue.run((deadline) => fastify.billing.signIn(email, password, deadline)).catch((error: unknown) => {
+    const outcome = await fastify.upstreams.billing.queue.run((deadline) => fastify.upstreams.billing.client.signIn(email, password, deadline)).catch((error: unknown) => {
       throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
     })
     // One answer whatever was wrong: an unknown email and a wrong password look alike, and count alike.

@@ -45,12 +45,12 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, (_request, reply) => {
     // The uptime monitor and load balancers poll this: while a run may be reused, answer at once,
     // without the promises and microtask turns of waiting for a run that is already there.
-    const reusable = fastify.coreHealth.reusable
+    const reusable = fastify.health.core.reusable
     if (reusable !== undefined) {
       sendReport(reply, reusable)
       return
     }
-    return fastify.coreHealth.run().then((results) => { sendReport(reply, results) })
+    return fastify.health.core.run().then((results) => { sendReport(reply, results) })
   })
 
   fastify.get('/health/live', {
@@ -80,13 +80,13 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (_request, reply) => {
     // 503 only while draining; the last finished run's checks are reported, never waited for.
     // Why: docs/decisions/0041-readiness-and-shared-dependencies.md
-    const { coreHealth, lifecycle } = fastify
-    let results = coreHealth.reusable
+    const { core } = fastify.health
+    let results = core.reusable
     if (results === undefined) {
-      const running = coreHealth.run()
-      results = coreHealth.latest ?? await running
+      const running = core.run()
+      results = core.latest ?? await running
     }
-    if (lifecycle.draining) return reply.code(503).send({ ...reportOf(results), status: 'draining' as const })
+    if (fastify.health.draining) return reply.code(503).send({ ...reportOf(results), status: 'draining' as const })
     return reply.code(200).send(reportOf(results))
   })
 }

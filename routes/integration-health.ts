@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { CheckResult } from '../lib/health-checks.js'
 import { EventsCheck, IntegrationCheck, integrationHealthReport } from '../schemas/integrations.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
-import type { UpstreamsOptions } from '../plugins/app/upstreams.js'
+import type { UpstreamsOptions } from '../plugins/app/upstreams/index.js'
 
 const NOT_REGISTERED: CheckResult = { status: 'fail', latencyMs: 0, error: 'upstream_error' }
 // Not a failure (the deployment chose it), yet never `ok`: a disabled subscription receives no event.
@@ -32,7 +32,7 @@ const integrationHealthRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = asy
       }
     }
   }, async (_request, reply) => {
-    const results = await fastify.integrationHealth.run()
+    const results = await fastify.health.integrations.run()
     const checks = {
       database: results.database ?? NOT_REGISTERED,
       ...Object.fromEntries(upstreams.map(({ name }) => [name, results[name] ?? NOT_REGISTERED])),

@@ -208,7 +208,7 @@ async function signInPerson (signIn: OidcSignIn, request: FastifyRequest, reply:
   if (person.email === undefined || person.emailVerified === false) return 'email_unverified'
   const email = person.email
   try {
-    const clients = await fastify.billingQueue.run((deadline) => fastify.billing.clientsActingFor(email, deadline))
+    const clients = await fastify.upstreams.billing.queue.run((deadline) => fastify.upstreams.billing.client.clientsActingFor(email, deadline))
     if (clients.length === 0) return 'no_client_account'
     const signedIn: SignedIn = { sub: person.sub, sid: person.sid, name: person.name, email, sealedIdToken: signIn.options.sealer.seal(person.idToken) }
     if (clients.length > 1) {

@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { UpstreamQueue } from '../plugins/app/request-queues.js'
-import { usageReport, type UpstreamsOptions } from '../plugins/app/upstreams.js'
+import type { UpstreamQueue } from '../plugins/app/upstreams/queues.js'
+import { upstreamNamed, type UpstreamsOptions } from '../plugins/app/upstreams/index.js'
+import { usageReport } from '../plugins/app/upstreams/crm-usage.js'
 import { levelOf } from '../plugins/app/monitoring/levels.js'
 import { subscriptionHealth } from '../plugins/app/platform-events/holder-state.js'
 import { pendingOrdersReport } from '../plugins/app/orders/pending-orders.js'
@@ -19,9 +20,12 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
   // The events section counts them; the operator's hand on them sits beside it, behind OPS_TOKEN.
   await fastify.register(parkedEventRoutes)
 
-  const dailyUsage = async () => usageReport(await fastify.crmUsage.read())
+  const dailyUsage = async () => usageReport(await fastify.upstreams.crm.dailyUsage.read())
   const jobReport = () => fastify.jobQueue.report().catch(() => null)
-  const queues = upstreams.flatMap(({ name, title, queue }) => queue === undefined ? [] : [{ name, title, queue: fastify.getDecorator<UpstreamQueue>(`${name}Queue`) }])
+  const queues = upstreams.flatMap(({ name, title }) => {
+    const queue = upstreamNamed(fastify.upstreams, name)?.queue
+    return queue === undefined ? [] : [{ name, title, queue }]
+  })
   // The CRM's queue reports the CRM's daily API usage beside its own measures.
   const crmReport = { report: CrmQueueReport, detail: CrmQueueDetail, summary: 'CRM queue details, with the daily API usage against its limit' }
   const QueuesReport = queuesReport(queues.map(({ name }) => name), { crm: crmReport.report })

@@ -95,7 +95,7 @@ async function provision ({ latencyMs, settings }: Scenario, counted = false): P
       if (latencyMs > 0) simulator.injectFault({ kind: 'latency', ms: latencyMs })
     }
     const databaseQueries = async () => (await app.monitoring.snapshot()).parts.database!.queries
-    const before = { telecom: app.upstreamCalls.telecom.summary().count, billing: app.upstreamCalls.billing.summary().count, crm: app.upstreamCalls.crm.summary().count, queries: (await databaseQueries()).count }
+    const before = { telecom: app.upstreams.telecom.calls.summary().count, billing: app.upstreams.billing.calls.summary().count, crm: app.upstreams.crm.calls.summary().count, queries: (await databaseQueries()).count }
     const statementsBefore = proxy?.queries ?? 0
     const started = performance.now()
     for (const id of ids) sandbox.crm.publishOrderProvisionRequested(id)
@@ -110,11 +110,11 @@ async function provision ({ latencyMs, settings }: Scenario, counted = false): P
     const statements = proxy === undefined ? undefined : (proxy.queries - statementsBefore) / EVENTS
 
     // Averages over each window, which holds every call of this run; counts since the events went out.
-    const calls = (upstream: UpstreamName) => (app.upstreamCalls[upstream].summary().count - before[upstream]) / EVENTS
-    const average = (upstream: UpstreamName) => app.upstreamCalls[upstream].summary().average ?? 0
+    const calls = (upstream: UpstreamName) => (app.upstreams[upstream].calls.summary().count - before[upstream]) / EVENTS
+    const average = (upstream: UpstreamName) => app.upstreams[upstream].calls.summary().average ?? 0
     const queryWindow = await databaseQueries()
     const queries = (queryWindow.count - before.queries) / EVENTS
-    const waits = { billing: app.billingQueue.metrics().averageWaitTime, crm: app.crmQueue.metrics().averageWaitTime }
+    const waits = { billing: app.upstreams.billing.queue.metrics().averageWaitTime, crm: app.upstreams.crm.queue.metrics().averageWaitTime }
     const outcome = {
       ordersPerSecond: EVENTS / seconds,
       seconds,

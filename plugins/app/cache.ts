@@ -4,7 +4,7 @@ import { OutageLog } from '../../lib/outage-log.js'
 
 async function cache (fastify: FastifyInstance) {
   const { redis } = fastify
-  fastify.coreHealth.register('cache', async () => { await redis.ping() })
+  fastify.health.core.register('cache', async () => { await redis.ping() })
 
   // One line when the connection is lost and one when it is back, with the failed reconnection
   // attempts between: the one error line of a Redis outage, whatever the traffic meanwhile.

@@ -140,8 +140,8 @@ async function db (fastify: FastifyInstance) {
   if (probe === undefined) throw new Error('The db plugin needs the postgres plugin\'s probe pool')
   const pool = fastify.pg.pool
   const check = databaseCheck({ probe, pool, log: fastify.log })
-  fastify.coreHealth.register('database', check)
-  fastify.integrationHealth.register('database', check)
+  fastify.health.core.register('database', check)
+  fastify.health.integrations.register('database', check)
 
   // Business queries only: the probe's are the health check's own.
   const queries = new SlidingWindow()
@@ -155,10 +155,10 @@ async function db (fastify: FastifyInstance) {
   // that need no query included. The gate judges by the last finished run of the checks GET /health
   // shares, and refreshes a stale one behind the request: it adds no query of its own and no wait
   // (a run waits for the cache check too, which a hung Redis would hold for the health timeout).
-  const { coreHealth } = fastify
+  const { core } = fastify.health
   fastify.decorate('requireDatabase', async function requireDatabase () {
-    if (coreHealth.reusable === undefined) coreHealth.run().catch(() => {})
-    if (coreHealth.latest?.database?.status === 'fail') throw new DatabaseUnavailableError()
+    if (core.reusable === undefined) core.run().catch(() => {})
+    if (core.latest?.database?.status === 'fail') throw new DatabaseUnavailableError()
   })
 }
 

@@ -2,11 +2,6 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { HealthCheckRegistry, type CheckResult, type CheckStatus } from '../../lib/health-checks.js'
 
-export interface Lifecycle {
-  /** True from the shutdown signal on: readiness answers 503 while requests drain. */
-  draining: boolean
-}
-
 /** The core health report of the specification (2.1). */
 export interface CoreHealth {
   status: 'ok' | 'degraded'
@@ -19,13 +14,19 @@ export function coreHealthOf (results: Record<string, CheckResult>): CoreHealth 
   return { status: checks.database === 'ok' && checks.cache === 'ok' ? 'ok' : 'degraded', checks }
 }
 
+/** What the health endpoints read: the two sets of checks, and whether this instance is shutting down. */
+export interface Health {
+  /** The checks behind `GET /health`: the database and the cache. */
+  readonly core: HealthCheckRegistry
+  /** The checks behind `GET /auth/health-check`: the database, each upstream and the event subscription. */
+  readonly integrations: HealthCheckRegistry
+  /** True from the shutdown signal on: readiness answers 503 while requests drain. */
+  draining: boolean
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The checks behind `GET /health`: the database and the cache. */
-    coreHealth: HealthCheckRegistry
-    /** The checks behind `GET /auth/health-check`: the database and each upstream. */
-    integrationHealth: HealthCheckRegistry
-    lifecycle: Lifecycle
+    health: Health
   }
 }
 
@@ -37,22 +38,24 @@ declare module './monitoring/index.js' {
 
 async function health (fastify: FastifyInstance) {
   const { HEALTH_CHECK_TIMEOUT_MS, HEALTH_CHECK_CACHE_MS, INTEGRATION_CHECK_CACHE_MS } = fastify.config
-  const coreHealth = new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS })
-  fastify.decorate('coreHealth', coreHealth)
-  // Each run costs CRM API calls: an anonymous caller polling it must not spend the org's daily quota.
-  fastify.decorate('integrationHealth', new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: INTEGRATION_CHECK_CACHE_MS }))
-  fastify.decorate('lifecycle', { draining: false })
-  fastify.addHook('preClose', async () => { fastify.lifecycle.draining = true })
+  const coreChecks = new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: HEALTH_CHECK_CACHE_MS })
+  fastify.decorate('health', {
+    core: coreChecks,
+    // Each run costs CRM API calls: an anonymous caller polling it must not spend the org's daily quota.
+    integrations: new HealthCheckRegistry({ timeoutMs: HEALTH_CHECK_TIMEOUT_MS, reuseMs: INTEGRATION_CHECK_CACHE_MS }),
+    draining: false
+  } satisfies Health)
+  fastify.addHook('preClose', async () => { fastify.health.draining = true })
   // While draining, keep-alive connections are closed after their response, or the listener
   // would wait on them forever.
   fastify.addHook('onSend', (_request, reply, payload, done) => {
-    if (fastify.lifecycle.draining) reply.header('connection', 'close')
+    if (fastify.health.draining) reply.header('connection', 'close')
     done(null, payload)
   })
 
   fastify.monitoring.register('core', {
     description: 'the core health checks',
-    read: async () => coreHealthOf(await coreHealth.run()),
+    read: async () => coreHealthOf(await coreChecks.run()),
     measures: {
       core_status: (core) => ({ value: Object.values(core.checks).filter((status) => status === 'fail').length })
     },

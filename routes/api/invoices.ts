@@ -18,7 +18,7 @@ function billingUnavailable (error: unknown): never {
 
 const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [Invoice, InvoiceDetails, InvoiceList]) fastify.addSchema(schema)
-  const { billing, billingQueue, servicesCache } = fastify
+  const { upstreams: { billing }, servicesCache } = fastify
 
   fastify.get('/api/invoices', {
     schema: {
@@ -33,8 +33,8 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const clientId = request.user.clientId
     const { status, page, limit } = request.query
     const key = `${clientId}:${status ?? 'any'}:${page}:${limit}`
-    const result = await servicesCache.getOrLoad('invoices', key, () => billingQueue.run((deadline) =>
-      billing.getInvoices({ clientId, status, limitStart: (page - 1) * limit, limitNum: limit }, deadline)
+    const result = await servicesCache.getOrLoad('invoices', key, () => billing.queue.run((deadline) =>
+      billing.client.getInvoices({ clientId, status, limitStart: (page - 1) * limit, limitNum: limit }, deadline)
     )).catch(billingUnavailable)
     return { invoices: result.invoices, page, limit, total: result.total }
   })
@@ -51,14 +51,14 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request) => {
     const { id } = request.params
     const invoice = await servicesCache.getOrLoad<BillingInvoiceDetails | null>('invoice', String(id), () =>
-      billingQueue.run((deadline) => billing.getInvoice(id, deadline))
+      billing.queue.run((deadline) => billing.client.getInvoice(id, deadline))
     ).catch(billingUnavailable)
     // Another client's invoice is as absent as one that does not exist.
     if (invoice === null || invoice.clientId !== request.user.clientId) throw new InvoiceNotFoundError()
     if (invoice.currencyCode !== null) return invoice
     // WHMCS's GetInvoice names no currency (GetInvoices does): an invoice is in its client's.
     const client = await servicesCache.getOrLoad('client', String(invoice.clientId), () =>
-      billingQueue.run((deadline) => billing.getClientsDetails(invoice.clientId, deadline))
+      billing.queue.run((deadline) => billing.client.getClientsDetails(invoice.clientId, deadline))
     ).catch(billingUnavailable)
     return { ...invoice, currencyCode: client?.currencyCode ?? null }
   })

@@ -14,14 +14,14 @@ const ROOT_DECORATORS = [
   'clientRequestLimit',
   // app.ts
   'config', 'reopenLogFiles', 'logFor',
-  // The service's plugins (plugins/app), in the order app.ts registers them.
+  // The service's plugins (plugins/app), in the order app.ts registers them. An infrastructure
+  // concern is one decorator, its parts under it: health.core, upstreams.billing.queue (decision 0128).
   'metrics', 'monitoring', 'requestObserver',
-  'coreHealth', 'integrationHealth', 'lifecycle',
+  'health',
   'requireDatabase',
   'pubsub',
-  'billingQueue', 'crmQueue',
   'servicesCache',
-  'billing', 'crm', 'telecom', 'crmUsage', 'upstreamCalls',
+  'upstreams',
   'tokenBlacklist',
   'sessions', 'sessionCookieHeader',
   'authenticate', 'authenticateSession', 'requireSameSite',

@@ -29,9 +29,9 @@ t.test('/metrics is Prometheus text carrying every measure and the process metri
   const app = await buildTestApp(t, { REDIS_URL: redis.url }, sandbox)
 
   // One of everything, so that every series has a sample.
-  await app.crmQueue.run((deadline) => app.crm.getLimits(deadline))
-  await app.telecom.health(AbortSignal.timeout(5000))
-  await app.billing.health(AbortSignal.timeout(5000))
+  await app.upstreams.crm.queue.run((deadline) => app.upstreams.crm.client.getLimits(deadline))
+  await app.upstreams.telecom.client.health(AbortSignal.timeout(5000))
+  await app.upstreams.billing.client.health(AbortSignal.timeout(5000))
   await app.servicesCache.getOrLoad('client', 'metrics-test', async () => ({}))
   await app.pg.query('SELECT 1')
   await app.inject('/no-such-route')

@@ -108,11 +108,11 @@ async function jobQueue (fastify: FastifyInstance) {
     deps: {
       orders: fastify.orders,
       statusChanges: fastify.statusChanges,
-      billing: fastify.billing,
-      crm: fastify.crm,
-      telecom: fastify.telecom,
-      billingQueue: fastify.billingQueue,
-      crmQueue: fastify.crmQueue,
+      billing: fastify.upstreams.billing.client,
+      crm: fastify.upstreams.crm.client,
+      telecom: fastify.upstreams.telecom.client,
+      billingQueue: fastify.upstreams.billing.queue,
+      crmQueue: fastify.upstreams.crm.queue,
       log: fastify.log
     },
     observeLag: (seconds) => fastify.metrics.observeProvisioningLag(seconds),
@@ -129,4 +129,4 @@ async function jobQueue (fastify: FastifyInstance) {
   fastify.addHook('onClose', () => worker.close())
 }
 
-export default fp(jobQueue, { name: 'job-queue', fastify: '5.x', dependencies: ['orders', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(jobQueue, { name: 'job-queue', fastify: '5.x', dependencies: ['orders', 'upstreams', 'monitoring'], decorators: { fastify: ['config'] } })

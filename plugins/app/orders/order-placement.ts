@@ -33,7 +33,7 @@ declare module '../monitoring/index.js' {
 const PLACEMENT_LEASE_MS = 5000
 
 async function orderPlacement (fastify: FastifyInstance) {
-  const { billing, billingQueue, crm, crmQueue, config, statusChanges } = fastify
+  const { upstreams: { billing, crm }, config, statusChanges } = fastify
   const placements = new PlacementStore(fastify.pg.pool)
   // Long enough for every step of a request's placement to have run out its own bound.
   const claimMs = 3 * config.DATABASE_QUERY_TIMEOUT_MS + 2 * config.BILLING_QUEUE_TIMEOUT_MS + 2 * config.CRM_QUEUE_TIMEOUT_MS
@@ -41,11 +41,11 @@ async function orderPlacement (fastify: FastifyInstance) {
     placements,
     statusChanges,
     upstreams: {
-      addBillingOrder: (order) => billingQueue.run((deadline) => billing.addOrder(order, deadline)),
-      createCrmOrder: (fields) => crmQueue.run((deadline) => crm.createOrder(fields, deadline)),
-      findCrmOrder: (billingOrderId) => crmQueue.run((deadline) => crm.findOrderIdByBillingOrderId(billingOrderId, deadline)),
-      cancelBillingOrder: (billingOrderId) => billingQueue.run((deadline) => billing.cancelOrder(billingOrderId, deadline)),
-      pendingBillingOrders: (clientId) => billingQueue.run((deadline) => billing.getPendingOrders(clientId, deadline))
+      addBillingOrder: (order) => billing.queue.run((deadline) => billing.client.addOrder(order, deadline)),
+      createCrmOrder: (fields) => crm.queue.run((deadline) => crm.client.createOrder(fields, deadline)),
+      findCrmOrder: (billingOrderId) => crm.queue.run((deadline) => crm.client.findOrderIdByBillingOrderId(billingOrderId, deadline)),
+      cancelBillingOrder: (billingOrderId) => billing.queue.run((deadline) => billing.client.cancelOrder(billingOrderId, deadline)),
+      pendingBillingOrders: (clientId) => billing.queue.run((deadline) => billing.client.getPendingOrders(clientId, deadline))
     },
     crmAccountId: config.CRM_ORDER_ACCOUNT_ID,
     claimMs,
@@ -75,6 +75,6 @@ async function orderPlacement (fastify: FastifyInstance) {
 export default fp(orderPlacement, {
   name: 'order-placement',
   fastify: '5.x',
-  dependencies: ['orders', 'db', 'upstreams', 'request-queues', 'monitoring'],
+  dependencies: ['orders', 'db', 'upstreams', 'monitoring'],
   decorators: { fastify: ['config'] }
 })

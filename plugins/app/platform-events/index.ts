@@ -29,10 +29,10 @@ declare module '../monitoring/index.js' {
 }
 
 async function platformEvents (fastify: FastifyInstance) {
-  const { config, orders, crm, crmQueue, jobQueue, log } = fastify
+  const { config, orders, upstreams: { crm }, jobQueue, log } = fastify
 
   const parked = new ParkedEvents(fastify.pg.pool)
-  const handOffs = new OrderHandOff({ channel: ORDER_PROVISION_CHANNEL, orders, crm, crmQueue, jobQueue, parked, log, logFor: fastify.logFor })
+  const handOffs = new OrderHandOff({ channel: ORDER_PROVISION_CHANNEL, orders, crm: crm.client, crmQueue: crm.queue, jobQueue, parked, log, logFor: fastify.logFor })
   fastify.decorate('parkedEvents', parked)
   fastify.decorate('eventHandOff', handOffs)
 
@@ -44,7 +44,7 @@ async function platformEvents (fastify: FastifyInstance) {
     redis: fastify.redis,
     positions: new ReplayPositions(fastify.pg.pool),
     keyPrefix: config.REDIS_KEY_PREFIX,
-    crm,
+    crm: crm.client,
     apiVersion: config.CRM_API_VERSION,
     leaseTtlMs: config.CRM_EVENTS_LEASE_TTL_MS,
     connectTimeoutMarginMs: config.CRM_EVENTS_CONNECT_MARGIN_MS,
@@ -56,7 +56,7 @@ async function platformEvents (fastify: FastifyInstance) {
   })
   fastify.decorate('eventSubscription', subscription)
 
-  if (config.CRM_EVENTS_ENABLED) fastify.integrationHealth.register('events', eventsCheck(subscription))
+  if (config.CRM_EVENTS_ENABLED) fastify.health.integrations.register('events', eventsCheck(subscription))
   fastify.monitoring.register('subscriptionHolder', holderPart(subscription))
   fastify.monitoring.register('parkedEvents', parkedEventsPart(parked))
   fastify.monitoring.register('subscriber', subscriberPart(subscription, () => resubscribes))
@@ -71,4 +71,4 @@ async function platformEvents (fastify: FastifyInstance) {
   })
 }
 
-export default fp(platformEvents, { name: 'platform-events', fastify: '5.x', dependencies: ['orders', 'job-queue', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(platformEvents, { name: 'platform-events', fastify: '5.x', dependencies: ['orders', 'job-queue', 'upstreams', 'monitoring'], decorators: { fastify: ['config'] } })

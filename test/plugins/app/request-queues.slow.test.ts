@@ -11,7 +11,7 @@ async function queues (app: FastifyInstance) {
 }
 
 function billingCall (app: FastifyInstance) {
-  return app.billingQueue.run((deadline) => app.billing.health(deadline))
+  return app.upstreams.billing.queue.run((deadline) => app.upstreams.billing.client.health(deadline))
 }
 
 /** A queue without an app, for what the queue itself guarantees. */
@@ -156,7 +156,7 @@ t.test('CRM daily usage comes from the CRM and is one figure for all instances',
   const first = await buildTestApp(t, { REDIS_KEY_PREFIX: prefix, CRM_DAILY_API_LIMIT: '999' }, sandbox)
   const second = await buildTestApp(t, { REDIS_KEY_PREFIX: prefix, CRM_DAILY_API_LIMIT: '999' }, sandbox)
 
-  await first.crmQueue.run((deadline) => first.crm.getOrder('801000000000001AAA', deadline))
+  await first.upstreams.crm.queue.run((deadline) => first.upstreams.crm.client.getOrder('801000000000001AAA', deadline))
   const usage = sandbox.crm.apiUsage
   // The client records the figure without waiting for Redis; the other instance reads it from there.
   await waitFor('the shared figure', async () => (await queues(second)).crm.dailyUsage.used === usage.used)
@@ -176,7 +176,7 @@ t.test('CRM_DAILY_API_LIMIT stands in only until the CRM has answered', async (t
   const before = (await app.inject('/health/queues/crm')).json()
   t.match(before.dailyUsage, { limit: 5000, limitSource: 'configured' })
   sandbox.crm.clearFaults()
-  await app.crmQueue.run((deadline) => app.crm.getLimits(deadline))
+  await app.upstreams.crm.queue.run((deadline) => app.upstreams.crm.client.getLimits(deadline))
   const after = (await app.inject('/health/queues/crm')).json()
   t.match(after.dailyUsage, { limit: sandbox.crm.apiUsage.max, limitSource: 'crm' })
   t.not(after.dailyUsage.limit, 5000)

@@ -4,7 +4,7 @@ import { buildTestAppOnPrivateRedis } from '../../helpers/private-redis.js'
 import type { FastifyInstance } from 'fastify'
 
 function readInvoice (app: FastifyInstance, invoiceId: number) {
-  return app.servicesCache.getOrLoad('invoice', String(invoiceId), () => app.billingQueue.run((deadline) => app.billing.getInvoice(invoiceId, deadline)))
+  return app.servicesCache.getOrLoad('invoice', String(invoiceId), () => app.upstreams.billing.queue.run((deadline) => app.upstreams.billing.client.getInvoice(invoiceId, deadline)))
 }
 
 function getInvoiceCalls (sandbox: Awaited<ReturnType<typeof startTestSandbox>>): number {

@@ -5,8 +5,8 @@ import { UPSTREAMS } from '../../../integrations/registry.js'
 import { Upstream, type UpstreamOptions } from '../../../integrations/upstream.js'
 import { FAILURE_CLASSES } from '../../../lib/errors.js'
 import { Secret, Url } from '../../../lib/setting-schemas.js'
-import type { RequestQueue } from '../../../lib/request-queue.js'
 import { thresholdsOf } from '../../../plugins/app/monitoring/thresholds.js'
+import { upstreamNamed, type UpstreamParts } from '../../../plugins/app/upstreams/index.js'
 import { ConfigError, loadConfig } from '../../../settings.js'
 import { buildTestApp, testEnv } from '../../helpers/app.js'
 import { json, stubServer } from '../../helpers/http-stub.js'
@@ -80,7 +80,7 @@ t.test('an upstream registered by its descriptor alone is read from the settings
   const app = await buildTestApp(t, { POSTAL_API_URL: url, POSTAL_API_TOKEN: 'postal-token', INTEGRATION_CHECK_CACHE_MS: '0' }, undefined, { upstreams: registry })
 
   t.same(app.config.upstreamSettings.postal, { POSTAL_API_URL: url, POSTAL_API_TOKEN: 'postal-token' }, 'its settings group, read from the environment')
-  t.ok((app as unknown as Record<string, unknown>).postal instanceof PostalClient, 'its client, under its name')
+  t.ok(upstreamNamed(app.upstreams, 'postal')?.client instanceof PostalClient, 'its client, under its name')
 
   const zeroed = (await app.inject('/metrics')).body
   for (const outcome of ['ok', ...FAILURE_CLASSES]) {
@@ -131,9 +131,8 @@ t.test('an upstream with a request queue, by its descriptor alone: its settings,
   let fail = false
   const url = await stubServer(t, () => fail ? json(503, { status: 'down' }) : json(200, { status: 'ok' }))
   const app = await buildTestApp(t, { GEOCODER_API_URL: url, GEOCODER_API_TOKEN: 'geo-token', GEOCODER_QUEUE_CONCURRENCY: '2' }, undefined, { upstreams: queuedRegistry })
-  const queue = app.getDecorator<RequestQueue>('geocoderQueue')
-  const client = app.getDecorator<PostalClient>('geocoder')
-  t.same(queue.settings, { concurrency: 2, timeoutMs: 4000, maxSize: 30, windowMs: 300_000 }, 'decorated geocoderQueue, with its settings')
+  const { client, queue } = upstreamNamed(app.upstreams, 'geocoder') as Required<UpstreamParts<PostalClient>>
+  t.same(queue.settings, { concurrency: 2, timeoutMs: 4000, maxSize: 30, windowMs: 300_000 }, 'upstreams.geocoder.queue, with its settings')
 
   await queue.run((deadline) => client.health(deadline.signal))
   fail = true

@@ -86,10 +86,10 @@ t.test('billing refusing the order (result=error): 422 ORDER_REJECTED, nothing s
   t.equal((await app.inject({ url: '/api/orders', headers: bearer(token) })).json().total, 0, 'no order stored')
   t.equal(sandbox.crm.orders.length, 0, 'nothing sent to the CRM')
   // The caller's order refused is no billing outage: neither the queue nor the error rate counts it.
-  const { totalRequests, completedRequests, failedRequests } = app.billingQueue.metrics()
+  const { totalRequests, completedRequests, failedRequests } = app.upstreams.billing.queue.metrics()
   t.same({ completedRequests, failedRequests }, { completedRequests: totalRequests, failedRequests: 0 }, 'completed, not failed')
-  t.equal(app.billingQueue.recentFailures(), 0)
-  const billingCalls = app.upstreamCalls.billing.summary()
+  t.equal(app.upstreams.billing.queue.recentFailures(), 0)
+  const billingCalls = app.upstreams.billing.calls.summary()
   t.ok(billingCalls.count > 0 && billingCalls.failures === 0, 'the billing call counts as answered in the external error rate')
 
   sandbox.billing.clearFaults()
@@ -186,8 +186,8 @@ t.test('the CRM queue full: POST /api/orders is 503 ORDER_CANCELLED at once, the
   const token = await login(app)
   // The one slot held by a slow CRM call; with no room to wait, the order's CRM call is refused.
   sandbox.crm.injectFault({ kind: 'latency', ms: 1000, route: 'rest' })
-  const holding = app.crmQueue.run((deadline) => app.crm.getLimits(deadline))
-  await waitFor('the slot taken', async () => app.crmQueue.metrics().pendingRequests === 1, 2000)
+  const holding = app.upstreams.crm.queue.run((deadline) => app.upstreams.crm.client.getLimits(deadline))
+  await waitFor('the slot taken', async () => app.upstreams.crm.queue.metrics().pendingRequests === 1, 2000)
   const first = await Promise.race([app.inject(orderRequest(token, 'crm-full')), holding.then(() => undefined, () => undefined)])
   if (first === undefined) throw new Error('POST /api/orders answered only after the call holding the slot ended: it waited for room')
   const response = first
@@ -196,7 +196,7 @@ t.test('the CRM queue full: POST /api/orders is 503 ORDER_CANCELLED at once, the
   const [stored] = (await app.inject({ url: '/api/orders?limit=1', headers: bearer(token) })).json().orders
   t.match(stored, { status: 'Failed', failureReason: 'crm_queue_full: the CRM order could not be created', crmOrderId: null })
   t.equal(sandbox.billing.orders.find((placed) => placed.id === stored.billingOrderId)?.status, 'Cancelled')
-  t.equal(app.crmQueue.metrics().failedRequests, 1, 'the refusal counts as a failed request')
+  t.equal(app.upstreams.crm.queue.metrics().failedRequests, 1, 'the refusal counts as a failed request')
   await holding
   sandbox.crm.clearFaults()
   t.match(await placeOrder(app, token), { status: 'Pending Review' }, 'a free slot: orders go through again')

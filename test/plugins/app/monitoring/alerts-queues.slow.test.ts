@@ -17,7 +17,7 @@ async function billingHealth (app: FastifyInstance) {
 }
 
 function billingCall (app: FastifyInstance) {
-  return app.billingQueue.run((deadline) => app.billing.health(deadline))
+  return app.upstreams.billing.queue.run((deadline) => app.upstreams.billing.client.health(deadline))
 }
 
 t.test('billing queueSize: > 10 warns, > 50 is critical', async (t) => {
@@ -65,7 +65,7 @@ t.test('billing failedRequests: > 5 warns, > 20 is critical', async (t) => {
 t.test('CRM daily usage: > 80 % of the limit warns, > 95 % is critical', async (t) => {
   const sandbox = await startTestSandbox(t, { crm: { apiUsage: { used: 11_000, max: 15_000 } } })
   const app = await buildTestApp(t, {}, sandbox)
-  const crmCall = () => app.crmQueue.run((deadline) => app.crm.getLimits(deadline))
+  const crmCall = () => app.upstreams.crm.queue.run((deadline) => app.upstreams.crm.client.getLimits(deadline))
 
   await crmCall()
   await expectLevel(t, app, 'crm_daily_usage', 'ok', 'about 73 %')

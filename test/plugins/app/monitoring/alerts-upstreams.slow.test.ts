@@ -31,7 +31,7 @@ t.test('HTTP 5xx rate: > 1 % warns, > 5 % is critical; probes do not count', asy
 t.test('external error rate: > 1 % warns, > 5 % is critical', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, {}, sandbox)
-  const calls = (n: number) => Promise.allSettled(Array.from({ length: n }, () => app.billing.health(AbortSignal.timeout(5000))))
+  const calls = (n: number) => Promise.allSettled(Array.from({ length: n }, () => app.upstreams.billing.client.health(AbortSignal.timeout(5000))))
   await calls(200)
   sandbox.billing.injectFault({ kind: 'http5xx', status: 502 })
   await calls(1)
@@ -47,21 +47,21 @@ t.test('API p95 (> 2 s, > 5 s), CRM or billing (> 2 s, > 5 s) and telecom (> 3 s
   const app = await buildTestApp(t, { ...LIMITS, UPSTREAM_TIMEOUT_MS: '15000', BILLING_QUEUE_TIMEOUT_MS: '20000' }, sandbox)
   const measures = ['api_response_time_p95', 'crm_billing_response_time', 'telecom_response_time'] as const
   await login(app)
-  await app.telecom.health(AbortSignal.timeout(5000))
+  await app.upstreams.telecom.client.health(AbortSignal.timeout(5000))
   for (const measure of measures) {
     const early = await expectLevel(t, app, measure, 'ok', 'one fast answer of each: too few to judge')
     t.match(early, { value: null, note: /too few samples/ })
   }
   // Enough samples to judge on: 20 requests and billing calls, 10 telecom calls.
   for (let i = 0; i < 19; i++) await login(app)
-  for (let i = 0; i < 9; i++) await app.telecom.health(AbortSignal.timeout(5000))
+  for (let i = 0; i < 9; i++) await app.upstreams.telecom.client.health(AbortSignal.timeout(5000))
   for (const measure of measures) await expectLevel(t, app, measure, 'ok', 'fast answers')
 
   // Two slow answers of each at once: beside the fast ones, the 95th percentile is a slow one.
   const slow = async (billingMs: number, telecomMs: number) => {
     sandbox.billing.injectFault({ kind: 'latency', ms: billingMs })
     sandbox.telecom.injectFault({ kind: 'latency', ms: telecomMs })
-    const responses = await Promise.all([login(app), login(app), app.telecom.health(AbortSignal.timeout(15_000)), app.telecom.health(AbortSignal.timeout(15_000))])
+    const responses = await Promise.all([login(app), login(app), app.upstreams.telecom.client.health(AbortSignal.timeout(15_000)), app.upstreams.telecom.client.health(AbortSignal.timeout(15_000))])
     t.same(responses.slice(0, 2).map((response) => response?.statusCode), [401, 401], 'the slow logins still answer')
     sandbox.billing.clearFaults()
     sandbox.telecom.clearFaults()
@@ -75,11 +75,11 @@ t.test('API p95 (> 2 s, > 5 s), CRM or billing (> 2 s, > 5 s) and telecom (> 3 s
 t.test('the CRM slower than billing: crm_billing_response_time follows the slower of the two', async (t) => {
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { UPSTREAM_TIMEOUT_MS: '15000' }, sandbox)
-  for (let i = 0; i < 10; i++) await app.billing.health(AbortSignal.timeout(5000))
-  for (let i = 0; i < 10; i++) await app.crm.getLimits(AbortSignal.timeout(5000))
+  for (let i = 0; i < 10; i++) await app.upstreams.billing.client.health(AbortSignal.timeout(5000))
+  for (let i = 0; i < 10; i++) await app.upstreams.crm.client.getLimits(AbortSignal.timeout(5000))
   await expectLevel(t, app, 'crm_billing_response_time', 'ok', 'both fast')
   sandbox.crm.injectFault({ kind: 'latency', ms: 2100, route: 'rest' })
   // Two slow samples beside the fast ones: the CRM's 95th percentile is a slow one.
-  await Promise.all([app.crm.getLimits(AbortSignal.timeout(15_000)), app.crm.getLimits(AbortSignal.timeout(15_000))])
+  await Promise.all([app.upstreams.crm.client.getLimits(AbortSignal.timeout(15_000)), app.upstreams.crm.client.getLimits(AbortSignal.timeout(15_000))])
   await expectLevel(t, app, 'crm_billing_response_time', 'warning', 'the CRM at 2.1 s, billing fast')
 })

@@ -26,11 +26,11 @@ const invoiceOf = (order: Placed) => sandbox.billing.invoices.find((invoice) => 
 
 t.test('awaiting approval: one query a round for every order, counted in /health/queues, /metrics and /status, never alerted', async (t) => {
   const [first, second] = [await place(), await place()]
-  const before = { queries: queries().length, used: (await app.crmUsage.read()).used ?? 0 }
+  const before = { queries: queries().length, used: (await app.upstreams.crm.dailyUsage.read()).used ?? 0 }
   await nextRound(app)
   t.equal(queries().length, before.queries + 1, 'one SOQL query for both')
   t.match(queries().at(-1)?.params?.q, `SELECT Id, Status FROM Order WHERE Id IN ('${first.crmOrderId}', '${second.crmOrderId}')`, 'the ids quoted, oldest first')
-  t.ok(((await app.crmUsage.read()).used ?? 0) > before.used, 'counted in the CRM daily usage')
+  t.ok(((await app.upstreams.crm.dailyUsage.read()).used ?? 0) > before.used, 'counted in the CRM daily usage')
   t.match(await stored(first), { status: 'Pending Review', crm_status: 'Pending Review' }, 'the CRM\'s word stored for every instance')
 
   // Days in the CRM's queue are the CRM's people's pace, not an incident.

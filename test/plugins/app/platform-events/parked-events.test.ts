@@ -118,7 +118,7 @@ t.test('an operator retry after the data is mended provisions the order once; a 
 
   // Mended in the CRM, through its REST API, as an administrator would.
   const billingOrderId = await billingOrder(sandbox)
-  await app.crm.updateOrder(incomplete, { BillingOrderId__c: String(billingOrderId) })
+  await app.upstreams.crm.client.updateOrder(incomplete, { BillingOrderId__c: String(billingOrderId) })
   const [retried, again] = await Promise.all([1, 2].map(() => app.inject({ method: 'POST', url: `/health/events/parked/${id}/retry`, headers: ops })))
   const answers = [retried!, again!].map((response) => response.statusCode).sort()
   t.ok(answers.includes(200) && answers.every((status) => status === 200 || status === 404), `two retries at once: handed off, then not parked any more (${answers.join(', ')})`)

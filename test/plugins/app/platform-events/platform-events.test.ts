@@ -102,11 +102,11 @@ t.test('a batch is handed off a chunk at a time, CRM_QUEUE_CONCURRENCY events at
   for (const id of ids) sandbox.crm.publishOrderProvisionRequested(id)
   let mostAtOnce = 0
   await waitFor('the first chunk in flight', async () => {
-    mostAtOnce = Math.max(mostAtOnce, app.crmQueue.metrics().pendingRequests)
+    mostAtOnce = Math.max(mostAtOnce, app.upstreams.crm.queue.metrics().pendingRequests)
     return mostAtOnce === 4
   }, 5000)
   t.equal(mostAtOnce, 4, 'four order reads in flight together, not one after another')
-  t.equal(app.crmQueue.metrics().queueSize, 0, 'and no more than a chunk: nothing waits in the CRM queue')
+  t.equal(app.upstreams.crm.queue.metrics().queueSize, 0, 'and no more than a chunk: nothing waits in the CRM queue')
   sandbox.crm.clearFaults()
   await waitFor('8 orders Active', () => allActive(app, ids), 30_000)
 })

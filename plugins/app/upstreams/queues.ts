@@ -1,15 +1,13 @@
-import fp from 'fastify-plugin'
-import type { FastifyInstance } from 'fastify'
-import type { QueuedUpstream, QueueSettingName } from '../../integrations/registry.js'
-import { RequestQueue, type QueueMetrics, type RequestQueueOptions } from '../../lib/request-queue.js'
-import type { Config } from '../../schemas/config.js'
-import type { Sample } from './monitoring/metrics.js'
-import type { MonitoringSource } from './monitoring/index.js'
-import type { Reading } from './monitoring/alerts.js'
-import type { ServiceUpstream, UpstreamsOptions } from './upstreams.js'
-import type { Threshold } from './monitoring/threshold-row.js'
-import { queueMeasures, queueRows } from './monitoring/upstream-rows.js'
-import { healthOf, levelAgainst, worstLevel, type Level, type QueueHealth } from './monitoring/levels.js'
+import type { QueuedUpstream, QueueSettingName } from '../../../integrations/registry.js'
+import { RequestQueue, type QueueMetrics, type RequestQueueOptions } from '../../../lib/request-queue.js'
+import type { Config } from '../../../schemas/config.js'
+import type { Sample } from '../monitoring/metrics.js'
+import type { MonitoringSource } from '../monitoring/index.js'
+import type { Reading } from '../monitoring/alerts.js'
+import type { Threshold } from '../monitoring/threshold-row.js'
+import { queueMeasures, queueRows } from '../monitoring/upstream-rows.js'
+import { healthOf, levelAgainst, worstLevel, type Level, type QueueHealth } from '../monitoring/levels.js'
+import type { ServiceUpstream } from './index.js'
 
 type Limits = { warning: number, critical: number }
 
@@ -51,23 +49,16 @@ function snapshotOf (queue: UpstreamQueue): QueueSnapshot {
 /** The upstreams whose calls wait in a queue. */
 type QueuedName = QueuedUpstream['name']
 
-/** Each queue under its upstream's name and `Queue`: `billingQueue`. */
-type UpstreamQueues = { readonly [Name in QueuedName as `${Name}Queue`]: UpstreamQueue }
-
 /** The queue settings of the registry, read with the others: `BILLING_QUEUE_CONCURRENCY`. */
 type QueueSettingValues = { [Setting in QueueSettingName]: number }
 
-declare module 'fastify' {
-  interface FastifyInstance extends UpstreamQueues {}
-}
-
-declare module '../../schemas/config.js' {
+declare module '../../../schemas/config.js' {
   interface Config extends QueueSettingValues {}
 }
 
 type QueueReports = Record<QueuedName, QueueSnapshot>
 
-declare module './monitoring/index.js' {
+declare module '../monitoring/index.js' {
   interface MonitoringParts {
     queues: QueueReports
   }
@@ -84,7 +75,7 @@ function settingOf (config: Config, setting: string): number {
 }
 
 /** The queue of an upstream, with its settings and the rows its descriptor gives. */
-function queueOf (upstream: ServiceUpstream, config: Config): UpstreamQueue | undefined {
+export function queueOf (upstream: ServiceUpstream, config: Config): UpstreamQueue | undefined {
   const { name, queue } = upstream
   if (queue === undefined) return undefined
   const [queueSize, failedRequests] = queueRows([upstream]) as [Threshold, Threshold]
@@ -121,19 +112,12 @@ const QUEUE_METRICS = [
   perQueue('portal_bff_queue_average_execution_seconds', `Average execution time of upstream requests ${window}`, 'gauge', (queue) => queue.metrics.averageExecutionTime / 1000)
 ]
 
-async function requestQueues (fastify: FastifyInstance, { upstreams }: UpstreamsOptions) {
-  const queues = upstreams.flatMap((upstream) => queueOf(upstream, fastify.config) ?? [])
-  for (const queue of queues) fastify.decorate(`${queue.name}Queue`, queue)
-  fastify.addHook('onClose', async () => {
-    await Promise.all(queues.map((queue) => queue.drain()))
-  })
-
-  fastify.monitoring.register('queues', {
+/** The request queues: their reports, the rows of the thresholds table they are judged by, and their metrics. */
+export function queuesPart (queues: readonly UpstreamQueue[]): MonitoringSource<QueueReports> {
+  return {
     description: 'the request queues',
     read: () => Object.fromEntries(queues.map((queue) => [queue.name, snapshotOf(queue)])) as QueueReports,
     measures: queueReadings(queues),
     metrics: QUEUE_METRICS
-  })
+  }
 }
-
-export default fp(requestQueues, { name: 'request-queues', fastify: '5.x', dependencies: ['monitoring'], decorators: { fastify: ['config'] } })

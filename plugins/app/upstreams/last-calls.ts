@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
-import { UpstreamFailure, type FailureClass } from '../../lib/errors.js'
+import { UpstreamFailure, type FailureClass } from '../../../lib/errors.js'
 
 /** An upstream whose last calls failed this many times in a row fails its health check, though its probe answers. */
 export const FAILED_CALLS_IN_ROW = 3
