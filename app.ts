@@ -34,7 +34,6 @@ import oidc from './plugins/app/oidc/index.js'
 import opsAccess from './plugins/app/ops-access.js'
 import orders from './plugins/app/orders/index.js'
 import sseStreams from './plugins/app/sse-streams.js'
-import jobQueue from './plugins/app/orders/job-queue.js'
 import platformEvents from './plugins/app/platform-events/index.js'
 import healthRoutes from './routes/health.js'
 import queueRoutes from './routes/queues.js'
@@ -161,7 +160,6 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(opsAccess)
     await app.register(orders)
     await app.register(sseStreams)
-    await app.register(jobQueue)
     await app.register(platformEvents)
 
     await app.register(healthRoutes)

@@ -20,7 +20,7 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
   await fastify.register(parkedEventRoutes)
 
   const dailyUsage = async () => usageReport(await fastify.crmUsage.read())
-  const jobReport = () => fastify.jobQueue.report().catch(() => null)
+  const jobReport = () => fastify.orders.jobs.report().catch(() => null)
   const queues = upstreams.flatMap(({ name, title, queue }) => queue === undefined ? [] : [{ name, title, queue: fastify.getDecorator<UpstreamQueue>(`${name}Queue`) }])
   // The CRM's queue reports the CRM's daily API usage beside its own measures.
   const crmReport = { report: CrmQueueReport, detail: CrmQueueDetail, summary: 'CRM queue details, with the daily API usage against its limit' }
@@ -53,7 +53,7 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
   }, async () => {
     const [{ used, limit }, jobs, holder, parked, orders] = await Promise.all([
       dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null), fastify.parkedEvents.count().catch(() => null),
-      fastify.pendingOrders.count().then(pendingOrdersReport, () => null)
+      fastify.orders.pending.count().then(pendingOrdersReport, () => null)
     ])
     const reports = Object.fromEntries(queues.map(({ name, queue }) => [name, { health: queue.health(), metrics: queue.metrics() }]))
     return {

@@ -27,9 +27,9 @@ const ROOT_DECORATORS = [
   'authenticate', 'authenticateSession', 'requireSameSite',
   'oidcSignIn',
   'requireOpsToken',
-  'orders', 'pendingOrders', 'statusChanges',
+  // The orders concern's one face: its store, the orders in Pending Review, the status changes and the provisioning jobs.
+  'orders',
   'sseStreams',
-  'jobQueue',
   'parkedEvents', 'eventHandOff', 'eventSubscription'
 ]
 

@@ -71,7 +71,7 @@ function signIn (page: Page, user = JANE): Promise<void> {
 }
 
 async function ordersOf (app: FastifyInstance, clientId = 1): Promise<number> {
-  return (await app.orders.listForClient(clientId, 100, 0)).total
+  return (await app.orders.store.listForClient(clientId, 100, 0)).total
 }
 
 /** What a `fetch` of the page gets for an order placed with the cookie, and with or without the CSRF header. */

@@ -171,14 +171,15 @@ declare module '../monitoring/index.js' {
  * connected subscription did not deliver, at most once a warning period across every instance.
  */
 async function orderCrmStatus (fastify: FastifyInstance) {
-  const { config, orders, pendingOrders, crm, crmQueue, jobQueue, orderPlacement, eventSubscription, log } = fastify
+  const { config, crm, crmQueue, orderPlacement, eventSubscription, log } = fastify
+  const { store: orders, pending: pendingOrders, jobs } = fastify.orders
   const rounds = new CrmStatusRounds({ redis: fastify.redis, key: crmStatusRoundsKey(config.REDIS_KEY_PREFIX), log })
   const task = new CrmStatusReconciliation({
     rounds,
     orders,
     pending: pendingOrders,
     crmStatuses: (crmOrderIds) => crmQueue.run((deadline) => crm.getOrderStatuses(crmOrderIds, deadline)),
-    provision: (crmOrderId) => jobQueue.enqueue(crmOrderId),
+    provision: (crmOrderId) => jobs.enqueue(crmOrderId),
     cancel: (orderId, reason) => orderPlacement.cancel(orderId, reason),
     cancelledStatuses: config.crmOrderCancelledStatuses,
     approvedNotReceived: async () => {
@@ -203,6 +204,6 @@ async function orderCrmStatus (fastify: FastifyInstance) {
 export default fp(orderCrmStatus, {
   name: 'order-crm-status',
   fastify: '5.x',
-  dependencies: ['orders', 'order-placement', 'job-queue', 'platform-events', 'upstreams', 'request-queues', 'monitoring'],
+  dependencies: ['orders', 'order-placement', 'platform-events', 'upstreams', 'request-queues', 'monitoring'],
   decorators: { fastify: ['config'] }
 })

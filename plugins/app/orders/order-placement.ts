@@ -33,7 +33,8 @@ declare module '../monitoring/index.js' {
 const PLACEMENT_LEASE_MS = 5000
 
 async function orderPlacement (fastify: FastifyInstance) {
-  const { billing, billingQueue, crm, crmQueue, config, statusChanges } = fastify
+  const { billing, billingQueue, crm, crmQueue, config } = fastify
+  const { statusChanges } = fastify.orders
   const placements = new PlacementStore(fastify.pg.pool)
   // Long enough for every step of a request's placement to have run out its own bound.
   const claimMs = 3 * config.DATABASE_QUERY_TIMEOUT_MS + 2 * config.BILLING_QUEUE_TIMEOUT_MS + 2 * config.CRM_QUEUE_TIMEOUT_MS

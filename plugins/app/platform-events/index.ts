@@ -29,7 +29,8 @@ declare module '../monitoring/index.js' {
 }
 
 async function platformEvents (fastify: FastifyInstance) {
-  const { config, orders, crm, crmQueue, jobQueue, log } = fastify
+  const { config, crm, crmQueue, log } = fastify
+  const { store: orders, jobs: jobQueue } = fastify.orders
 
   const parked = new ParkedEvents(fastify.pg.pool)
   const handOffs = new OrderHandOff({ channel: ORDER_PROVISION_CHANNEL, orders, crm, crmQueue, jobQueue, parked, log, logFor: fastify.logFor })
@@ -71,4 +72,4 @@ async function platformEvents (fastify: FastifyInstance) {
   })
 }
 
-export default fp(platformEvents, { name: 'platform-events', fastify: '5.x', dependencies: ['orders', 'job-queue', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(platformEvents, { name: 'platform-events', fastify: '5.x', dependencies: ['orders', 'upstreams', 'request-queues', 'monitoring'], decorators: { fastify: ['config'] } })

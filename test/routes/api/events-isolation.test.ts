@@ -22,9 +22,9 @@ function received (stream: SseClient): Array<{ orderId: string, status: OrderSta
 
 /** Moves the order to `status` and announces it, as provisioning does. */
 async function changeStatus (app: FastifyInstance, order: Order, status: OrderStatus): Promise<Order> {
-  const changed = await app.orders.changeStatus(order.id, status)
+  const changed = await app.orders.store.changeStatus(order.id, status)
   if (changed === null) throw new Error(`order ${order.id} already ${status}`)
-  await app.statusChanges.publish(changed)
+  await app.orders.statusChanges.publish(changed)
   return changed
 }
 
@@ -33,7 +33,7 @@ t.test(`${USERS} users × ${STREAMS_PER_USER} streams: a status change reaches e
   const url = `${await app.listen({ port: 0, host: '127.0.0.1' })}/api/events`
   const users: UserStreams[] = []
   for (let clientId = 1; clientId <= USERS; clientId++) {
-    const order = await app.orders.create({ billingClientId: clientId, productId: '1', billingCycle: 'monthly', billingOrderId: null, crmOrderId: null })
+    const order = await app.orders.store.create({ billingClientId: clientId, productId: '1', billingCycle: 'monthly', billingOrderId: null, crmOrderId: null })
     users.push({ clientId, order, streams: [] })
   }
   const streams: SseClient[] = []

@@ -27,7 +27,7 @@ t.test('a client sees its order go Pending Review → Provisioning → Active, r
   t.equal((await SseClient.open(`${url}/api/events`, {})).status, 401, 'the stream needs a token')
 
   const order = (await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(jane), payload: { productId: 1, billingCycle: 'monthly' } })).json()
-  await app.jobQueue.enqueue(order.crmOrderId)
+  await app.orders.jobs.enqueue(order.crmOrderId)
   await waitFor('Active on the stream', async () => statuses(janes).includes('Active'))
   t.same(statuses(janes), ['Pending Review', 'Provisioning', 'Active'])
   const last = janes.events.at(-1)!
@@ -93,7 +93,7 @@ t.test('Redis hung: open streams drop once a liveness PING goes unanswered; once
   redis.resume()
   const again = await SseClient.open(`${url}/api/events`, bearer(token))
   t.teardown(() => again.close())
-  await app.jobQueue.enqueue(placed.json().crmOrderId)
+  await app.orders.jobs.enqueue(placed.json().crmOrderId)
   await waitFor('Active on the new stream', async () => statuses(again).includes('Active'), 15_000)
   t.same(statuses(again), ['Provisioning', 'Active'], 'the changes after Redis answers again')
   await new Promise((resolve) => setTimeout(resolve, LIVENESS_INTERVAL_MS + 1000))

@@ -40,7 +40,7 @@ t.test('an event naming an order the CRM does not have is parked: nothing stored
   sandbox.crm.publishOrderProvisionRequested(unknown)
   const lastReplayId = sandbox.crm.publishOrderProvisionRequested(known!)
   await waitFor('the known order Active', () => allActive(app, [known!]), 30_000)
-  t.equal(await app.orders.findByCrmId(unknown), null, 'no order stored for the unknown one')
+  t.equal(await app.orders.store.findByCrmId(unknown), null, 'no order stored for the unknown one')
   t.equal(sandbox.telecom.activations.length, 1, 'one activation: the known order\'s')
   t.equal((await app.inject('/health/queues')).json().jobs.failed, 0, 'no job made and failed for it')
   await waitFor('the replay position past both', async () => (await app.redis.get(app.eventSubscription.replayKey)) === String(lastReplayId))
@@ -65,7 +65,7 @@ t.test('PostgreSQL stopped when the first events arrive: the batch is refused; o
   await cluster.start()
   await waitFor('every order Active', () => allActive(app, ids), 60_000)
   t.same(provisioningOutcome(sandbox, ids), { activations: 4, distinctKeys: 4, keysUsedOnce: 4, billingAccepted: 4, crmActivated: 4 }, 'each step once')
-  t.equal(await app.orders.findByCrmId(earlier!), null, 'the event from before the subscription started is still left alone, as LATEST says')
+  t.equal(await app.orders.store.findByCrmId(earlier!), null, 'the event from before the subscription started is still left alone, as LATEST says')
   t.ok((await eventsReport(app)).reconnects >= 1, 'the stream handshook again to get the batch redelivered')
 })
 
@@ -89,7 +89,7 @@ t.test('Redis down when the first events arrive: the batch is refused, its floor
   await waitFor('every order Active', () => allActive(app, ids), 60_000)
   t.same(provisioningOutcome(sandbox, ids), { activations: 3, distinctKeys: 3, keysUsedOnce: 3, billingAccepted: 3, crmActivated: 3 }, 'each step once')
   t.equal(await app.redis.get(app.eventSubscription.floorKey), String(firstReplayId), 'the floor was stored once Redis answered')
-  t.equal(await app.orders.findByCrmId(earlier!), null, 'the event from before the subscription started is still left alone')
+  t.equal(await app.orders.store.findByCrmId(earlier!), null, 'the event from before the subscription started is still left alone')
 })
 
 t.test('a batch is handed off a chunk at a time, CRM_QUEUE_CONCURRENCY events at once', async (t) => {

@@ -22,7 +22,7 @@ t.test('a subscription that stays connected but receives nothing: the reconcilia
 
   // Still muted: the order reaches provisioning through the reconciliation, and the event through a
   // new subscription's replay of every retained event (one from -1 would never see it).
-  await waitFor('the stuck order Active', async () => (await app.orders.findByCrmId(stuck.crmOrderId))?.status === 'Active')
+  await waitFor('the stuck order Active', async () => (await app.orders.store.findByCrmId(stuck.crmOrderId))?.status === 'Active')
   await waitFor('the replayed event handed off', async () => Number(await app.redis.get(app.eventSubscription.replayKey)) >= replayId)
   t.match(provisioningOutcome(sandbox, [stuck.crmOrderId]), { activations: 1, keysUsedOnce: 1 }, 'provisioned once, though both brought it')
   const metrics = (await app.inject('/metrics')).body
@@ -34,7 +34,7 @@ t.test('a subscription that stays connected but receives nothing: the reconcilia
   const next = await placeOrder(app, token) as { crmOrderId: string }
   sandbox.crm.updateOrder(next.crmOrderId, { Status: 'Approved' })
   const nextReplayId = sandbox.crm.publishOrderProvisionRequested(next.crmOrderId)
-  await waitFor('the next order Active', async () => (await app.orders.findByCrmId(next.crmOrderId))?.status === 'Active')
+  await waitFor('the next order Active', async () => (await app.orders.store.findByCrmId(next.crmOrderId))?.status === 'Active')
   await new Promise((resolve) => setTimeout(resolve, 1.5 * app.eventSubscription.renewEveryMs))
   t.match((await app.inject('/metrics')).body, /^portal_bff_event_subscriber_resubscribes_total 1$/m, 'not subscribed again within the warning period')
   t.ok(Number(await app.redis.get(app.eventSubscription.replayKey)) < nextReplayId, 'its event not replayed')
