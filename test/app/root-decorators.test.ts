@@ -30,7 +30,8 @@ const ROOT_DECORATORS = [
   // The orders concern's one face: its store, the orders in Pending Review, the status changes and the provisioning jobs.
   'orders',
   'sseStreams',
-  'parkedEvents', 'eventHandOff', 'eventSubscription'
+  // The platform events' one face: the subscription, the parked events and the hand-off.
+  'platformEvents'
 ]
 
 /** What the orders feature scope keeps to itself: read by the order routes and the reconciliation only. */

@@ -107,7 +107,7 @@ t.test('sign in at the sandbox provider from the reference page: invoices, an or
   await page.waitForSelector('#invoices[data-loaded=true]', { timeout: WAIT_MS })
   t.equal(await page.locator('#invoices tbody tr').count(), 5, 'her invoices')
   await page.waitForSelector('#stream[data-stream=open]', { timeout: WAIT_MS })
-  await waitFor('the platform-event subscription', async () => app.eventSubscription.stats().state === 'connected')
+  await waitFor('the platform-event subscription', async () => app.platformEvents.subscription.stats().state === 'connected')
   await page.click('#place-order')
   const placed = page.locator('#orders tbody tr[data-crm-order-id]').first()
   await placed.waitFor({ timeout: WAIT_MS })

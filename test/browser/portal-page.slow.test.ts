@@ -132,7 +132,7 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
     t.equal(await page.locator('#invoices tbody tr').count(), JANE.invoices, 'the invoices are listed')
 
     await page.waitForSelector('#stream[data-stream=open]', { timeout: WAIT_MS })
-    await waitFor('the platform-event subscription', async () => app.eventSubscription.stats().state === 'connected')
+    await waitFor('the platform-event subscription', async () => app.platformEvents.subscription.stats().state === 'connected')
     t.equal(await page.locator('#orders tbody tr').count(), 0, 'no order yet')
     const [placing] = await Promise.all([
       page.waitForRequest((request) => request.method() === 'POST' && new URL(request.url()).pathname === '/api/orders'),

@@ -171,7 +171,8 @@ declare module '../monitoring/index.js' {
  * connected subscription did not deliver, at most once a warning period across every instance.
  */
 async function orderCrmStatus (fastify: FastifyInstance) {
-  const { config, crm, crmQueue, orderPlacement, eventSubscription, log } = fastify
+  const { config, crm, crmQueue, orderPlacement, log } = fastify
+  const eventSubscription = fastify.platformEvents.subscription
   const { store: orders, pending: pendingOrders, jobs } = fastify.orders
   const rounds = new CrmStatusRounds({ redis: fastify.redis, key: crmStatusRoundsKey(config.REDIS_KEY_PREFIX), log })
   const task = new CrmStatusReconciliation({

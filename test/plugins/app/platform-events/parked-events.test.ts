@@ -64,7 +64,7 @@ t.test('events that cannot be handed off are parked, counted and shown; later or
 
   await waitFor('the orders published after them Active', () => allActive(app, later), 30_000)
   t.same(provisioningOutcome(sandbox, later), { activations: 3, distinctKeys: 3, keysUsedOnce: 3, billingAccepted: 3, crmActivated: 3 })
-  await waitFor('the replay position past all of them', async () => (await app.redis.get(app.eventSubscription.replayKey)) === String(lastReplayId))
+  await waitFor('the replay position past all of them', async () => (await app.redis.get(app.platformEvents.subscription.replayKey)) === String(lastReplayId))
 
   const { total, events } = await parkedList(app)
   t.equal(total, 3, 'three parked')
@@ -94,7 +94,7 @@ t.test('the status page shows the parked count, as a warning, in headless Chromi
   for (const [index, reason] of (['order_unknown', 'order_incomplete', 'billing_order_conflict'] as const).entries()) {
     const crmOrderId = `80100000000099${index}AAA`
     const event = { channel: '/event/OrderProvisionRequested__e', data: { schema: 'planted', payload: { OrderId__c: crmOrderId }, event: { replayId: index + 1 } } }
-    await app.parkedEvents.park(event.channel, crmOrderId, event, new HandOffRefused(reason, 'planted by the test'))
+    await app.platformEvents.parked.park(event.channel, crmOrderId, event, new HandOffRefused(reason, 'planted by the test'))
   }
   t.equal((await parkedList(app)).total, 3, 'three parked')
   t.match(await shownOnStatusPage(t, app), /^3 warning$/, 'the status page shows the count, as a warning')

@@ -51,7 +51,7 @@ t.test('events published while Redis was away are replayed from the position Pos
   await waitFor('the orders of the gap Active', () => allActive(app, gap), 30_000)
   t.same(provisioningOutcome(sandbox, [first, ...gap]), { activations: 4, distinctKeys: 4, keysUsedOnce: 4, billingAccepted: 4, crmActivated: 4 }, 'each step once')
   await waitFor('the position past the gap, in both stores', async () =>
-    await app.redis.get(app.eventSubscription.replayKey) === String(lastReplayId) && await mirroredPosition(app) === lastReplayId)
+    await app.redis.get(app.platformEvents.subscription.replayKey) === String(lastReplayId) && await mirroredPosition(app) === lastReplayId)
   t.equal((await eventsReport(app)).state, 'connected', 'subscribed again by itself')
   const resumed = logLines(logDir, 'resuming from the one PostgreSQL mirrors')
   t.equal(resumed.length, 1, 'the resumption said once')
