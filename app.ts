@@ -27,10 +27,7 @@ import pubsub from './plugins/app/pubsub.js'
 import requestQueues from './plugins/app/request-queues.js'
 import servicesCache from './plugins/app/services-cache.js'
 import upstreamClients, { type ServiceUpstream } from './plugins/app/upstreams.js'
-import blacklist from './plugins/app/blacklist.js'
-import sessions from './plugins/app/sessions.js'
-import authentication from './plugins/app/authentication.js'
-import oidc from './plugins/app/oidc/index.js'
+import access from './plugins/app/access/index.js'
 import opsAccess from './plugins/app/ops-access.js'
 import orders from './plugins/app/orders/index.js'
 import sseStreams from './plugins/app/sse-streams.js'
@@ -153,13 +150,8 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(requestQueues, { upstreams })
     await app.register(servicesCache)
     await app.register(upstreamClients, { upstreams })
-    await app.register(blacklist)
-    await app.register(sessions)
-    await app.register(authentication)
-    await app.register(oidc)
     await app.register(opsAccess)
     await app.register(orders)
-    await app.register(sseStreams)
     await app.register(platformEvents)
 
     await app.register(healthRoutes)
@@ -180,6 +172,10 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
       })
       await scope.register(async function api (api) {
         await api.register(securityHeaders, { serves: 'api' })
+        // Signing in and the sessions, and the streams that end with them, are read by this scope's
+        // routes only: their decorators are the scope's, not the root's (decision 0129).
+        await api.register(access)
+        await api.register(sseStreams)
         await api.register(authRoutes)
         await api.register(oidcRoutes)
         // With the orders feature scope: placing orders and the reconciliation (decision 0075).

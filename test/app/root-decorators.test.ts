@@ -22,16 +22,23 @@ const ROOT_DECORATORS = [
   'billingQueue', 'crmQueue',
   'servicesCache',
   'billing', 'crm', 'telecom', 'crmUsage', 'upstreamCalls',
+  'requireOpsToken',
+  // The orders concern's one face: its store, the orders in Pending Review, the status changes and the provisioning jobs.
+  'orders',
+  // The platform events' one face: the subscription, the parked events and the hand-off.
+  'platformEvents'
+]
+
+/**
+ * What the browser-facing API scope keeps to itself: the access concern (signing in, the sessions,
+ * the authentication hooks) and the SSE streams, read by /auth, /oidc and the portal API only.
+ */
+const API_SCOPE_DECORATORS = [
   'tokenBlacklist',
   'sessions', 'sessionCookieHeader',
   'authenticate', 'authenticateSession', 'requireSameSite',
   'oidcSignIn',
-  'requireOpsToken',
-  // The orders concern's one face: its store, the orders in Pending Review, the status changes and the provisioning jobs.
-  'orders',
-  'sseStreams',
-  // The platform events' one face: the subscription, the parked events and the hand-off.
-  'platformEvents'
+  'sseStreams'
 ]
 
 /** What the orders feature scope keeps to itself: read by the order routes and the reconciliation only. */
@@ -46,9 +53,11 @@ async function decoratorsOf (app: object): Promise<string[]> {
   return Object.keys(app).filter((key) => !own.has(key)).sort()
 }
 
-t.test('the root instance carries the listed decorators, and no others; the orders scope its own', async (t) => {
+t.test('the root instance carries the listed decorators, and no others; the API scope and the orders scope their own', async (t) => {
   const app = await buildTestApp(t)
   t.same(await decoratorsOf(app), [...ROOT_DECORATORS].sort())
+  const apiScope = scopeWith(app, 'sessions')
+  t.same(API_SCOPE_DECORATORS.filter((name) => !apiScope.hasDecorator(name)), [], 'the API scope carries access and the streams')
   const orderScope = scopeWith(app, 'orderPlacement')
   t.same(ORDER_SCOPE_DECORATORS.filter((name) => !orderScope.hasDecorator(name)), [], 'the orders scope carries its parts')
 })

@@ -4,8 +4,8 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import type { BrowserContext, Page } from 'playwright-core'
 import portalPage from '../../dev/portal/index.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
-import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
-import { buildTestApp, startTestSandbox } from '../helpers/app.js'
+import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
+import { buildTestApp, scopeWith, startTestSandbox } from '../helpers/app.js'
 import { skipWithout } from '../helpers/packages.js'
 import { portalBrowser, signInOnPage } from '../helpers/portal-browser.js'
 import { waitFor } from '../helpers/processes.js'
@@ -185,7 +185,7 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
     t.match(await other.textContent('#message'), /sign-out/, 'the other tab says why')
     await waitFor('the end among the stream\'s messages', async () => otherReceived.streamMessages.some((data) => data.includes('"reason":"logged_out"')))
     t.pass('its stream said so (session.ended)')
-    await waitFor('no stream left open', async () => app.sseStreams.counts().open === 0)
+    await waitFor('no stream left open', async () => scopeWith(app, 'sseStreams').sseStreams.counts().open === 0)
     t.equal(await other.locator('#orders tbody tr').count(), 0, 'nothing of the session is left on the page')
     t.same((await context.cookies()).filter((cookie) => cookie.name === SESSION_COOKIE), [], 'the cookie is cleared')
     await other.reload()

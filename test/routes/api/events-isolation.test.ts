@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildTestApp } from '../../helpers/app.js'
+import { buildTestApp, scopeWith } from '../../helpers/app.js'
 import { waitFor } from '../../helpers/processes.js'
 import { SseClient } from '../../helpers/sse.js'
 import { bearer } from '../../helpers/tokens.js'
@@ -49,7 +49,7 @@ t.test(`${USERS} users × ${STREAMS_PER_USER} streams: a status change reaches e
     }))
   }
   t.ok(streams.every((stream) => stream.status === 200), 'every stream opened')
-  t.equal(app.sseStreams.counts().open, USERS * STREAMS_PER_USER, `${USERS * STREAMS_PER_USER} streams open on the instance`)
+  t.equal(scopeWith(app, 'sseStreams').sseStreams.counts().open, USERS * STREAMS_PER_USER, `${USERS * STREAMS_PER_USER} streams open on the instance`)
 
   const changedSoFar = new Set<number>()
   for (const clientId of CHANGED_ALONE) {

@@ -2,7 +2,7 @@ import t from 'tap'
 import { once } from 'node:events'
 import { connect } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { buildTestApp, startTestSandbox } from '../../helpers/app.js'
+import { buildTestApp, scopeWith, startTestSandbox } from '../../helpers/app.js'
 import { waitFor } from '../../helpers/processes.js'
 import { buildTestAppOnPrivateRedis } from '../../helpers/private-redis.js'
 import { SseClient } from '../../helpers/sse.js'
@@ -119,5 +119,5 @@ t.test('a client gone while its token was being checked leaves no stream behind 
   t.teardown(() => stream.close())
   t.equal(stream.status, 200)
   await sleep(500)
-  t.equal(app.sseStreams.counts().open, 1, 'only the stream whose client is there')
+  t.equal(scopeWith(app, 'sseStreams').sseStreams.counts().open, 1, 'only the stream whose client is there')
 })
