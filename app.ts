@@ -41,7 +41,11 @@ import metricsRoutes from './routes/metrics.js'
 import statusRoutes from './routes/status.js'
 import authRoutes from './routes/auth.js'
 import oidcRoutes from './routes/oidc.js'
-import portalApi from './routes/api/index.js'
+import orderPlacement from './plugins/app/orders/order-placement.js'
+import orderCrmStatus from './plugins/app/orders/crm-status.js'
+import invoiceRoutes from './routes/api/invoices.js'
+import orderRoutes from './routes/api/orders.js'
+import eventRoutes from './routes/api/events.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -72,6 +76,23 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1000
 /** Fastify's own plugin timeout, and what a plugin gets beyond its own bound to report it. */
 const DEFAULT_PLUGIN_TIMEOUT_MS = 10_000
 const PLUGIN_TIMEOUT_MARGIN_MS = 5000
+
+/**
+ * The portal API: every route in this scope needs the database reachable and a valid access token.
+ * Placing orders, its idempotency keys and the reconciliation with its tasks are read by the order
+ * routes only: the orders feature scope keeps them with those routes, off the root (decision 0075).
+ */
+async function portalApi (portal: FastifyInstance): Promise<void> {
+  portal.addHook('onRequest', portal.requireDatabase)
+  portal.addHook('onRequest', portal.authenticate)
+  await portal.register(invoiceRoutes)
+  await portal.register(async function orderScope (scope) {
+    await scope.register(orderPlacement)
+    await scope.register(orderCrmStatus)
+    await scope.register(orderRoutes)
+  })
+  await portal.register(eventRoutes)
+}
 
 /** Builds the service, ready to inject requests into or to listen. */
 export async function build ({ config, logToStdout = true, pages: extraPages, upstreams = UPSTREAMS }: BuildOptions): Promise<FastifyInstance> {
@@ -178,7 +199,6 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
         await api.register(sseStreams)
         await api.register(authRoutes)
         await api.register(oidcRoutes)
-        // With the orders feature scope: placing orders and the reconciliation (decision 0075).
         await api.register(portalApi)
       })
     })

@@ -150,7 +150,7 @@ export class CrmStatusReconciliation implements ReconciliationTask {
   }
 }
 
-// Registered in the orders feature scope (routes/api/index.ts), beside the reconciliation it joins.
+// Registered in the orders feature scope (portalApi in app.ts), beside the reconciliation it joins.
 declare module 'fastify' {
   interface FastifyInstance {
     /** The reconciliation's task that judges the orders in Pending Review by the CRM's word. */

@@ -10,7 +10,7 @@ import { Reconciliation } from './reconciliation.js'
 import type { Counted } from './pending-orders.js'
 import { placementsPart } from './measures.js'
 
-// Registered in the orders feature scope (routes/api/index.ts): only the order routes and the
+// Registered in the orders feature scope (portalApi in app.ts): only the order routes and the
 // reconciliation's tasks read these, so they are not on the root instance.
 declare module 'fastify' {
   interface FastifyInstance {
