@@ -26,7 +26,7 @@ t.test('a test file that built an app and wrote a key without expiry leaves neit
   mkdirSync(planted, { recursive: true })
   t.teardown(() => rmSync(planted, { recursive: true, force: true }))
   writeFileSync(join(planted, 'makes.test.js'), `import t from 'tap'
-import { buildTestApp } from './helpers/app.js'
+import { buildTestApp } from '../test/helpers/app.js'
 t.test('makes a key and a schema', async (t) => {
   const app = await buildTestApp(t)
   await app.redis.set(app.config.REDIS_KEY_PREFIX + 'planted', 'no expiry')
