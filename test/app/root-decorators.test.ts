@@ -4,8 +4,9 @@ import { buildTestApp, scopeWith } from '../helpers/app.js'
 
 /**
  * What the service decorates its root instance with: what every plugin and route of any scope
- * can read. The list is written out so that a new root decorator is a conscious change; a concern's
- * own parts belong in its feature scope (decision 0075).
+ * can read. The list is written out so that a new root decorator is a conscious change: a concern
+ * decorates the narrowest scope that holds its readers, and shows the root one face only when
+ * another concern outside that scope reads it (decisions 0075, 0129).
  */
 const ROOT_DECORATORS = [
   // The third-party plugins' (plugins/external).
@@ -20,8 +21,10 @@ const ROOT_DECORATORS = [
   'requireDatabase',
   'pubsub',
   'billingQueue', 'crmQueue',
+  // Read by the invoice routes (portal API) and by the cache probe outside the browser-facing scope.
   'servicesCache',
   'billing', 'crm', 'telecom', 'crmUsage', 'upstreamCalls',
+  // The ops routes' guard: they sit outside the browser-facing scope.
   'requireOpsToken',
   // The orders concern's one face: its store, the orders in Pending Review, the status changes and the provisioning jobs.
   'orders',
