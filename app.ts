@@ -26,14 +26,10 @@ import cache from './plugins/app/cache.js'
 import pubsub from './plugins/app/pubsub.js'
 import servicesCache from './plugins/app/services-cache.js'
 import upstreamsPlugin, { type ServiceUpstream } from './plugins/app/upstreams/index.js'
-import blacklist from './plugins/app/blacklist.js'
-import sessions from './plugins/app/sessions.js'
-import authentication from './plugins/app/authentication.js'
-import oidc from './plugins/app/oidc/index.js'
+import access from './plugins/app/access/index.js'
 import opsAccess from './plugins/app/ops-access.js'
 import orders from './plugins/app/orders/index.js'
 import sseStreams from './plugins/app/sse-streams.js'
-import jobQueue from './plugins/app/orders/job-queue.js'
 import platformEvents from './plugins/app/platform-events/index.js'
 import healthRoutes from './routes/health.js'
 import queueRoutes from './routes/queues.js'
@@ -44,7 +40,11 @@ import metricsRoutes from './routes/metrics.js'
 import statusRoutes from './routes/status.js'
 import authRoutes from './routes/auth.js'
 import oidcRoutes from './routes/oidc.js'
-import portalApi from './routes/api/index.js'
+import orderPlacement from './plugins/app/orders/order-placement.js'
+import orderCrmStatus from './plugins/app/orders/crm-status.js'
+import invoiceRoutes from './routes/api/invoices.js'
+import orderRoutes from './routes/api/orders.js'
+import eventRoutes from './routes/api/events.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -75,6 +75,23 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1000
 /** Fastify's own plugin timeout, and what a plugin gets beyond its own bound to report it. */
 const DEFAULT_PLUGIN_TIMEOUT_MS = 10_000
 const PLUGIN_TIMEOUT_MARGIN_MS = 5000
+
+/**
+ * The portal API: every route in this scope needs the database reachable and a valid access token.
+ * Placing orders, its idempotency keys and the reconciliation with its tasks are read by the order
+ * routes only: the orders feature scope keeps them with those routes, off the root (decision 0075).
+ */
+async function portalApi (portal: FastifyInstance): Promise<void> {
+  portal.addHook('onRequest', portal.requireDatabase)
+  portal.addHook('onRequest', portal.authenticate)
+  await portal.register(invoiceRoutes)
+  await portal.register(async function orderScope (scope) {
+    await scope.register(orderPlacement)
+    await scope.register(orderCrmStatus)
+    await scope.register(orderRoutes)
+  })
+  await portal.register(eventRoutes)
+}
 
 /** Builds the service, ready to inject requests into or to listen. */
 export async function build ({ config, logToStdout = true, pages: extraPages, upstreams = UPSTREAMS }: BuildOptions): Promise<FastifyInstance> {
@@ -152,14 +169,8 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(pubsub)
     await app.register(servicesCache)
     await app.register(upstreamsPlugin, { upstreams })
-    await app.register(blacklist)
-    await app.register(sessions)
-    await app.register(authentication)
-    await app.register(oidc)
     await app.register(opsAccess)
     await app.register(orders)
-    await app.register(sseStreams)
-    await app.register(jobQueue)
     await app.register(platformEvents)
 
     await app.register(healthRoutes)
@@ -180,9 +191,12 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
       })
       await scope.register(async function api (api) {
         await api.register(securityHeaders, { serves: 'api' })
+        // Signing in and the sessions, and the streams that end with them, are read by this scope's
+        // routes only: their decorators are the scope's, not the root's (decision 0129).
+        await api.register(access)
+        await api.register(sseStreams)
         await api.register(authRoutes)
         await api.register(oidcRoutes)
-        // With the orders feature scope: placing orders and the reconciliation (decision 0075).
         await api.register(portalApi)
       })
     })

@@ -60,7 +60,7 @@ export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pag
     app.health.draining = true
     // The subscription's lease is let go now, not after the delay and the drain: another instance
     // takes over at its next attempt (a quarter of the lease) instead of waiting for it to expire.
-    app.eventSubscription.stop().catch(() => {})
+    app.platformEvents.subscription.stop().catch(() => {})
     if (err !== undefined) {
       // After an uncaught error the process is not fit to take more requests: close at once.
       app.log.fatal({ err }, 'shutting down after an unexpected error')

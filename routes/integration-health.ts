@@ -36,7 +36,7 @@ const integrationHealthRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = asy
     const checks = {
       database: results.database ?? NOT_REGISTERED,
       ...Object.fromEntries(upstreams.map(({ name }) => [name, results[name] ?? NOT_REGISTERED])),
-      events: results.events ?? (fastify.eventSubscription.enabled ? NOT_REGISTERED : EVENTS_DISABLED)
+      events: results.events ?? (fastify.platformEvents.subscription.enabled ? NOT_REGISTERED : EVENTS_DISABLED)
     }
     const ok = Object.values(checks).every((check) => check.status !== 'fail')
     return reply.code(ok ? 200 : 503).send({

@@ -16,7 +16,7 @@ const parkedEventRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   // Operator work, not portal traffic: kept out of the API's request measures, as the other operator
   // endpoints are. A retry or a discard logs its own line.
   fastify.addHook('onRoute', (route) => { route.config = { ...route.config, probe: true } })
-  const { parkedEvents, eventHandOff } = fastify
+  const { parked, handOff } = fastify.platformEvents
 
   fastify.get('/health/events/parked', {
     schema: {
@@ -29,7 +29,7 @@ const parkedEventRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request) => {
     const { page, limit } = request.query
-    const { events, total } = await parkedEvents.list(limit, (page - 1) * limit)
+    const { events, total } = await parked.list(limit, (page - 1) * limit)
     return { events, page, limit, total }
   })
 
@@ -53,7 +53,7 @@ const parkedEventRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request) => {
     // Whatever failed (the CRM read, the order's statement, the job's enqueue) changed nothing: the event stays parked.
-    const outcome = await eventHandOff.retry(request.params.id).catch((error: unknown) => {
+    const outcome = await handOff.retry(request.params.id).catch((error: unknown) => {
       throw new ParkedEventRetryUnavailableError({ cause: error })
     })
     if (outcome === null) throw new ParkedEventNotFoundError()
@@ -72,7 +72,7 @@ const parkedEventRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 204: Type.Null({ description: 'discarded' }), ...invalidRequestResponse, ...opsUnauthorizedResponse, ...notParked, ...unexpectedErrorResponse }
     }
   }, async (request, reply) => {
-    if (!await parkedEvents.remove(request.params.id)) throw new ParkedEventNotFoundError()
+    if (!await parked.remove(request.params.id)) throw new ParkedEventNotFoundError()
     request.log.warn({ parkedEventId: request.params.id }, 'parked platform event discarded by an operator')
     return reply.code(204).send(null)
   })

@@ -21,7 +21,7 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
   await fastify.register(parkedEventRoutes)
 
   const dailyUsage = async () => usageReport(await fastify.upstreams.crm.dailyUsage.read())
-  const jobReport = () => fastify.jobQueue.report().catch(() => null)
+  const jobReport = () => fastify.orders.jobs.report().catch(() => null)
   const queues = upstreams.flatMap(({ name, title }) => {
     const queue = upstreamNamed(fastify.upstreams, name)?.queue
     return queue === undefined ? [] : [{ name, title, queue }]
@@ -56,8 +56,8 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
     }
   }, async () => {
     const [{ used, limit }, jobs, holder, parked, orders] = await Promise.all([
-      dailyUsage(), jobReport(), fastify.eventSubscription.holder().catch(() => null), fastify.parkedEvents.count().catch(() => null),
-      fastify.pendingOrders.count().then(pendingOrdersReport, () => null)
+      dailyUsage(), jobReport(), fastify.platformEvents.subscription.holder().catch(() => null), fastify.platformEvents.parked.count().catch(() => null),
+      fastify.orders.pending.count().then(pendingOrdersReport, () => null)
     ])
     const reports = Object.fromEntries(queues.map(({ name, queue }) => [name, { health: queue.health(), metrics: queue.metrics() }]))
     return {
@@ -67,9 +67,9 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
       jobs,
       events: {
         health: subscriptionHealth(fastify.config.CRM_EVENTS_ENABLED, holder),
-        ...fastify.eventSubscription.stats(),
+        ...fastify.platformEvents.subscription.stats(),
         parked,
-        holder: holder === null ? null : { heldHere: holder.instance === fastify.eventSubscription.instance, state: holder.state, lastEventAt: holder.lastEventAt, replayId: holder.replayId, reportedAt: holder.reportedAt }
+        holder: holder === null ? null : { heldHere: holder.instance === fastify.platformEvents.subscription.instance, state: holder.state, lastEventAt: holder.lastEventAt, replayId: holder.replayId, reportedAt: holder.reportedAt }
       },
       orders
     }

@@ -89,7 +89,7 @@ async function provision ({ latencyMs, settings }: Scenario, counted = false): P
   const app = await build({ config, logToStdout: false })
   let closed = false
   try {
-    while (app.eventSubscription.stats().state !== 'connected') await new Promise((resolve) => setTimeout(resolve, 50))
+    while (app.platformEvents.subscription.stats().state !== 'connected') await new Promise((resolve) => setTimeout(resolve, 50))
     const ids = await seedOrders(sandbox)
     for (const simulator of [sandbox.billing, sandbox.crm, sandbox.telecom]) {
       if (latencyMs > 0) simulator.injectFault({ kind: 'latency', ms: latencyMs })

@@ -7,7 +7,7 @@ import { setTimeout } from 'node:timers/promises'
 import autocannon from 'autocannon'
 import { Redis } from 'ioredis'
 import { CACHE_TTL_SECONDS } from '../../plugins/app/services-cache.js'
-import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
+import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
 import { defaultBillingClients } from '../sandbox/index.js'
 import { DEV_BUILD, exited, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
 import {

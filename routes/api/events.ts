@@ -68,7 +68,7 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
   }, async (request, reply) => {
     const { clientId, jti, exp } = request.user
     const resumeFrom = resumableEventId(request.headers['last-event-id'])
-    const { statusChanges, sseStreams } = fastify
+    const { orders: { statusChanges }, sseStreams } = fastify
     const owner = { clientId, jti, exp, session: request.session !== undefined }
     const stream = new SseStream(owner, reply.raw, sseStreams, statusChanges, resumeFrom)
     const refusal = stream.open()

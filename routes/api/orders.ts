@@ -12,7 +12,8 @@ const errors = { ...authenticatedErrorResponses, ...invalidRequestResponse, 503:
 
 const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [NewOrderRequest, OrderStatus, Order, OrderList]) fastify.addSchema(schema)
-  const { orders, orderPlacement, orderIdempotencyKeys } = fastify
+  const { orderPlacement, orderIdempotencyKeys } = fastify
+  const orders = fastify.orders.store
 
   fastify.post('/api/orders', {
     schema: {

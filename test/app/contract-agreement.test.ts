@@ -1,6 +1,6 @@
 import t from 'tap'
 import { buildTestApp } from '../helpers/app.js'
-import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
+import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
 import { CSRF, ORDER, startSession } from '../helpers/sessions.js'
 import { documentOf, documentValidators } from '../helpers/openapi.js'
 

@@ -34,9 +34,9 @@ t.test('an order\'s provisioning logs under the order\'s id: grep one id from ha
   const logDir = tempDir('logs')
   const app = await buildTestApp(t, { LOG_DIR: logDir, CRM_EVENTS_ENABLED: 'true' }, sandbox)
   const order = (await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(await login(app)), payload: { productId: 1, billingCycle: 'monthly' } })).json()
-  await waitFor('the subscription', async () => app.eventSubscription.stats().state === 'connected')
+  await waitFor('the subscription', async () => app.platformEvents.subscription.stats().state === 'connected')
   sandbox.crm.publishOrderProvisionRequested(order.crmOrderId)
-  await waitFor('the order Active', async () => (await app.orders.findByCrmId(order.crmOrderId))?.status === 'Active')
+  await waitFor('the order Active', async () => (await app.orders.store.findByCrmId(order.crmOrderId))?.status === 'Active')
   const activation = sandbox.telecom.calls.find((call) => call.path.endsWith('/v1/activations'))
   await app.close()
 

@@ -3,12 +3,12 @@ import fc from 'fast-check'
 import { randomUUID } from 'node:crypto'
 import { request as httpRequest } from 'node:http'
 import type { FastifyInstance } from 'fastify'
-import { buildTestApp } from '../helpers/app.js'
+import { buildTestApp, scopeWith } from '../helpers/app.js'
 import { bearer, login } from '../helpers/tokens.js'
 import { JANE, startSession } from '../helpers/sessions.js'
 import { documentOf, documentValidators, type Operation, type Parameter, type Schema, type Validate } from '../helpers/openapi.js'
 import { HOSTILE_TEXT, SchemaArbitraries } from '../helpers/schema-arbitraries.js'
-import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
+import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
 
 /*
  * The whole API tried from its own OpenAPI document, as a client generating requests from it would:
@@ -135,7 +135,7 @@ t.test('every operation of the OpenAPI document, tried with generated input: no 
   // Signing out ends what it is given: those operations get credentials of their own each time, of another client.
   const ownCredentials = async (): Promise<Credentials> => ({
     bearer: bearer(await app.jwt.sign({ sub: '2', jti: randomUUID() })),
-    cookie: { cookie: `${SESSION_COOKIE}=${(await app.sessions.start(2, { signIn: 'password', name: null, email: null })).cookie}` }
+    cookie: { cookie: `${SESSION_COOKIE}=${(await scopeWith(app, 'sessions').sessions.start(2, { signIn: 'password', name: null, email: null })).cookie}` }
   })
 
   const operations = Object.entries(cases.document.paths).flatMap(([path, byMethod]) => Object.entries(byMethod).map(([method, operation]) => ({ path, method: method.toUpperCase(), operation })))

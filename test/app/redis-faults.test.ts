@@ -78,8 +78,8 @@ t.test('Redis at maxmemory refusing writes: /health ok, reads served but not sto
 
   const placed = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
   t.equal(placed.statusCode, 201, 'an order is placed and stored (PostgreSQL holds it)')
-  t.same(await app.statusChanges.backlog(1, '0-0'), [], 'its status change is not announced: the backlog entry was refused')
-  await t.rejects(app.jobQueue.enqueue(placed.json().crmOrderId), /OOM/, 'its job cannot be queued, so an event hand-off would be refused')
+  t.same(await app.orders.statusChanges.backlog(1, '0-0'), [], 'its status change is not announced: the backlog entry was refused')
+  await t.rejects(app.orders.jobs.enqueue(placed.json().crmOrderId), /OOM/, 'its job cannot be queued, so an event hand-off would be refused')
 
   await admin.config('SET', 'maxmemory', '0')
   const again = await app.inject({ url: '/api/invoices?page=3', headers: bearer(token) })

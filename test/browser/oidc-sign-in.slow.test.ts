@@ -4,8 +4,8 @@ import type { BrowserContext, Page } from 'playwright-core'
 import portalPage from '../../dev/portal/index.js'
 import { SANDBOX_TOTP_SECRET, startSandboxIdentityProvider, totpCode, type SandboxIdentityProvider } from '../../dev/sandbox/identity.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
-import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
-import { buildTestApp, startTestSandbox } from '../helpers/app.js'
+import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
+import { buildTestApp, scopeWith, startTestSandbox } from '../helpers/app.js'
 import { skipWithout } from '../helpers/packages.js'
 import { freePort } from '../helpers/ports.js'
 import { portalBrowser, signInOnPage } from '../helpers/portal-browser.js'
@@ -86,8 +86,8 @@ function pageGlobals (page: Page): Promise<string> {
 
 async function idTokenOf (app: FastifyInstance, context: BrowserContext): Promise<string> {
   const cookie = (await context.cookies()).find(({ name }) => name === SESSION_COOKIE)!
-  const session = await app.sessions.read(cookie.value)
-  return app.oidcSignIn!.options.sealer.unseal(session!.identity.sealedIdToken!)!
+  const session = await scopeWith(app, 'sessions').sessions.read(cookie.value)
+  return scopeWith(app, 'oidcSignIn').oidcSignIn!.options.sealer.unseal(session!.identity.sealedIdToken!)!
 }
 
 t.test('sign in at the sandbox provider from the reference page: invoices, an order live, a reload, no provider token in reach, sign-out at its end-session page', { skip }, async (t) => {
@@ -107,7 +107,7 @@ t.test('sign in at the sandbox provider from the reference page: invoices, an or
   await page.waitForSelector('#invoices[data-loaded=true]', { timeout: WAIT_MS })
   t.equal(await page.locator('#invoices tbody tr').count(), 5, 'her invoices')
   await page.waitForSelector('#stream[data-stream=open]', { timeout: WAIT_MS })
-  await waitFor('the platform-event subscription', async () => app.eventSubscription.stats().state === 'connected')
+  await waitFor('the platform-event subscription', async () => app.platformEvents.subscription.stats().state === 'connected')
   await page.click('#place-order')
   const placed = page.locator('#orders tbody tr[data-crm-order-id]').first()
   await placed.waitFor({ timeout: WAIT_MS })

@@ -4,8 +4,8 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import type { BrowserContext, Page } from 'playwright-core'
 import portalPage from '../../dev/portal/index.js'
 import type { Sandbox } from '../../dev/sandbox/index.js'
-import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
-import { buildTestApp, startTestSandbox } from '../helpers/app.js'
+import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
+import { buildTestApp, scopeWith, startTestSandbox } from '../helpers/app.js'
 import { skipWithout } from '../helpers/packages.js'
 import { portalBrowser, signInOnPage } from '../helpers/portal-browser.js'
 import { waitFor } from '../helpers/processes.js'
@@ -71,7 +71,7 @@ function signIn (page: Page, user = JANE): Promise<void> {
 }
 
 async function ordersOf (app: FastifyInstance, clientId = 1): Promise<number> {
-  return (await app.orders.listForClient(clientId, 100, 0)).total
+  return (await app.orders.store.listForClient(clientId, 100, 0)).total
 }
 
 /** What a `fetch` of the page gets for an order placed with the cookie, and with or without the CSRF header. */
@@ -132,7 +132,7 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
     t.equal(await page.locator('#invoices tbody tr').count(), JANE.invoices, 'the invoices are listed')
 
     await page.waitForSelector('#stream[data-stream=open]', { timeout: WAIT_MS })
-    await waitFor('the platform-event subscription', async () => app.eventSubscription.stats().state === 'connected')
+    await waitFor('the platform-event subscription', async () => app.platformEvents.subscription.stats().state === 'connected')
     t.equal(await page.locator('#orders tbody tr').count(), 0, 'no order yet')
     const [placing] = await Promise.all([
       page.waitForRequest((request) => request.method() === 'POST' && new URL(request.url()).pathname === '/api/orders'),
@@ -185,7 +185,7 @@ for (const way of ['same-origin', 'cross-origin'] as const) {
     t.match(await other.textContent('#message'), /sign-out/, 'the other tab says why')
     await waitFor('the end among the stream\'s messages', async () => otherReceived.streamMessages.some((data) => data.includes('"reason":"logged_out"')))
     t.pass('its stream said so (session.ended)')
-    await waitFor('no stream left open', async () => app.sseStreams.counts().open === 0)
+    await waitFor('no stream left open', async () => scopeWith(app, 'sseStreams').sseStreams.counts().open === 0)
     t.equal(await other.locator('#orders tbody tr').count(), 0, 'nothing of the session is left on the page')
     t.same((await context.cookies()).filter((cookie) => cookie.name === SESSION_COOKIE), [], 'the cookie is cleared')
     await other.reload()

@@ -28,7 +28,7 @@ export const STREAMING = { crm: { streaming: { connectTimeoutMs: 1000 } } }
 export const EVENTS_ON = { CRM_EVENTS_ENABLED: 'true', CRM_EVENTS_CONNECT_MARGIN_MS: '500', CRM_EVENTS_LEASE_TTL_MS: '3000' }
 
 export async function allActive (app: FastifyInstance, crmOrderIds: string[]): Promise<boolean> {
-  const orders = await Promise.all(crmOrderIds.map((id) => app.orders.findByCrmId(id)))
+  const orders = await Promise.all(crmOrderIds.map((id) => app.orders.store.findByCrmId(id)))
   return orders.every((order) => order?.status === 'Active')
 }
 

@@ -1,5 +1,5 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
-import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
+import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
 
 export const JANE = { email: 'jane@example.com', password: 'correct-horse' }
 export const JOHN = { email: 'john@example.com', password: 'battery-staple' }

@@ -4,12 +4,12 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { decodeJwt, generateKeyPair } from 'jose'
-import { buildTestApp, startTestSandbox, testKeyPrefix, testSchemaUrl } from '../helpers/app.js'
+import { buildTestApp, scopeWith, startTestSandbox, testKeyPrefix, testSchemaUrl } from '../helpers/app.js'
 import { waitFor } from '../helpers/processes.js'
 import { SseClient } from '../helpers/sse.js'
 import { OIDC_CLIENT, PEOPLE, PORTAL_ORIGIN, signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidc-provider.js'
 import { oidcLoginKey, sessionKey } from '../../plugins/app/redis-keys.js'
-import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
+import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
 import { CHOICE_COOKIE, LOGIN_COOKIE } from '../../routes/oidc.js'
 
 const cookieOf = (setCookie: string | string[] | undefined, name: string) =>
@@ -77,7 +77,7 @@ t.test('sign in through the provider: the code flow with PKCE, a session cookie,
   // The ID token the session keeps (for the end-session hint) is sealed in Redis, never in the clear.
   const stored = (await app.redis.get(sessionKey(app.config.REDIS_KEY_PREFIX, createHash('sha256').update(newSession.split('=')[1]!).digest('base64url'))))!
   const identity = JSON.parse(Buffer.from(stored.split(':')[3]!, 'base64url').toString('utf8'))
-  const idToken = app.oidcSignIn!.options.sealer.unseal(identity.sealedIdToken)!
+  const idToken = scopeWith(app, 'oidcSignIn').oidcSignIn!.options.sealer.unseal(identity.sealedIdToken)!
   t.match(idToken, /^eyJ/, 'it unseals to the ID token')
   t.notMatch(`${stored}${JSON.stringify(identity)}`, idToken.split('.')[1]!, 'its claims are not readable at rest')
 
@@ -278,8 +278,8 @@ t.test('back-channel logout: a logout token for a sid ends its session, and the 
 async function sidOf (app: FastifyInstance, provider: TestProvider, cookie: string): Promise<string> {
   const logout = await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie } })
   if (logout.statusCode !== 200) throw new Error('no session')
-  const session = await app.sessions.read(cookie.split('=')[1]!)
-  const idToken = app.oidcSignIn!.options.sealer.unseal(session!.identity.sealedIdToken!)!
+  const session = await scopeWith(app, 'sessions').sessions.read(cookie.split('=')[1]!)
+  const idToken = scopeWith(app, 'oidcSignIn').oidcSignIn!.options.sealer.unseal(session!.identity.sealedIdToken!)!
   const { sid } = decodeJwt(idToken)
   if (typeof sid !== 'string') throw new Error(`the ID token from ${provider.issuer} names no sid`)
   return sid

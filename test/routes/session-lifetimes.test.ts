@@ -7,7 +7,7 @@ import { waitFor } from '../helpers/processes.js'
 import { CSRF, JANE, JOHN, ORDER, startSession, status } from '../helpers/sessions.js'
 import { SseClient } from '../helpers/sse.js'
 import { bearer, login } from '../helpers/tokens.js'
-import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
+import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
 
 t.test('lifetimes: reads keep a session alive past its idle timeout, GET /auth/session does not, and no session outlives its age', async (t) => {
   const app = await buildTestApp(t, { SESSION_IDLE_TIMEOUT_S: '4', SESSION_MAX_AGE_S: '12' })

@@ -2,7 +2,7 @@ import t from 'tap'
 import { buildTestApp } from '../helpers/app.js'
 import { CSRF, JANE, ORDER, startSession, status } from '../helpers/sessions.js'
 import { bearer, login } from '../helpers/tokens.js'
-import { SESSION_COOKIE } from '../../plugins/app/sessions.js'
+import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
 
 t.test('POST /auth/session sets one HttpOnly, Secure, SameSite=Strict __Host- cookie, opaque, and answers no token', async (t) => {
   const app = await buildTestApp(t)

@@ -150,7 +150,7 @@ export class CrmStatusReconciliation implements ReconciliationTask {
   }
 }
 
-// Registered in the orders feature scope (routes/api/index.ts), beside the reconciliation it joins.
+// Registered in the orders feature scope (portalApi in app.ts), beside the reconciliation it joins.
 declare module 'fastify' {
   interface FastifyInstance {
     /** The reconciliation's task that judges the orders in Pending Review by the CRM's word. */
@@ -171,14 +171,16 @@ declare module '../monitoring/index.js' {
  * connected subscription did not deliver, at most once a warning period across every instance.
  */
 async function orderCrmStatus (fastify: FastifyInstance) {
-  const { config, orders, pendingOrders, upstreams: { crm }, jobQueue, orderPlacement, eventSubscription, log } = fastify
+  const { config, upstreams: { crm }, orderPlacement, log } = fastify
+  const eventSubscription = fastify.platformEvents.subscription
+  const { store: orders, pending: pendingOrders, jobs } = fastify.orders
   const rounds = new CrmStatusRounds({ redis: fastify.redis, key: crmStatusRoundsKey(config.REDIS_KEY_PREFIX), log })
   const task = new CrmStatusReconciliation({
     rounds,
     orders,
     pending: pendingOrders,
     crmStatuses: (crmOrderIds) => crm.queue.run((deadline) => crm.client.getOrderStatuses(crmOrderIds, deadline)),
-    provision: (crmOrderId) => jobQueue.enqueue(crmOrderId),
+    provision: (crmOrderId) => jobs.enqueue(crmOrderId),
     cancel: (orderId, reason) => orderPlacement.cancel(orderId, reason),
     cancelledStatuses: config.crmOrderCancelledStatuses,
     approvedNotReceived: async () => {
@@ -203,6 +205,6 @@ async function orderCrmStatus (fastify: FastifyInstance) {
 export default fp(orderCrmStatus, {
   name: 'order-crm-status',
   fastify: '5.x',
-  dependencies: ['orders', 'order-placement', 'job-queue', 'platform-events', 'upstreams', 'monitoring'],
+  dependencies: ['orders', 'order-placement', 'platform-events', 'upstreams', 'monitoring'],
   decorators: { fastify: ['config'] }
 })

@@ -4,13 +4,24 @@ import { OrderStatusChanges } from './status-changes.js'
 import { OrderStore } from './store.js'
 import { PendingOrderStore, type PendingOrders } from './pending-orders.js'
 import { ordersPendingPart } from './measures.js'
+import { openJobQueue, type ProvisioningJobQueue } from './job-queue.js'
+
+/**
+ * The orders concern's one face on the root: what the platform events, `/health/queues`, the SSE
+ * streams and the order routes read. Placing orders stays in the orders feature scope (decision 0129).
+ */
+export interface Orders {
+  store: OrderStore
+  /** The orders in `Pending Review`, as the CRM's word tells them apart. */
+  pending: PendingOrderStore
+  statusChanges: OrderStatusChanges
+  /** The provisioning jobs, and the worker that runs them. */
+  jobs: ProvisioningJobQueue
+}
 
 declare module 'fastify' {
   interface FastifyInstance {
-    orders: OrderStore
-    statusChanges: OrderStatusChanges
-    /** The orders in `Pending Review`, as the CRM's word tells them apart. */
-    pendingOrders: PendingOrderStore
+    orders: Orders
   }
 }
 
@@ -38,13 +49,13 @@ async function orders (fastify: FastifyInstance) {
     log: fastify.log
   })
   await statusChanges.start()
-  const store = new OrderStore(fastify.pg.pool)
-  const pendingOrders = new PendingOrderStore(fastify.pg.pool)
-  fastify.decorate('orders', store)
-  fastify.decorate('pendingOrders', pendingOrders)
-  fastify.decorate('statusChanges', statusChanges)
-  fastify.monitoring.register('ordersPending', ordersPendingPart(pendingOrders))
+  // Added before the job queue's: onClose hooks run last first, so the worker stops before the status changes.
   fastify.addHook('onClose', async () => { statusChanges.stop() })
+  const store = new OrderStore(fastify.pg.pool)
+  const pending = new PendingOrderStore(fastify.pg.pool)
+  fastify.monitoring.register('ordersPending', ordersPendingPart(pending))
+  const jobs = await openJobQueue(fastify, { store, statusChanges })
+  fastify.decorate('orders', { store, pending, statusChanges, jobs })
 }
 
-export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['db', 'redis', 'pubsub', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['db', 'redis', 'pubsub', 'monitoring', 'upstreams'], decorators: { fastify: ['config'] } })

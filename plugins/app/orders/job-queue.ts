@@ -1,4 +1,3 @@
-import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { Queue } from 'bullmq'
 import { abortable } from '../../../lib/abortable.js'
@@ -8,6 +7,8 @@ import { healthOf, levelOf, worstLevel, type QueueHealth } from '../monitoring/l
 import { JOB_STATES, type JobCounts } from './provisioning.js'
 import { JOB_MESSAGING, PROVISIONING_QUEUE, jobIdOf, type ProvisioningJob } from './provisioning-job.js'
 import { ProvisioningWorker } from './provisioning-worker.js'
+import type { OrderStore } from './store.js'
+import type { OrderStatusChanges } from './status-changes.js'
 
 export interface JobQueueBounds {
   /** How long a hand-off waits for Redis to take its job: long enough to ride out a brief reconnect. */
@@ -62,12 +63,6 @@ export class ProvisioningJobQueue {
   }
 }
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    jobQueue: ProvisioningJobQueue
-  }
-}
-
 declare module '../monitoring/index.js' {
   interface MonitoringParts {
     jobs: JobCounts
@@ -101,13 +96,17 @@ function jobsPart (jobs: ProvisioningJobQueue): MonitoringSource<JobCounts> {
   }
 }
 
-async function jobQueue (fastify: FastifyInstance) {
+/**
+ * Opens the provisioning worker and the queue it takes its jobs from, part of the orders plugin
+ * (index.ts): the worker closes when the instance does.
+ */
+export async function openJobQueue (fastify: FastifyInstance, orders: { store: OrderStore, statusChanges: OrderStatusChanges }): Promise<ProvisioningJobQueue> {
   const { config } = fastify
   const worker = await ProvisioningWorker.open({
     config,
     deps: {
-      orders: fastify.orders,
-      statusChanges: fastify.statusChanges,
+      orders: orders.store,
+      statusChanges: orders.statusChanges,
       billing: fastify.upstreams.billing.client,
       crm: fastify.upstreams.crm.client,
       telecom: fastify.upstreams.telecom.client,
@@ -124,9 +123,7 @@ async function jobQueue (fastify: FastifyInstance) {
     countsTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
     failureWindowMs: config.QUEUE_HEALTH_WINDOW_MS
   })
-  fastify.decorate('jobQueue', jobs)
   fastify.monitoring.register('jobs', jobsPart(jobs))
   fastify.addHook('onClose', () => worker.close())
+  return jobs
 }
-
-export default fp(jobQueue, { name: 'job-queue', fastify: '5.x', dependencies: ['orders', 'upstreams', 'monitoring'], decorators: { fastify: ['config'] } })

@@ -10,7 +10,7 @@ import { Reconciliation } from './reconciliation.js'
 import type { Counted } from './pending-orders.js'
 import { placementsPart } from './measures.js'
 
-// Registered in the orders feature scope (routes/api/index.ts): only the order routes and the
+// Registered in the orders feature scope (portalApi in app.ts): only the order routes and the
 // reconciliation's tasks read these, so they are not on the root instance.
 declare module 'fastify' {
   interface FastifyInstance {
@@ -33,7 +33,8 @@ declare module '../monitoring/index.js' {
 const PLACEMENT_LEASE_MS = 5000
 
 async function orderPlacement (fastify: FastifyInstance) {
-  const { upstreams: { billing, crm }, config, statusChanges } = fastify
+  const { upstreams: { billing, crm }, config } = fastify
+  const { statusChanges } = fastify.orders
   const placements = new PlacementStore(fastify.pg.pool)
   // Long enough for every step of a request's placement to have run out its own bound.
   const claimMs = 3 * config.DATABASE_QUERY_TIMEOUT_MS + 2 * config.BILLING_QUEUE_TIMEOUT_MS + 2 * config.CRM_QUEUE_TIMEOUT_MS

@@ -9,12 +9,20 @@ import { LostJobs } from './lost-jobs.js'
 import { eventsCheck, holderPart, parkedEventsPart, subscriberPart } from './measures.js'
 import { jobsEpochKey } from '../redis-keys.js'
 
+/**
+ * The platform events' one face on the root: what `/health/queues`, the integration health, the
+ * parked-event routes and the orders' CRM status task read (decision 0129).
+ */
+export interface PlatformEvents {
+  subscription: EventSubscription
+  /** The platform events set aside because their hand-off failed for good. */
+  parked: ParkedEvents
+  handOff: OrderHandOff
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
-    eventSubscription: EventSubscription
-    /** The platform events set aside because their hand-off failed for good. */
-    parkedEvents: ParkedEvents
-    eventHandOff: OrderHandOff
+    platformEvents: PlatformEvents
   }
 }
 
@@ -29,12 +37,11 @@ declare module '../monitoring/index.js' {
 }
 
 async function platformEvents (fastify: FastifyInstance) {
-  const { config, orders, upstreams: { crm }, jobQueue, log } = fastify
+  const { config, upstreams: { crm }, log } = fastify
+  const { store: orders, jobs: jobQueue } = fastify.orders
 
   const parked = new ParkedEvents(fastify.pg.pool)
   const handOffs = new OrderHandOff({ channel: ORDER_PROVISION_CHANNEL, orders, crm: crm.client, crmQueue: crm.queue, jobQueue, parked, log, logFor: fastify.logFor })
-  fastify.decorate('parkedEvents', parked)
-  fastify.decorate('eventHandOff', handOffs)
 
   // Resubscriptions this instance made as the holder, asked for by the reconciliation (orders/crm-status.ts).
   let resubscribes = 0
@@ -54,7 +61,7 @@ async function platformEvents (fastify: FastifyInstance) {
     onResubscribe: () => { resubscribes++ },
     log
   })
-  fastify.decorate('eventSubscription', subscription)
+  fastify.decorate('platformEvents', { subscription, parked, handOff: handOffs })
 
   if (config.CRM_EVENTS_ENABLED) fastify.health.integrations.register('events', eventsCheck(subscription))
   fastify.monitoring.register('subscriptionHolder', holderPart(subscription))
@@ -71,4 +78,4 @@ async function platformEvents (fastify: FastifyInstance) {
   })
 }
 
-export default fp(platformEvents, { name: 'platform-events', fastify: '5.x', dependencies: ['orders', 'job-queue', 'upstreams', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(platformEvents, { name: 'platform-events', fastify: '5.x', dependencies: ['orders', 'upstreams', 'monitoring'], decorators: { fastify: ['config'] } })

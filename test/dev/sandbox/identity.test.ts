@@ -2,7 +2,7 @@ import t from 'tap'
 import { SANDBOX_TOTP_SECRET, startSandboxIdentityProvider, totpCode } from '../../../dev/sandbox/identity.js'
 import { buildTestApp } from '../../helpers/app.js'
 import { CookieJar, PORTAL_ORIGIN } from '../../helpers/oidc-provider.js'
-import { SESSION_COOKIE } from '../../../plugins/app/sessions.js'
+import { SESSION_COOKIE } from '../../../plugins/app/access/sessions.js'
 import { LOGIN_COOKIE } from '../../../routes/oidc.js'
 
 const cookieOf = (setCookie: string | string[] | undefined, name: string) =>

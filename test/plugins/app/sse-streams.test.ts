@@ -1,7 +1,7 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { request } from 'undici'
-import { buildTestApp, ensureTestDatabase, startTestSandbox, testEnv, testKeyPrefix, testSchemaUrl } from '../../helpers/app.js'
+import { buildTestApp, scopeWith, ensureTestDatabase, startTestSandbox, testEnv, testKeyPrefix, testSchemaUrl } from '../../helpers/app.js'
 import { waitFor } from '../../helpers/processes.js'
 import { startService } from '../../helpers/service-process.js'
 import { SseClient } from '../../helpers/sse.js'
@@ -24,13 +24,13 @@ t.test('logout on one instance ends the token\'s stream on another; an expiring 
   const other = await SseClient.open(`${secondUrl}/api/events`, bearer(otherToken))
   t.teardown(() => { stream.close(); other.close() })
   t.equal(stream.status, 200)
-  t.equal(second.sseStreams.counts().open, 2)
+  t.equal(scopeWith(second, 'sseStreams').sseStreams.counts().open, 2)
 
   t.equal((await first.inject({ method: 'POST', url: '/auth/logout', headers: bearer(token) })).statusCode, 204)
   await waitFor('the stream on the other instance to end', async () => stream.ended, 20_000)
   t.same(ended(stream), ['logged_out'], 'told why before it ended')
   t.notOk(other.ended, 'a stream of another token of the same user goes on')
-  t.equal(second.sseStreams.counts().open, 1)
+  t.equal(scopeWith(second, 'sseStreams').sseStreams.counts().open, 1)
 
   // A token that expires in 2 s: its stream ends then, without any request.
   const [{ sub }] = [first.jwt.decode<{ sub: string }>(token)!]
@@ -69,7 +69,7 @@ t.test('one user may hold SSE_MAX_STREAMS_PER_USER streams: one more is refused 
   t.match(await full.body.json(), { code: 'STREAMS_UNAVAILABLE' })
 
   streams[0]!.close()
-  await waitFor('a place to free up', async () => app.sseStreams.counts().open === 6)
+  await waitFor('a place to free up', async () => scopeWith(app, 'sseStreams').sseStreams.counts().open === 6)
   const again = await SseClient.open(`${url}/api/events`, bearer(jane))
   t.teardown(() => again.close())
   t.equal(again.status, 200, 'a closed stream frees its place')

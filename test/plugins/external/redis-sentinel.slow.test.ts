@@ -81,8 +81,8 @@ async function worksOnPromoted (t: Test, app: FastifyInstance, set: PrivateSenti
 
   const placed = await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(token), payload: { productId: 1, billingCycle: 'monthly' } })
   t.equal(placed.statusCode, 201, 'an order is placed')
-  await app.jobQueue.enqueue(placed.json().crmOrderId)
-  await waitFor('the order provisioned', async () => (await app.orders.findByCrmId(placed.json().crmOrderId))?.status === 'Active', 15_000)
+  await app.orders.jobs.enqueue(placed.json().crmOrderId)
+  await waitFor('the order provisioned', async () => (await app.orders.store.findByCrmId(placed.json().crmOrderId))?.status === 'Active', 15_000)
   t.pass('the job queue took the provisioning job and ran it on the promoted replica')
 }
 

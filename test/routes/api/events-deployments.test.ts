@@ -11,9 +11,9 @@ const CLIENT_ID = 1
 
 /** A new order of the client, moved to Provisioning and announced, as provisioning does: its id. */
 async function announceAnOrder (app: FastifyInstance): Promise<string> {
-  const order = await app.orders.create({ billingClientId: CLIENT_ID, productId: '1', billingCycle: 'monthly', billingOrderId: null, crmOrderId: null })
-  const changed = await app.orders.changeStatus(order.id, 'Provisioning')
-  await app.statusChanges.publish(changed!)
+  const order = await app.orders.store.create({ billingClientId: CLIENT_ID, productId: '1', billingCycle: 'monthly', billingOrderId: null, crmOrderId: null })
+  const changed = await app.orders.store.changeStatus(order.id, 'Provisioning')
+  await app.orders.statusChanges.publish(changed!)
   return order.id
 }
 

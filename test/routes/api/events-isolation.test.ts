@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildTestApp } from '../../helpers/app.js'
+import { buildTestApp, scopeWith } from '../../helpers/app.js'
 import { waitFor } from '../../helpers/processes.js'
 import { SseClient } from '../../helpers/sse.js'
 import { bearer } from '../../helpers/tokens.js'
@@ -22,9 +22,9 @@ function received (stream: SseClient): Array<{ orderId: string, status: OrderSta
 
 /** Moves the order to `status` and announces it, as provisioning does. */
 async function changeStatus (app: FastifyInstance, order: Order, status: OrderStatus): Promise<Order> {
-  const changed = await app.orders.changeStatus(order.id, status)
+  const changed = await app.orders.store.changeStatus(order.id, status)
   if (changed === null) throw new Error(`order ${order.id} already ${status}`)
-  await app.statusChanges.publish(changed)
+  await app.orders.statusChanges.publish(changed)
   return changed
 }
 
@@ -33,7 +33,7 @@ t.test(`${USERS} users × ${STREAMS_PER_USER} streams: a status change reaches e
   const url = `${await app.listen({ port: 0, host: '127.0.0.1' })}/api/events`
   const users: UserStreams[] = []
   for (let clientId = 1; clientId <= USERS; clientId++) {
-    const order = await app.orders.create({ billingClientId: clientId, productId: '1', billingCycle: 'monthly', billingOrderId: null, crmOrderId: null })
+    const order = await app.orders.store.create({ billingClientId: clientId, productId: '1', billingCycle: 'monthly', billingOrderId: null, crmOrderId: null })
     users.push({ clientId, order, streams: [] })
   }
   const streams: SseClient[] = []
@@ -49,7 +49,7 @@ t.test(`${USERS} users × ${STREAMS_PER_USER} streams: a status change reaches e
     }))
   }
   t.ok(streams.every((stream) => stream.status === 200), 'every stream opened')
-  t.equal(app.sseStreams.counts().open, USERS * STREAMS_PER_USER, `${USERS * STREAMS_PER_USER} streams open on the instance`)
+  t.equal(scopeWith(app, 'sseStreams').sseStreams.counts().open, USERS * STREAMS_PER_USER, `${USERS * STREAMS_PER_USER} streams open on the instance`)
 
   const changedSoFar = new Set<number>()
   for (const clientId of CHANGED_ALONE) {

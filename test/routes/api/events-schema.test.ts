@@ -36,7 +36,7 @@ t.test('an order.status event that breaks its schema is refused before Redis; on
   const app = await buildTestApp(t)
   const clientId = 3
   const key = orderStatusBacklogKey(app.config.REDIS_KEY_PREFIX, clientId)
-  const order = await app.orders.create({ billingClientId: clientId, productId: '1', billingCycle: 'monthly', billingOrderId: null, crmOrderId: null })
+  const order = await app.orders.store.create({ billingClientId: clientId, productId: '1', billingCycle: 'monthly', billingOrderId: null, crmOrderId: null })
   const url = `${await app.listen({ port: 0, host: '127.0.0.1' })}/api/events`
   const stream = await SseClient.open(url, bearer(app.jwt.sign({ sub: String(clientId), jti: randomUUID() })))
   t.teardown(() => stream.close())
@@ -48,11 +48,11 @@ t.test('an order.status event that breaks its schema is refused before Redis; on
     ['an order id that is no UUID', { ...order, id: 'order-1' }]
   ]
   for (const [what, event] of broken) {
-    await t.rejects(app.statusChanges.publish(event), { code: 'SSE_EVENT_REFUSED', message: /^The order\.status event breaks its schema and is not published: \/(status|at|orderId) must/ }, `refused: ${what}`)
+    await t.rejects(app.orders.statusChanges.publish(event), { code: 'SSE_EVENT_REFUSED', message: /^The order\.status event breaks its schema and is not published: \/(status|at|orderId) must/ }, `refused: ${what}`)
   }
   t.equal(await app.redis.exists(key), 0, 'nothing reached the backlog')
 
-  await app.statusChanges.publish({ ...order, status: 'Provisioning' })
+  await app.orders.statusChanges.publish({ ...order, status: 'Provisioning' })
   await waitFor('the valid change on the stream', async () => stream.events.length === 1)
   t.same(stream.events.map((event) => JSON.parse(event.data ?? '{}').status), ['Provisioning'], 'the stream got only the valid change')
   t.equal(await app.redis.xlen(key), 1)
@@ -60,10 +60,10 @@ t.test('an order.status event that breaks its schema is refused before Redis; on
   // Written by something else than the service: read back through the schema, and left out.
   await app.redis.xadd(key, '*', 'event', JSON.stringify({ orderId: order.id, status: 'Shipped' }))
   await app.redis.publish(orderStatusChannel(app.config.REDIS_KEY_PREFIX, databaseOf(app.redis)), JSON.stringify({ clientId, event: { id: `${Date.now()}-0`, orderId: order.id, status: 'Shipped' } }))
-  await app.statusChanges.publish({ ...order, status: 'Active' })
+  await app.orders.statusChanges.publish({ ...order, status: 'Active' })
   await waitFor('the next valid change on the stream', async () => stream.events.length === 2)
   t.same(stream.events.map((event) => JSON.parse(event.data ?? '{}').status), ['Provisioning', 'Active'], 'an announcement that breaks the schema is not sent')
-  const resumed = await app.statusChanges.backlog(clientId, '0-0')
+  const resumed = await app.orders.statusChanges.backlog(clientId, '0-0')
   t.same(resumed.map((event) => event.status), ['Provisioning', 'Active'], 'nor a backlog entry that breaks it')
 })
 

@@ -2,7 +2,7 @@ import t from 'tap'
 import { once } from 'node:events'
 import { connect } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { buildTestApp, startTestSandbox } from '../../helpers/app.js'
+import { buildTestApp, scopeWith, startTestSandbox } from '../../helpers/app.js'
 import { waitFor } from '../../helpers/processes.js'
 import { buildTestAppOnPrivateRedis } from '../../helpers/private-redis.js'
 import { SseClient } from '../../helpers/sse.js'
@@ -27,7 +27,7 @@ t.test('a client sees its order go Pending Review → Provisioning → Active, r
   t.equal((await SseClient.open(`${url}/api/events`, {})).status, 401, 'the stream needs a token')
 
   const order = (await app.inject({ method: 'POST', url: '/api/orders', headers: bearer(jane), payload: { productId: 1, billingCycle: 'monthly' } })).json()
-  await app.jobQueue.enqueue(order.crmOrderId)
+  await app.orders.jobs.enqueue(order.crmOrderId)
   await waitFor('Active on the stream', async () => statuses(janes).includes('Active'))
   t.same(statuses(janes), ['Pending Review', 'Provisioning', 'Active'])
   const last = janes.events.at(-1)!
@@ -93,7 +93,7 @@ t.test('Redis hung: open streams drop once a liveness PING goes unanswered; once
   redis.resume()
   const again = await SseClient.open(`${url}/api/events`, bearer(token))
   t.teardown(() => again.close())
-  await app.jobQueue.enqueue(placed.json().crmOrderId)
+  await app.orders.jobs.enqueue(placed.json().crmOrderId)
   await waitFor('Active on the new stream', async () => statuses(again).includes('Active'), 15_000)
   t.same(statuses(again), ['Provisioning', 'Active'], 'the changes after Redis answers again')
   await new Promise((resolve) => setTimeout(resolve, LIVENESS_INTERVAL_MS + 1000))
@@ -119,5 +119,5 @@ t.test('a client gone while its token was being checked leaves no stream behind 
   t.teardown(() => stream.close())
   t.equal(stream.status, 200)
   await sleep(500)
-  t.equal(app.sseStreams.counts().open, 1, 'only the stream whose client is there')
+  t.equal(scopeWith(app, 'sseStreams').sseStreams.counts().open, 1, 'only the stream whose client is there')
 })

@@ -85,12 +85,11 @@ t.test('CRM daily usage: > 80 % of the limit warns, > 95 % is critical', async (
 
 /**
  * The job queue's counts, set through its `counts()` (the source of the measure): the test cannot
- * hold 51 real jobs waiting while the worker runs. Without a job queue, one is put in its place.
+ * hold 51 real jobs waiting while the worker runs.
  */
 function setJobCounts (app: FastifyInstance, counts: Partial<JobCounts>) {
   const fake = async (): Promise<JobCounts> => ({ waiting: 0, active: 0, delayed: 0, failed: 0, completed: 0, recentFailed: 0, ...counts })
-  if (app.hasDecorator('jobQueue')) (app as unknown as { jobQueue: { counts: typeof fake } }).jobQueue.counts = fake
-  else Object.defineProperty(app, 'jobQueue', { value: { counts: fake }, configurable: true })
+  app.orders.jobs.counts = fake
 }
 
 async function jobsHealth (app: FastifyInstance): Promise<string | undefined> {

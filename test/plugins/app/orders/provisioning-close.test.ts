@@ -21,7 +21,7 @@ t.test('closing while a job runs: the job finishes before the close does', async
   const app = await buildTestApp(t, { CRM_QUEUE_TIMEOUT_MS: '10000' }, sandbox)
   const order = await placeOrder(app, await login(app))
   sandbox.telecom.injectFault({ kind: 'latency', ms: 1000, route: 'activations' })
-  await app.jobQueue.enqueue(order.crmOrderId)
+  await app.orders.jobs.enqueue(order.crmOrderId)
   await waitFor('the activation under way', async () => activationCalled(sandbox))
 
   await app.close()
@@ -36,7 +36,7 @@ t.test('a job outlasting CRM_QUEUE_TIMEOUT_MS: the close ends at the bound, says
   const closing = await buildTestApp(t, shared, sandbox)
   const order = await placeOrder(closing, await login(closing))
   sandbox.telecom.injectFault({ kind: 'blackhole', route: 'activations' })
-  await closing.jobQueue.enqueue(order.crmOrderId)
+  await closing.orders.jobs.enqueue(order.crmOrderId)
   await waitFor('the activation under way', async () => activationCalled(sandbox))
 
   // The black hole never answers: only the jobs' bound ends the close, which says so below.
@@ -46,7 +46,7 @@ t.test('a job outlasting CRM_QUEUE_TIMEOUT_MS: the close ends at the bound, says
 
   sandbox.telecom.clearFaults()
   const next = await buildTestApp(t, shared, sandbox)
-  await waitFor('Active, taken over once the lock expired', async () => (await next.orders.findByCrmId(order.crmOrderId))?.status === 'Active', 20_000)
+  await waitFor('Active, taken over once the lock expired', async () => (await next.orders.store.findByCrmId(order.crmOrderId))?.status === 'Active', 20_000)
   t.equal(sandbox.telecom.activations.length, 1, 'one activation')
   t.same([...new Set(sandbox.telecom.idempotencyKeys.map((use) => use.key))], [order.crmOrderId], 'one idempotency key')
   t.equal(sandbox.crm.order(order.crmOrderId)?.Status, 'Activated')

@@ -64,7 +64,7 @@ t.test('events that cannot be handed off are parked, counted and shown; later or
 
   await waitFor('the orders published after them Active', () => allActive(app, later), 30_000)
   t.same(provisioningOutcome(sandbox, later), { activations: 3, distinctKeys: 3, keysUsedOnce: 3, billingAccepted: 3, crmActivated: 3 })
-  await waitFor('the replay position past all of them', async () => (await app.redis.get(app.eventSubscription.replayKey)) === String(lastReplayId))
+  await waitFor('the replay position past all of them', async () => (await app.redis.get(app.platformEvents.subscription.replayKey)) === String(lastReplayId))
 
   const { total, events } = await parkedList(app)
   t.equal(total, 3, 'three parked')
@@ -73,7 +73,7 @@ t.test('events that cannot be handed off are parked, counted and shown; later or
     [incomplete]: { reason: 'order_incomplete', detail: /BillingOrderId__c/ },
     [unknown]: { reason: 'order_unknown', detail: /does not have/ }
   }, 'each with its reason')
-  for (const id of [reusing, incomplete, unknown]) t.equal(await app.orders.findByCrmId(id), null, `nothing stored for ${id}`)
+  for (const id of [reusing, incomplete, unknown]) t.equal(await app.orders.store.findByCrmId(id), null, `nothing stored for ${id}`)
   t.equal((await app.pg.query('SELECT count(*)::int AS count FROM orders WHERE billing_order_id = $1', [Number(sandbox.crm.order(first)!.BillingOrderId__c)])).rows[0].count, 1, 'the reused billing order stays with its own order')
 
   t.equal((await eventsReport(app)).parked, 3, '/health/queues counts them in its events section')
@@ -95,7 +95,7 @@ t.test('the status page shows the parked count, as a warning, in headless Chromi
   for (const [index, reason] of (['order_unknown', 'order_incomplete', 'billing_order_conflict'] as const).entries()) {
     const crmOrderId = `80100000000099${index}AAA`
     const event = { channel: '/event/OrderProvisionRequested__e', data: { schema: 'planted', payload: { OrderId__c: crmOrderId }, event: { replayId: index + 1 } } }
-    await app.parkedEvents.park(event.channel, crmOrderId, event, new HandOffRefused(reason, 'planted by the test'))
+    await app.platformEvents.parked.park(event.channel, crmOrderId, event, new HandOffRefused(reason, 'planted by the test'))
   }
   t.equal((await parkedList(app)).total, 3, 'three parked')
   t.match(await shownOnStatusPage(t, app), /^3 warning$/, 'the status page shows the count, as a warning')
@@ -156,10 +156,10 @@ t.test('a portal order whose CRM id was never stored is linked by its event, not
   const [crmOrderId] = await seedCrmOrders(sandbox, 1) as [string]
   const billingOrderId = Number(sandbox.crm.order(crmOrderId)!.BillingOrderId__c)
   // A placement interrupted after the CRM create: the row has its billing order, not its CRM id.
-  const placed = await app.orders.create({ billingClientId: 1, productId: '1', billingCycle: 'monthly', billingOrderId, crmOrderId: null })
+  const placed = await app.orders.store.create({ billingClientId: 1, productId: '1', billingCycle: 'monthly', billingOrderId, crmOrderId: null })
   sandbox.crm.publishOrderProvisionRequested(crmOrderId)
   await waitFor('the order Active', () => allActive(app, [crmOrderId]), 30_000)
-  t.equal((await app.orders.findByCrmId(crmOrderId))?.id, placed.id, 'the portal\'s own row, linked')
+  t.equal((await app.orders.store.findByCrmId(crmOrderId))?.id, placed.id, 'the portal\'s own row, linked')
   t.equal((await app.pg.query('SELECT count(*)::int AS count FROM orders')).rows[0].count, 1, 'no second row')
   t.equal((await parkedList(app)).total, 0, 'nothing parked')
   t.same(provisioningOutcome(sandbox, [crmOrderId]), { activations: 1, distinctKeys: 1, keysUsedOnce: 1, billingAccepted: 1, crmActivated: 1 })

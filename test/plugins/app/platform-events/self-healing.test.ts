@@ -11,19 +11,19 @@ t.test('a subscription that stays connected but receives nothing: the reconcilia
   const logDir = tempDir('logs')
   const app = await buildTestApp(t, { ...EVENTS_ON, ORDERS_RECONCILE_INTERVAL_S: '1', LOG_DIR: logDir }, sandbox)
   const token = await login(app)
-  await waitFor('the subscription', async () => app.eventSubscription.stats().state === 'connected')
-  t.equal(await app.redis.get(app.eventSubscription.replayKey), null, 'a fresh deployment: no replay position stored')
+  await waitFor('the subscription', async () => app.platformEvents.subscription.stats().state === 'connected')
+  t.equal(await app.redis.get(app.platformEvents.subscription.replayKey), null, 'a fresh deployment: no replay position stored')
 
   sandbox.crm.muteEventDelivery(true)
   const stuck = await placeOrder(app, token) as { crmOrderId: string }
   sandbox.crm.updateOrder(stuck.crmOrderId, { Status: 'Approved' })
   const replayId = sandbox.crm.publishOrderProvisionRequested(stuck.crmOrderId)
-  t.equal(app.eventSubscription.stats().state, 'connected', 'the stream looks connected, and is silent')
+  t.equal(app.platformEvents.subscription.stats().state, 'connected', 'the stream looks connected, and is silent')
 
   // Still muted: the order reaches provisioning through the reconciliation, and the event through a
   // new subscription's replay of every retained event (one from -1 would never see it).
-  await waitFor('the stuck order Active', async () => (await app.orders.findByCrmId(stuck.crmOrderId))?.status === 'Active')
-  await waitFor('the replayed event handed off', async () => Number(await app.redis.get(app.eventSubscription.replayKey)) >= replayId)
+  await waitFor('the stuck order Active', async () => (await app.orders.store.findByCrmId(stuck.crmOrderId))?.status === 'Active')
+  await waitFor('the replayed event handed off', async () => Number(await app.redis.get(app.platformEvents.subscription.replayKey)) >= replayId)
   t.match(provisioningOutcome(sandbox, [stuck.crmOrderId]), { activations: 1, keysUsedOnce: 1 }, 'provisioned once, though both brought it')
   const metrics = (await app.inject('/metrics')).body
   t.match(metrics, /^portal_bff_event_subscriber_resubscribes_total 1$/m, 'subscribed again once, counted')
@@ -34,10 +34,10 @@ t.test('a subscription that stays connected but receives nothing: the reconcilia
   const next = await placeOrder(app, token) as { crmOrderId: string }
   sandbox.crm.updateOrder(next.crmOrderId, { Status: 'Approved' })
   const nextReplayId = sandbox.crm.publishOrderProvisionRequested(next.crmOrderId)
-  await waitFor('the next order Active', async () => (await app.orders.findByCrmId(next.crmOrderId))?.status === 'Active')
-  await new Promise((resolve) => setTimeout(resolve, 1.5 * app.eventSubscription.renewEveryMs))
+  await waitFor('the next order Active', async () => (await app.orders.store.findByCrmId(next.crmOrderId))?.status === 'Active')
+  await new Promise((resolve) => setTimeout(resolve, 1.5 * app.platformEvents.subscription.renewEveryMs))
   t.match((await app.inject('/metrics')).body, /^portal_bff_event_subscriber_resubscribes_total 1$/m, 'not subscribed again within the warning period')
-  t.ok(Number(await app.redis.get(app.eventSubscription.replayKey)) < nextReplayId, 'its event not replayed')
+  t.ok(Number(await app.redis.get(app.platformEvents.subscription.replayKey)) < nextReplayId, 'its event not replayed')
   await app.close()
   const lines = readFileSync(join(logDir, 'combined.log'), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
   const approved = lines.filter((line) => String(line.message).startsWith('the CRM approved an order whose platform event has not arrived'))

@@ -47,7 +47,7 @@ t.test('no instance holds the lease: unhealthy, and the holder state says none',
   const sandbox = await startTestSandbox(t)
   const app = await buildTestApp(t, { CRM_EVENTS_ENABLED: 'true' }, sandbox)
   await waitFor('the subscription', async () => (await events(app)).holder?.state === 'connected')
-  await app.eventSubscription.stop()
+  await app.platformEvents.subscription.stop()
   t.match(await events(app), { health: 'unhealthy', holder: null })
   t.match(await metrics(app), /^portal_bff_event_subscription_holder_state\{state="none"\} 1$/m)
 })

@@ -2,13 +2,13 @@ import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Pool } from 'pg'
-import { AuthUnavailableError } from '../../lib/errors.js'
-import { abortable } from '../../lib/abortable.js'
-import { Periodic } from '../../lib/periodic.js'
-import { OutageLog } from '../../lib/outage-log.js'
-import { revocationChannel, revocationEpochKey, revokedKey } from './redis-keys.js'
-import { databaseOf } from '../external/redis.js'
-import type { WindowCount } from '../external/rate-limit.js'
+import { AuthUnavailableError } from '../../../lib/errors.js'
+import { abortable } from '../../../lib/abortable.js'
+import { Periodic } from '../../../lib/periodic.js'
+import { OutageLog } from '../../../lib/outage-log.js'
+import { revocationChannel, revocationEpochKey, revokedKey } from '../redis-keys.js'
+import { databaseOf } from '../../external/redis.js'
+import type { WindowCount } from '../../external/rate-limit.js'
 import * as commands from './blacklist-commands.js'
 
 export interface BlacklistStatus {
@@ -246,7 +246,7 @@ declare module 'fastify' {
   }
 }
 
-declare module './monitoring/index.js' {
+declare module '../monitoring/index.js' {
   interface MonitoringParts {
     /** A security setting and its effect: for the operators' eyes only. */
     blacklist: BlacklistStatus

@@ -1,9 +1,9 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { CsrfRejectedError, RateLimitedError, UnauthorizedError } from '../../lib/errors.js'
-import { FailureLimiter } from '../../lib/failure-limiter.js'
+import { CsrfRejectedError, RateLimitedError, UnauthorizedError } from '../../../lib/errors.js'
+import { FailureLimiter } from '../../../lib/failure-limiter.js'
 import { SESSION_COOKIE, type Session } from './sessions.js'
-import { tokenFailuresPrefix } from './redis-keys.js'
+import { tokenFailuresPrefix } from '../redis-keys.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,9 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import type { AuthorizationChecks, LogoutTarget, OidcProvider, SignedInPerson } from '../../../integrations/oidc/provider.js'
-import type { Sealer } from '../../../lib/sealed.js'
+import type { AuthorizationChecks, LogoutTarget, OidcProvider, SignedInPerson } from '../../../../integrations/oidc/provider.js'
+import type { Sealer } from '../../../../lib/sealed.js'
 import type { Session, SessionStore } from '../sessions.js'
-import { oidcChoiceKey, oidcLoginKey, oidcSidSessionsKey, oidcSubSessionsKey } from '../redis-keys.js'
+import { oidcChoiceKey, oidcLoginKey, oidcSidSessionsKey, oidcSubSessionsKey } from '../../redis-keys.js'
 
 /** How long a browser has at the provider to sign in: past it, the callback finds no sign-in under way. */
 export const LOGIN_TTL_S = 600

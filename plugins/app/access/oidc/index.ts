@@ -1,8 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { OidcProvider } from '../../../integrations/oidc/provider.js'
-import { Periodic } from '../../../lib/periodic.js'
-import { Sealer } from '../../../lib/sealed.js'
+import { OidcProvider } from '../../../../integrations/oidc/provider.js'
+import { Periodic } from '../../../../lib/periodic.js'
+import { Sealer } from '../../../../lib/sealed.js'
 import { OidcSignIn } from './sign-in.js'
 
 declare module 'fastify' {

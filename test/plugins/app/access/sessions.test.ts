@@ -1,9 +1,9 @@
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { buildTestApp } from '../../helpers/app.js'
-import { buildTestAppOnPrivateRedis } from '../../helpers/private-redis.js'
-import { waitFor } from '../../helpers/processes.js'
-import { SESSION_COOKIE } from '../../../plugins/app/sessions.js'
+import { buildTestApp, scopeWith } from '../../../helpers/app.js'
+import { buildTestAppOnPrivateRedis } from '../../../helpers/private-redis.js'
+import { waitFor } from '../../../helpers/processes.js'
+import { SESSION_COOKIE } from '../../../../plugins/app/access/sessions.js'
 
 t.test('instances that read a session due for renewal at once write its renewal once', async (t) => {
   // An idle timeout of 10 s: a renewal interval of 1 s.
@@ -13,7 +13,8 @@ t.test('instances that read a session due for renewal at once write its renewal 
   const signIn = await first.inject({ method: 'POST', url: '/auth/session', payload: { email: 'jane@example.com', password: 'correct-horse' } })
   t.equal(signIn.statusCode, 200)
   const cookie = signIn.cookies.find(({ name }) => name === SESSION_COOKIE)!.value
-  const session = (await first.sessions.read(cookie))!
+  const [{ sessions: firstSessions }, { sessions: secondSessions }] = [scopeWith(first, 'sessions'), scopeWith(second, 'sessions')]
+  const session = (await firstSessions.read(cookie))!
   const key = `${first.config.REDIS_KEY_PREFIX}session:${session.id}`
   const signedIn = await first.redis.get(key)
 
@@ -26,29 +27,30 @@ t.test('instances that read a session due for renewal at once write its renewal 
     if (args[0]!.toUpperCase() === 'SET' && args[1] === key) writes.push(args)
   })
 
-  await sleep(first.sessions.renewalIntervalMs + 100)
-  const [byFirst, bySecond] = await Promise.all([first.sessions.read(cookie), second.sessions.read(cookie)])
+  await sleep(firstSessions.renewalIntervalMs + 100)
+  const [byFirst, bySecond] = await Promise.all([firstSessions.read(cookie), secondSessions.read(cookie)])
   t.ok(byFirst !== undefined && bySecond !== undefined, 'both instances read the live session')
-  first.sessions.renew(byFirst!)
-  second.sessions.renew(bySecond!)
+  firstSessions.renew(byFirst!)
+  secondSessions.renew(bySecond!)
   await waitFor('the renewal', async () => (await first.redis.get(key)) !== signedIn)
   // The other instance's renewal, if it wrote one, comes within a round trip or two.
   await sleep(300)
   t.equal(writes.length, 1, 'one write of the session for both instances')
-  t.ok((await first.sessions.read(cookie))!.idleExpiresAt > session.idleExpiresAt, 'the session lasts longer')
+  t.ok((await firstSessions.read(cookie))!.idleExpiresAt > session.idleExpiresAt, 'the session lasts longer')
 })
 
 t.test('asked after together, a revoked session is logged_out, one gone from Redis expired, a live one not ended', async (t) => {
   const app = await buildTestApp(t)
+  const { sessions } = scopeWith(app, 'sessions')
   const signIn = async () => {
     const answer = await app.inject({ method: 'POST', url: '/auth/session', payload: { email: 'jane@example.com', password: 'correct-horse' } })
     const cookie = answer.cookies.find(({ name }) => name === SESSION_COOKIE)!.value
-    return { cookie, session: (await app.sessions.read(cookie))! }
+    return { cookie, session: (await sessions.read(cookie))! }
   }
   const [live, loggedOut, gone] = [await signIn(), await signIn(), await signIn()]
   const logout = await app.inject({ method: 'POST', url: '/auth/logout', headers: { cookie: `${SESSION_COOKIE}=${loggedOut.cookie}`, 'x-csrf': '1' } })
   t.equal(logout.statusCode, 204)
   await app.redis.del(`${app.config.REDIS_KEY_PREFIX}session:${gone.session.id}`)
-  const ended = await app.sessions.ended([live.session.id, loggedOut.session.id, gone.session.id])
+  const ended = await sessions.ended([live.session.id, loggedOut.session.id, gone.session.id])
   t.same(Object.fromEntries(ended), { [loggedOut.session.id]: 'logged_out', [gone.session.id]: 'expired' })
 })

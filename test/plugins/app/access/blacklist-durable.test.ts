@@ -3,10 +3,10 @@ import pg from 'pg'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
-import { buildTestApp, ensureTestDatabase, startTestSandbox, tempDir, testKeyPrefix, testSchemaUrl } from '../../helpers/app.js'
-import { PrivateRedis } from '../../helpers/private-redis.js'
-import { waitFor } from '../../helpers/processes.js'
-import { bearer, login } from '../../helpers/tokens.js'
+import { buildTestApp, ensureTestDatabase, startTestSandbox, tempDir, testKeyPrefix, testSchemaUrl } from '../../../helpers/app.js'
+import { PrivateRedis } from '../../../helpers/private-redis.js'
+import { waitFor } from '../../../helpers/processes.js'
+import { bearer, login } from '../../../helpers/tokens.js'
 
 const jtiOf = (token: string): string => JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).jti
 

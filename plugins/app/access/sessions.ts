@@ -3,10 +3,10 @@ import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { Pool } from 'pg'
-import { AuthUnavailableError } from '../../lib/errors.js'
-import { Periodic } from '../../lib/periodic.js'
+import { AuthUnavailableError } from '../../../lib/errors.js'
+import { Periodic } from '../../../lib/periodic.js'
 import type { TokenBlacklist } from './blacklist.js'
-import { revokedKey, sessionKey } from './redis-keys.js'
+import { revokedKey, sessionKey } from '../redis-keys.js'
 
 /** The portal's session cookie: `__Host-` makes the browser insist on Secure, Path=/ and no Domain. */
 export const SESSION_COOKIE = '__Host-portal-session'
