@@ -3,7 +3,7 @@ import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { join } from 'node:path'
 import { destination, multistream, pino, symbols, type Bindings, type ChildLoggerOptions, type Logger, type StreamEntry } from 'pino'
 import type { FastifyBaseLogger } from 'fastify'
-import { currentContext } from './log-context.js'
+import { currentContext } from './request-context.js'
 
 export interface LoggerSettings {
   level: string
