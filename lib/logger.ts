@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { destination, multistream, pino, symbols, type Bindings, type ChildLoggerOptions, type Logger, type StreamEntry } from 'pino'
 import type { FastifyBaseLogger } from 'fastify'
-import { currentContext } from './log-context.js'
+import { currentContext } from './request-context.js'
 
 export interface LoggerSettings {
   level: string

@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { projectRoot } from '../lib/project-root.js'
 import { coreHealthOf } from '../plugins/app/health.js'
 import { pendingOrdersReport } from '../plugins/app/orders/pending-orders.js'
-import { StatusSummary, alertSchemas } from '../plugins/app/monitoring/schemas.js'
+import { StatusSummary, alertSchemas } from '../schemas/monitoring.js'
 import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
 
 /** Where the runbooks are served: every alert's `runbook_url` points here, through the balancer. */

@@ -16,7 +16,7 @@ export function coreHealthOf (results: Record<string, CheckResult>): CoreHealth 
 
 /** What the health endpoints read: the two sets of checks, and whether this instance is shutting down. */
 export interface Health {
-  /** The checks behind `GET /health`: the database and the cache. */
+  /** The checks behind `GET /health`: the database's and Redis's (named `database` and `cache`). */
   readonly core: HealthCheckRegistry
   /** The checks behind `GET /auth/health-check`: the database, each upstream and the event subscription. */
   readonly integrations: HealthCheckRegistry
