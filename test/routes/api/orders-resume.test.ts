@@ -47,7 +47,10 @@ t.test('retries while a placement runs longer than one hold: each told 409 with 
     if (retry.statusCode === 409) t.ok(Number(retry.headers['retry-after']) >= 1)
     await new Promise((resolve) => setTimeout(resolve, 250))
   }
-  t.ok(retries.length > 0 && retries.every((status) => status === 409), `every retry while it ran: 409 (${retries.length})`)
+  // The last retry may come back after the placement stored its answer and before its own request
+  // ended here: it gets that answer, 201.
+  const whileRunning = retries.at(-1) === 201 ? retries.slice(0, -1) : retries
+  t.ok(whileRunning.length > 0 && whileRunning.every((status) => status === 409), `every retry while it ran: 409 (${retries.join(', ')})`)
   const done = await placing
   t.equal(done.statusCode, 201, done.body)
   t.equal(sandbox.crm.calls.filter((call) => call.route === 'rest/sobjects/Order').length, 1, 'one CRM create')
