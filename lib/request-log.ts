@@ -5,6 +5,10 @@ import { levels } from 'pino'
 import { traceIdsOfWork, tracingEnabled } from './tracing.js'
 
 export const CORRELATION_HEADER = 'x-correlation-id'
+
+/** What the portal's page may read of an answer besides the safelisted headers: the correlation id, when to retry, the rate limit. */
+export const EXPOSED_HEADERS = [CORRELATION_HEADER, 'retry-after', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']
+
 const VALID_CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/
 export const SLOW_REQUEST_MS = 2000
 
