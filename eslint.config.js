@@ -36,11 +36,6 @@ export const LAYOUT_EXCEPTIONS = [
       'the monitoring folder holds them until they move out of it, with its report schemas, which the words branch moves to schemas/.'
   },
   {
-    from: 'plugins/app/platform-events/hand-off.ts',
-    to: ['plugins/app/orders/provisioning-job.ts'],
-    reason: 'The hand-off queues the orders\' provisioning job: the job\'s work id and placement link are the one contract the two concerns share.'
-  },
-  {
     from: 'app.ts',
     to: ['plugins/app/db.ts'],
     reason: 'build() sizes Fastify\'s plugin timeout from the migration\'s bound before any plugin exists; db.ts is being renamed (words branch), the bound moves out with it.'

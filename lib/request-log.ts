@@ -30,6 +30,11 @@ function debugEnabled (level: string): boolean {
 /** Ids of the service's own work (lines of no request, an order's provisioning): a client may not send them. */
 const RESERVED_CORRELATION_ID = /^(system$|order:)/i
 
+/** The correlation id of an order's work (its hand-off and provisioning): reserved, no client may send it. */
+export function orderWorkId (crmOrderId: string): string {
+  return `order:${crmOrderId}`
+}
+
 /** Fastify's genReqId: the caller's correlation id when it is well formed and not reserved, else a new one. */
 export function correlationIdOf (request: IncomingMessage): string {
   const given = request.headers[CORRELATION_HEADER]
