@@ -3,7 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstanc
 import type { Config } from './schemas/config.js'
 import { UPSTREAMS } from './integrations/registry.js'
 import { ContextLogger, LazyChildLogger, createLogger } from './lib/logger.js'
-import { runInContext } from './lib/log-context.js'
+import { runInContext } from './lib/request-context.js'
 import { tracingEnabled, traceIdsOfLine } from './lib/tracing.js'
 import { CORRELATION_HEADER, RequestLogController, correlationIdOf } from './lib/request-log.js'
 import { exactBodyValidator, reusingSerializer } from './lib/validator.js'
@@ -22,8 +22,8 @@ import errorHandler from './plugins/app/error-handler.js'
 import { handleClientError } from './plugins/app/client-errors.js'
 import correlation from './plugins/app/correlation.js'
 import health from './plugins/app/health.js'
-import db, { migrationBoundMs } from './plugins/app/db.js'
-import cache from './plugins/app/cache.js'
+import database, { migrationBoundMs } from './plugins/app/database/index.js'
+import redisCheck from './plugins/app/redis-check.js'
 import pubsub from './plugins/app/pubsub.js'
 import servicesCache, { servicesCacheRoutes } from './plugins/app/services-cache/index.js'
 import upstreamsPlugin, { type ServiceUpstream } from './plugins/app/upstreams/index.js'
@@ -119,7 +119,7 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     schemaController: { compilersFactory: { buildValidator: exactBodyValidator(), buildSerializer: reusingSerializer() } }
   })
 
-  // Everything a request does runs in its log context: the service's own lines carry its correlation
+  // Everything a request does runs in its request context: the service's own lines carry its correlation
   // id, and its upstream calls send it on. Probes, which log nothing of their own, skip the cost.
   app.addHook('onRequest', (request, _reply, done) => {
     if (request.routeOptions.config.probe === true) {
@@ -158,8 +158,8 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     await app.register(errorHandler)
     await app.register(correlation)
     await app.register(health)
-    await app.register(db)
-    await app.register(cache)
+    await app.register(database)
+    await app.register(redisCheck)
     await app.register(pubsub)
     await app.register(servicesCache)
     await app.register(upstreamsPlugin, { upstreams })

@@ -1,7 +1,7 @@
 import { Pool } from 'undici'
 import type { Dispatcher } from 'undici'
 import { Deadline, type Cancellation } from '../lib/deadline.js'
-import { currentContext } from '../lib/log-context.js'
+import { currentContext } from '../lib/request-context.js'
 import { SpanKind, failSpan, inSpan, propagationHeaders, recording, type Span } from '../lib/tracing.js'
 import { classifyUpstreamFailure, UpstreamFailure, UpstreamRefusal, type FailureClass } from '../lib/errors.js'
 

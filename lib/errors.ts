@@ -53,8 +53,8 @@ export const TooManyStreamsError = definePublicError('TOO_MANY_STREAMS', 'This a
 export const StreamsUnavailableError = definePublicError('STREAMS_UNAVAILABLE', 'This instance holds the most SSE streams it may; retry shortly', 503)
 export const TooManyFailedSignInsError = definePublicError('TOO_MANY_FAILED_SIGN_INS', 'Too many failed sign-ins: retry in %s', 429)
 
-/** A status change whose SSE event breaks the event's schema (schemas/sse-events.ts): refused before Redis. */
-export const SseEventRefusedError = createError('SSE_EVENT_REFUSED', 'The %s event breaks its schema and is not published: %s', 500)
+/** A status change whose SSE frame breaks its schema (schemas/sse-events.ts): refused before Redis. Its code, which operators read, keeps the word event. */
+export const SseFrameRefusedError = createError('SSE_EVENT_REFUSED', 'The %s event breaks its schema and is not published: %s', 500)
 
 /**
  * The classes every upstream or dependency failure is sorted into, once, where it happens.

@@ -1,9 +1,10 @@
 import { once } from 'node:events'
 import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { destination, multistream, pino, symbols, type Bindings, type ChildLoggerOptions, type Logger, type StreamEntry } from 'pino'
 import type { FastifyBaseLogger } from 'fastify'
-import { currentContext } from './log-context.js'
+import { currentContext } from './request-context.js'
 
 export interface LoggerSettings {
   level: string
@@ -25,7 +26,8 @@ export interface ServiceLogger {
   system: Logger
   /** Resolves once both log files are open; rejects when one cannot be opened. */
   ready: Promise<void>
-  flush(): void
+  /** Writes every line logged so far to its files. */
+  flush(): Promise<void>
   /** Opens the log files again by name: after logrotate has renamed them, new files are made. */
   reopen(): void
 }
@@ -39,6 +41,9 @@ const REDACTED_PATHS = [
   'client_secret', 'clientSecret', 'id_token', 'idToken', 'refresh_token', 'logout_token', 'code_verifier',
   '*.client_secret', '*.clientSecret', '*.id_token', '*.idToken', '*.refresh_token', '*.logout_token', '*.code_verifier'
 ]
+
+// How long a flush waits for a file write under way (sonic-boom's own `_writing`; without it, none).
+const FLUSH_WAIT_MS = 1000
 
 const NO_FIELDS = Object.freeze({})
 
@@ -109,8 +114,15 @@ export function createLogger ({ level, service, logDir, stdout = true, lineField
     root,
     system: root.child({ correlationId: 'system' }),
     ready,
-    flush () {
-      for (const destination of [combined, errors, console]) destination?.flushSync()
+    async flush () {
+      for (const destination of [combined, errors, console]) {
+        if (destination === undefined) continue
+        // flushSync writes what is buffered at once, but a write already under way lands when the
+        // thread pool ends it: after it, or a reader just after the close misses lines, out of order.
+        const deadline = Date.now() + FLUSH_WAIT_MS
+        while ((destination as unknown as { _writing: boolean })._writing && Date.now() < deadline) await sleep(1)
+        destination.flushSync()
+      }
     },
     reopen () {
       combined.reopen()

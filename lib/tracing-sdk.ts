@@ -3,7 +3,7 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { CompositePropagator, ExportResultCode, W3CBaggagePropagator, W3CTraceContextPropagator, suppressTracing, type ExportResult } from '@opentelemetry/core'
 import { defaultResource, detectResources, envDetector, hostDetector, osDetector, processDetector, resourceFromAttributes, serviceInstanceIdDetector, type Resource, type ResourceDetector } from '@opentelemetry/resources'
 import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-node'
-import { currentTrace, outsideAnyWork, runInTrace } from './log-context.js'
+import { currentTrace, outsideAnyWork, runInTrace } from './request-context.js'
 import { OutageLog, type OutageLogger } from './outage-log.js'
 import { samplerOf } from './tracing-sampler.js'
 import { setTracingEnabled } from './tracing.js'
@@ -81,7 +81,7 @@ class WatchedExporter implements SpanExporter {
 }
 
 /**
- * OpenTelemetry's context in the log context's AsyncLocalStorage (lib/log-context.ts) instead of a
+ * OpenTelemetry's context in the request context's AsyncLocalStorage (lib/request-context.ts) instead of a
  * storage of its own: one storage for every piece of work, traced or not (decision 0078, measured
  * when each enabled storage was copied into every promise made). Binding (functions, emitters)
  * stays the library's, written over `with` and `active`.

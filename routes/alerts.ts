@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { PRIORITIES } from '../plugins/app/monitoring/alerts.js'
-import { AlertsReport, alertSchemas } from '../plugins/app/monitoring/schemas.js'
+import { AlertsReport, alertSchemas } from '../schemas/monitoring.js'
 import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
 
 const alertRoutes: FastifyPluginAsyncTypebox = async (fastify) => {

@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { projectRoot } from '../lib/project-root.js'
 import { coreHealthOf } from '../lib/health-checks.js'
-import { StatusSummary, alertSchemas } from '../plugins/app/monitoring/schemas.js'
+import { StatusSummary, alertSchemas } from '../schemas/monitoring.js'
 import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
 import { pendingOrdersReport } from '../schemas/queues.js'
 

@@ -4,9 +4,10 @@ import { ORDER_STATUSES } from './orders.js'
 import { StringEnum } from './string-enum.js'
 
 /**
- * The events of the SSE stream (`GET /api/events`), each as its `event:` name and the JSON of its
+ * The frames of the SSE stream (`GET /api/events`), each as its `event:` name and the JSON of its
  * `data:`. The status change is written to the client's backlog and announced in Redis in this
- * shape, checked on the way in and read back through it; the API document publishes the schemas.
+ * shape, checked on the way in and read back through it; the API document publishes the schemas,
+ * under the names `…Event` the Server-Sent Events standard gives a frame: the browser reads them.
  */
 export const OrderStatusEvent = Type.Object({
   orderId: Type.String({ format: 'uuid', description: 'the portal order' }),
@@ -25,20 +26,20 @@ export const ShutdownEvent = Type.Object({
   reason: StringEnum(['shutdown'])
 }, { $id: 'ShutdownEvent', additionalProperties: false, description: '`shutdown`: the instance is stopping; the stream\'s last event. Reconnect: another instance answers' })
 
-/** Each event of the stream, by its `event:` name. */
-export const SSE_EVENTS = {
+/** Each frame of the stream, by its `event:` name. */
+export const SSE_FRAMES = {
   'order.status': OrderStatusEvent,
   'session.ended': SessionEndedEvent,
   shutdown: ShutdownEvent
 } as const satisfies Record<string, TSchema>
 
-export type SseEventName = keyof typeof SSE_EVENTS
+export type SseFrameName = keyof typeof SSE_FRAMES
 
-/** One event as the stream sends it: `id:` (order.status only), `event:` and `data:` lines. */
+/** One frame as the stream sends it: `id:` (order.status only), `event:` and `data:` lines. */
 export const SseEvent = Type.Unsafe({
   $id: 'SseEvent',
   description: 'One event of the stream, sent as an `id:` line (`order.status` only), an `event:` line naming it and a `data:` line of JSON',
-  oneOf: Object.entries(SSE_EVENTS).map(([name, data]) => ({
+  oneOf: Object.entries(SSE_FRAMES).map(([name, data]) => ({
     type: 'object',
     properties: {
       ...(name === 'order.status' && { id: { type: 'string', pattern: '^[0-9]+-[0-9]+$', description: 'the backlog entry id (`<ms>-<seq>`)' } }),
@@ -50,16 +51,16 @@ export const SseEvent = Type.Unsafe({
   }))
 })
 
-export const sseEventSchemas = [...Object.values(SSE_EVENTS), SseEvent]
+export const sseEventSchemas = [...Object.values(SSE_FRAMES), SseEvent]
 
 const compile = AjvCompiler()({}, { customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false }, plugins: [] })
-const validators = Object.fromEntries(Object.entries(SSE_EVENTS).map(([name, schema]) => [
+const validators = Object.fromEntries(Object.entries(SSE_FRAMES).map(([name, schema]) => [
   name,
   compile({ schema, method: 'POST', url: `/sse-events/${name}`, httpPart: 'body' })
-])) as Record<SseEventName, ReturnType<typeof compile>>
+])) as Record<SseFrameName, ReturnType<typeof compile>>
 
-/** What in `data` breaks the schema of the event `name`, one line each (`/status must be equal to one of the allowed values`); none when it holds. */
-export function sseEventProblems (name: SseEventName, data: unknown): string[] {
+/** What in `data` breaks the schema of the frame `name`, one line each (`/status must be equal to one of the allowed values`); none when it holds. */
+export function sseFrameProblems (name: SseFrameName, data: unknown): string[] {
   const validate = validators[name]
   if (validate(data) === true) return []
   const errors = (validate as { errors?: Array<{ instancePath: string, message?: string, params?: Record<string, unknown> }> }).errors ?? []

@@ -17,7 +17,7 @@ import { DEBIAN_PACKAGES, skipWithout, type PackagedProgram } from './helpers/pa
 const PACKAGED_TESTS: Array<{ file: string, test: string, programs: PackagedProgram[] }> = [
   { file: 'test/deploy/manifests.test.ts', test: 'HAProxy: haproxy -c accepts the configuration', programs: ['haproxy', 'openssl'] },
   { file: 'test/scale/rolling-restart.slow.test.ts', test: 'rolling restart of three instances behind HAProxy', programs: ['haproxy', 'openssl'] },
-  { file: 'test/plugins/app/db-pgbouncer.test.ts', test: 'migrations through PgBouncer', programs: ['pgbouncer'] },
+  { file: 'test/plugins/app/database/pgbouncer.test.ts', test: 'migrations through PgBouncer', programs: ['pgbouncer'] },
   { file: 'test/monitoring/rules.test.ts', test: 'promtool: ', programs: ['promtool'] },
   { file: 'test/monitoring/alertmanager.test.ts', test: 'amtool: ', programs: ['amtool'] },
   { file: 'test/monitoring/alertmanager.test.ts', test: 'a real Alertmanager', programs: ['prometheus-alertmanager'] },

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { parseArgs } from 'node:util'
 import { projectRoot } from '../../lib/project-root.js'
@@ -33,11 +33,13 @@ const timeoutSeconds = Number(options.timeout)
 // scenarios take 10 minutes); one that cannot even end itself is killed this long after the default.
 const KILL_GRACE_MS = 15 * 60_000
 
+/** The compiled test files whose source is still there: a file moved or removed leaves its old build behind. */
 function testFiles (directory: string): string[] {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
     const path = join(directory, entry.name)
     if (entry.isDirectory()) return testFiles(path)
-    return entry.name.endsWith('.test.js') ? [relative(projectRoot, path)] : []
+    const source = join(projectRoot, relative(DEV_BUILD, path).replace(/\.js$/, '.ts'))
+    return entry.name.endsWith('.test.js') && existsSync(source) ? [relative(projectRoot, path)] : []
   }).sort()
 }
 

@@ -122,11 +122,11 @@ export function interruptionOf (error: unknown): StreamInterruption {
   return new StreamInterruption('upstream_error', 'unexpected failure', { cause: error })
 }
 
-/** Why an event the channel delivered cannot be handed on: the short code the subscriber reports. */
-export type EventDefect = 'event_without_replay_id' | 'event_without_payload'
+/** Why a platform event the channel delivered cannot be handed on: the short code the subscriber reports. */
+export type PlatformEventDefect = 'event_without_replay_id' | 'event_without_payload'
 
-/** What a delivered event lacks of what the service relies on, or undefined when it lacks nothing. */
-export function eventDefect (message: BayeuxMessage): EventDefect | undefined {
+/** What a delivered platform event lacks of what the service relies on, or undefined when it lacks nothing. */
+export function platformEventDefect (message: BayeuxMessage): PlatformEventDefect | undefined {
   const data = asRecord(message.data)
   const { replayId } = asRecord(data.event)
   if (typeof replayId !== 'number' || !Number.isInteger(replayId)) return 'event_without_replay_id'
@@ -134,17 +134,17 @@ export function eventDefect (message: BayeuxMessage): EventDefect | undefined {
 }
 
 /**
- * The events of an answer on `channel`, in replayId order, and the ones dropped for what they lack
+ * The platform events of an answer on `channel`, in replayId order, and the ones dropped for what they lack
  * (with their replayId when they have one).
  */
-export function eventsIn (replies: BayeuxMessage[], channel: string): { events: PlatformEventMessage[], defective: Array<{ defect: EventDefect, replayId: unknown }> } {
+export function platformEventsIn (replies: BayeuxMessage[], channel: string): { events: PlatformEventMessage[], defective: Array<{ defect: PlatformEventDefect, replayId: unknown }> } {
   const events: PlatformEventMessage[] = []
-  const defective: Array<{ defect: EventDefect, replayId: unknown }> = []
+  const defective: Array<{ defect: PlatformEventDefect, replayId: unknown }> = []
   for (const candidate of replies) {
     if (candidate.channel !== channel) continue
     const event = platformEvent(candidate)
     if (event !== undefined) events.push(event)
-    else defective.push({ defect: eventDefect(candidate) ?? 'event_without_payload', replayId: asRecord(asRecord(candidate.data).event).replayId })
+    else defective.push({ defect: platformEventDefect(candidate) ?? 'event_without_payload', replayId: asRecord(asRecord(candidate.data).event).replayId })
   }
   return { events: events.sort((a, b) => a.data.event.replayId - b.data.event.replayId), defective }
 }

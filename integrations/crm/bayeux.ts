@@ -6,7 +6,7 @@ import { abortable } from '../../lib/abortable.js'
 import { Backoff } from './backoff.js'
 import { BayeuxConnection, HandshakePacing, type ConnectionContext } from './bayeux-connection.js'
 import { InstanceTransport, StreamInterruption, type BayeuxMessage, type BayeuxTransport, type StreamFailure } from './bayeux-transport.js'
-import { HANDSHAKE_AT_ONCE, eventsIn, interruptionOf, isInvalidReplay, refusal, type PlatformEventMessage } from './bayeux-protocol.js'
+import { HANDSHAKE_AT_ONCE, platformEventsIn, interruptionOf, isInvalidReplay, refusal, type PlatformEventMessage } from './bayeux-protocol.js'
 import type { CrmSession } from './client.js'
 import type { UpstreamLogger } from '../upstream.js'
 
@@ -33,9 +33,9 @@ export interface SubscriberStats {
   state: SubscriberState
   /** When the last batch of events arrived (ISO 8601), null before the first. */
   lastEventAt: string | null
-  /** The replayId of the last event that `onEvents` accepted. */
+  /** The replayId of the last event that `onPlatformEvents` accepted. */
   replayId: number | null
-  /** Events that `onEvents` accepted. */
+  /** Events that `onPlatformEvents` accepted. */
   received: number
   /** Handshakes after the first. */
   reconnects: number
@@ -63,7 +63,7 @@ export interface PlatformEventSubscriberOptions {
    * Each batch, in replayId order. The next /meta/connect waits for it; a rejection ends the session, and
    * the next one subscribes from `replayFrom()` again, so that nothing is lost.
    */
-  onEvents: (events: PlatformEventMessage[]) => Promise<void>
+  onPlatformEvents: (events: PlatformEventMessage[]) => Promise<void>
   onState?: (state: SubscriberState, details: StateDetails) => void
   log?: UpstreamLogger
   /** Watchdog: a /meta/connect unanswered after advice.timeout plus this is abandoned (default 10 000 ms). */
@@ -91,7 +91,7 @@ export class PlatformEventSubscriber {
   readonly #replayFrom: () => Promise<number>
   readonly #fallbackReplay: -1 | -2
   readonly #onInvalidReplay: (replayId: number) => void | Promise<void>
-  readonly #onEvents: (events: PlatformEventMessage[]) => Promise<void>
+  readonly #onPlatformEvents: (events: PlatformEventMessage[]) => Promise<void>
   readonly #onState: (state: SubscriberState, details: StateDetails) => void
   readonly #log: UpstreamLogger
   /** Its count of failures is reset once a batch is handed off, or once a session lasted the longest delay. */
@@ -120,7 +120,7 @@ export class PlatformEventSubscriber {
     this.#replayFrom = options.replayFrom
     this.#fallbackReplay = options.fallbackReplay ?? -1
     this.#onInvalidReplay = options.onInvalidReplay ?? ignore
-    this.#onEvents = options.onEvents
+    this.#onPlatformEvents = options.onPlatformEvents
     this.#onState = options.onState ?? ignore
     this.#log = options.log ?? SILENT
     this.#backoff = new Backoff(options.backoff, options.random)
@@ -242,9 +242,9 @@ export class PlatformEventSubscriber {
     return this.#fallbackReplay
   }
 
-  /** An answer's messages, before its reply is read: its events are handed to `onEvents`. */
+  /** An answer's messages, before its reply is read: its events are handed to `onPlatformEvents`. */
   async #receive (replies: BayeuxMessage[], signal: AbortSignal): Promise<void> {
-    const { events, defective } = eventsIn(replies, this.channel)
+    const { events, defective } = platformEventsIn(replies, this.channel)
     // Ending the session for one would bring it back from the same position: the stream would stall on it.
     for (const { defect, replayId } of defective) {
       this.#dropped++
@@ -257,7 +257,7 @@ export class PlatformEventSubscriber {
 
   async #deliver (events: PlatformEventMessage[], signal: AbortSignal): Promise<void> {
     this.#lastEventAt = new Date().toISOString()
-    await this.#callback('events_rejected', 'onEvents() rejected a batch', () => this.#onEvents(events), signal)
+    await this.#callback('events_rejected', 'onPlatformEvents() rejected a batch', () => this.#onPlatformEvents(events), signal)
     this.#backoff.failures = 0
     this.#received += events.length
     this.#replayId = events.at(-1)?.data.event.replayId ?? this.#replayId

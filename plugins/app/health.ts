@@ -4,7 +4,7 @@ import { HealthCheckRegistry, coreHealthOf, type CoreHealth } from '../../lib/he
 
 /** What the health endpoints read: the two sets of checks, and whether this instance is shutting down. */
 export interface Health {
-  /** The checks behind `GET /health`: the database and the cache. */
+  /** The checks behind `GET /health`: the database's and Redis's (named `database` and `cache`). */
   readonly core: HealthCheckRegistry
   /** The checks behind `GET /auth/health-check`: the database, each upstream and the event subscription. */
   readonly integrations: HealthCheckRegistry

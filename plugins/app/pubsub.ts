@@ -63,7 +63,7 @@ declare module 'fastify' {
 async function pubsub (fastify: FastifyInstance) {
   // An offline queue: a subscription asked for while Redis is away is sent once it is back.
   const connection = fastify.redis.duplicate({ enableOfflineQueue: true, autoResubscribe: false })
-  // The shared client's connection-state lines (the cache plugin) tell of Redis going away.
+  // The shared client's connection-state lines (the redis-check plugin) tell of Redis going away.
   connection.on('error', () => {})
   fastify.decorate('pubsub', new PubSub(connection, fastify.log))
   // A subscriber has nothing to finish: dropped at once, it adds no wait on a hung Redis.

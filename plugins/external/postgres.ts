@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import fastifyPostgres from '@fastify/postgres'
 import type { FastifyInstance } from 'fastify'
 import { describeCause } from '../../lib/errors.js'
-import { reportLostConnections } from '../../lib/pg-pool.js'
+import { reportLostConnections } from '../app/database/pool.js'
 
 /**
  * Two pools: `pg` for business traffic, and `pg.probe`, one connection kept for health checks

@@ -3,16 +3,16 @@ import { EventEmitter } from 'node:events'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { context, createContextKey, ROOT_CONTEXT } from '@opentelemetry/api'
 import type { FastifyBaseLogger } from 'fastify'
-import { currentContext, currentTrace, runInContext } from '../../lib/log-context.js'
+import { currentContext, currentTrace, runInContext } from '../../lib/request-context.js'
 import { traceThisProcess } from '../helpers/otlp-receiver.js'
 
-// The SDK's context lives in the log context's storage (lib/tracing-sdk.ts): each must survive the other.
+// The SDK's context lives in the request context's storage (lib/tracing-sdk.ts): each must survive the other.
 await traceThisProcess(t)
 
 const KEY = createContextKey('test value')
 const work = (correlationId: string) => ({ correlationId, log: {} as FastifyBaseLogger })
 
-t.test('a trace context set inside a log context keeps the log context, across awaits', async (t) => {
+t.test('a trace context set inside a request context keeps the request context, across awaits', async (t) => {
   await runInContext(work('outer'), async () => {
     await context.with(ROOT_CONTEXT.setValue(KEY, 'traced'), async () => {
       await nextTurn()
@@ -25,7 +25,7 @@ t.test('a trace context set inside a log context keeps the log context, across a
   })
 })
 
-t.test('a log context set inside a trace context keeps the trace context', async (t) => {
+t.test('a request context set inside a trace context keeps the trace context', async (t) => {
   await context.with(ROOT_CONTEXT.setValue(KEY, 'traced'), async () => {
     await runInContext(work('inner'), async () => {
       await nextTurn()

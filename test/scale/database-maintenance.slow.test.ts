@@ -17,6 +17,14 @@ import { bearer } from '../helpers/tokens.js'
 const RECOVERY_MS = 15_000
 // How long a fault may take to show in /health: the check's bound and its reuse, on a busy machine.
 const DETECTION_MS = 15_000
+// The query bound set below, and the claim of a placement a fault cut midway that it gives (3 x 10 s
+// + 2 x 1 s + 2 x 0.5 s, orders/order-placement.ts): the placement is taken up again once its claim
+// runs out, and a try that fails right after a restart takes a new claim. Three claims bound it.
+const QUERY_TIMEOUT_MS = 10_000
+const CLAIM_MS = 3 * QUERY_TIMEOUT_MS + 2 * Number(FAST_RECOVERY.BILLING_QUEUE_TIMEOUT_MS) + 2 * Number(FAST_RECOVERY.CRM_QUEUE_TIMEOUT_MS)
+const RECOVERED_MS = 3 * CLAIM_MS
+
+t.setTimeout(6 * 60_000)
 
 type DatabaseCheck = 'ok' | 'fail' | 'no answer'
 
@@ -76,7 +84,7 @@ t.test('database maintenance under three instances, HAProxy and PgBouncer: a PAU
     ...FAST_RECOVERY,
     // As deployed: a query waits for its answer longer than the health check does, so that the
     // check's dropping of the connections lent out is what ends the queries a fault holds.
-    DATABASE_QUERY_TIMEOUT_MS: '10000',
+    DATABASE_QUERY_TIMEOUT_MS: String(QUERY_TIMEOUT_MS),
     DATABASE_URL: bouncer.url,
     REDIS_KEY_PREFIX: testKeyPrefix(),
     TRUST_PROXY: '127.0.0.1',
@@ -151,7 +159,7 @@ t.test('database maintenance under three instances, HAProxy and PgBouncer: a PAU
     t.equal(response.statusCode, 201, `an order placed after the recovery: 201 (${response.statusCode === 201 ? 'placed' : body})`)
   }
   // Placements the faults interrupted are finished or undone by the reconciliation (§10), on any instance.
-  await recovered(sandbox, cluster.url, 60_000).catch((error: unknown) => {
+  await recovered(sandbox, cluster.url, RECOVERED_MS).catch((error: unknown) => {
     // What the instances said of the placements they could not finish: the why of a wait that ran out.
     const said = instances.flatMap((instance, index) => instance.lines
       .filter((line) => Number(line.level) >= 40 && /placement|reconcil/i.test(String(line.message)))

@@ -292,4 +292,4 @@ async function blacklist (fastify: FastifyInstance) {
   })
 }
 
-export default fp(blacklist, { name: 'blacklist', fastify: '5.x', dependencies: ['redis', 'postgres', 'db', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(blacklist, { name: 'blacklist', fastify: '5.x', dependencies: ['redis', 'postgres', 'database', 'monitoring'], decorators: { fastify: ['config'] } })

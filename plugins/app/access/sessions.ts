@@ -241,4 +241,4 @@ async function sessions (fastify: FastifyInstance) {
   fastify.addHook('onClose', () => sweep.stop())
 }
 
-export default fp(sessions, { name: 'sessions', fastify: '5.x', dependencies: ['redis', 'postgres', 'db', 'blacklist', 'cookie'], decorators: { fastify: ['config'] } })
+export default fp(sessions, { name: 'sessions', fastify: '5.x', dependencies: ['redis', 'postgres', 'database', 'blacklist', 'cookie'], decorators: { fastify: ['config'] } })

@@ -76,6 +76,6 @@ async function orderPlacement (fastify: FastifyInstance) {
 export default fp(orderPlacement, {
   name: 'order-placement',
   fastify: '5.x',
-  dependencies: ['orders', 'db', 'upstreams', 'monitoring'],
+  dependencies: ['orders', 'database', 'upstreams', 'monitoring'],
   decorators: { fastify: ['config'] }
 })

@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { abortable } from '../../../lib/abortable.js'
-import { SseEventRefusedError } from '../../../lib/errors.js'
-import { sseEventProblems, type OrderStatusEvent } from '../../../schemas/sse-events.js'
+import { SseFrameRefusedError } from '../../../lib/errors.js'
+import { sseFrameProblems, type OrderStatusEvent } from '../../../schemas/sse-events.js'
 import type { Order } from './store.js'
 import { orderStatusBacklogKey, orderStatusChannel } from '../redis-keys.js'
 import { databaseOf } from '../../external/redis-connection.js'
@@ -17,8 +17,8 @@ export interface OrderStatusChange extends OrderStatusEvent {
 /** The `order.status` event of an order, checked against its schema: one that breaks it is refused before Redis. */
 export function orderStatusEvent (order: Pick<Order, 'id' | 'crmOrderId' | 'status' | 'failureReason' | 'updatedAt'>): OrderStatusEvent {
   const event = { orderId: order.id, crmOrderId: order.crmOrderId, status: order.status, failureReason: order.failureReason, at: order.updatedAt }
-  const problems = sseEventProblems('order.status', event)
-  if (problems.length > 0) throw new SseEventRefusedError('order.status', problems.join('; '))
+  const problems = sseFrameProblems('order.status', event)
+  if (problems.length > 0) throw new SseFrameRefusedError('order.status', problems.join('; '))
   return event
 }
 
@@ -26,7 +26,7 @@ export function orderStatusEvent (order: Pick<Order, 'id' | 'crmOrderId' | 'stat
 function readEvent (id: unknown, json: string | undefined): OrderStatusChange | undefined {
   try {
     const data: unknown = JSON.parse(json ?? '')
-    return typeof id === 'string' && sseEventProblems('order.status', data).length === 0 ? { id, ...data as OrderStatusEvent } : undefined
+    return typeof id === 'string' && sseFrameProblems('order.status', data).length === 0 ? { id, ...data as OrderStatusEvent } : undefined
   } catch {
     return undefined
   }

@@ -3,7 +3,7 @@ import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-prot
 import type { CrmOrder } from '../../../integrations/crm/client.js'
 import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import type { Deadline } from '../../../lib/deadline.js'
-import { runInContext } from '../../../lib/log-context.js'
+import { runInContext } from '../../../lib/request-context.js'
 import { orderWorkId } from '../../../lib/request-log.js'
 import { SpanKind, inSpan, type Span } from '../../../lib/tracing.js'
 import type { Order, OrderStore } from '../orders/store.js'

@@ -194,7 +194,7 @@ export class EventSubscription {
       replayFrom: () => this.#replay.from(),
       fallbackReplay: this.#replay.fallbackReplay,
       onInvalidReplay: () => this.#replay.forget(),
-      onEvents: async (events) => {
+      onPlatformEvents: async (events) => {
         try {
           await this.#replay.handOff(events)
         } catch (error) {

@@ -28,7 +28,7 @@ async function subscribed (t: Test, streaming: StreamingOptions, arrange?: (crm:
     apiVersion: '60.0',
     channel: ORDER_PROVISION_CHANNEL,
     replayFrom: async () => -1,
-    onEvents: async events => { received.push(...events.map(event => event.data.event.replayId)) }
+    onPlatformEvents: async events => { received.push(...events.map(event => event.data.event.replayId)) }
   })
   const stopped = subscriber.start()
   t.teardown(async () => {

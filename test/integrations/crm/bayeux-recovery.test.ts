@@ -41,7 +41,7 @@ async function subscribed (t: Test, streaming: StreamingOptions,
     apiVersion: '60.0',
     channel: ORDER_PROVISION_CHANNEL,
     replayFrom: async () => received.at(-1) ?? from,
-    onEvents: async events => { received.push(...events.map(event => event.data.event.replayId)) },
+    onPlatformEvents: async events => { received.push(...events.map(event => event.data.event.replayId)) },
     onState: state => { states.push(state) },
     log: recorded.log,
     connectTimeoutMarginMs: 500,
@@ -110,7 +110,7 @@ t.test('a batch refused again and again: the backoff doubles, each session given
     // The jitter at its top: each wait is the backoff's bound.
     random: () => 1,
     replayFrom: async () => accepted.at(-1) ?? -2,
-    onEvents: async events => {
+    onPlatformEvents: async events => {
       if (refusing) throw new Error('the database is unavailable')
       accepted.push(...events.map(event => event.data.event.replayId))
     }

@@ -84,7 +84,7 @@ function subscription (t: Test, { from, accept, ...options }: SubscriptionOption
       asked.push(accepted.flat().at(-1) ?? from)
       return accepted.flat().at(-1) ?? from
     },
-    onEvents: async events => {
+    onPlatformEvents: async events => {
       offered.push(replayIdsOf(events))
       await accept?.(events)
       accepted.push(replayIdsOf(events))
@@ -136,7 +136,7 @@ t.test('-2 replays every retained event; N the ones after N', async t => {
   t.same(after.received(), rest)
 })
 
-t.test('the next /meta/connect waits for onEvents', async t => {
+t.test('the next /meta/connect waits for onPlatformEvents', async t => {
   let release = (): void => {}
   const gate = new Promise<void>(resolve => { release = resolve })
   const stream = subscription(t, { from: -1, accept: () => gate })
@@ -146,7 +146,7 @@ t.test('the next /meta/connect waits for onEvents', async t => {
   const connects = crm.streamingStats.connects
   const second = publish()
   await sleep(CONNECT_TIMEOUT_MS * 2.5)
-  t.equal(crm.streamingStats.connects, connects, 'no connect while onEvents is pending')
+  t.equal(crm.streamingStats.connects, connects, 'no connect while onPlatformEvents is pending')
   release()
   await until(() => stream.received().includes(second), 'the event published meanwhile')
   t.same(stream.received(), [first, second])
@@ -249,7 +249,7 @@ t.test('a handshake refused for its token drops that token and gets another', as
   t.match(stream.subscriber.stats(), { lastError: 'auth_failed', reconnects: 1 })
 })
 
-t.test('onEvents rejecting: a new handshake, and the same events again from replayFrom()', async t => {
+t.test('onPlatformEvents rejecting: a new handshake, and the same events again from replayFrom()', async t => {
   let refusals = 0
   const stream = subscription(t, {
     from: publish(),

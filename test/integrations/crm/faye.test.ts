@@ -81,7 +81,7 @@ t.test('a Faye server: events arrive; after its restart the subscriber handshake
     apiVersion: '60.0',
     channel: ORDER_PROVISION_CHANNEL,
     replayFrom: async () => -1,
-    onEvents: async events => { received.push(...events.map(event => event.data.payload.OrderId__c)) },
+    onPlatformEvents: async events => { received.push(...events.map(event => event.data.payload.OrderId__c)) },
     log: recorded.log,
     connectTimeoutMarginMs: 1000,
     backoff: { initialMs: 100, maxMs: 1000 }

@@ -7,7 +7,7 @@ import type { Order, OrderStatus } from '../../../plugins/app/orders/store.js'
 import { orderStatusBacklogKey, orderStatusChannel } from '../../../plugins/app/redis-keys.js'
 import { databaseOf } from '../../../plugins/external/redis-connection.js'
 import { ORDER_STATUSES } from '../../../schemas/orders.js'
-import { SSE_EVENTS, sseEventProblems, type SseEventName } from '../../../schemas/sse-events.js'
+import { SSE_FRAMES, sseFrameProblems, type SseFrameName } from '../../../schemas/sse-events.js'
 import { buildTestApp } from '../../helpers/app.js'
 import { waitFor } from '../../helpers/processes.js'
 import { SseClient } from '../../helpers/sse.js'
@@ -27,9 +27,9 @@ t.test('the API document publishes each event of the stream as a schema', async 
   t.same(Object.keys(schemas.OrderStatusEvent.properties), ['orderId', 'crmOrderId', 'status', 'failureReason', 'at'])
   t.same(schemas.OrderStatusEvent.properties.status.enum, ORDER_STATUSES)
   t.equal(schemas.OrderStatusEvent.additionalProperties, false)
-  const { event, data } = stream.example as { event: SseEventName, data: unknown }
+  const { event, data } = stream.example as { event: SseFrameName, data: unknown }
   t.equal(event, 'order.status', 'the document\'s example is an event')
-  t.same(sseEventProblems(event, data), [], `its ${event} holds to its schema`)
+  t.same(sseFrameProblems(event, data), [], `its ${event} holds to its schema`)
 })
 
 t.test('an order.status event that breaks its schema is refused before Redis; one read back that breaks it is never sent', async (t) => {
@@ -71,9 +71,9 @@ t.test('docs/frontend.md\'s table of the stream\'s events agrees with their sche
   const text = readFileSync(join(projectRoot, 'docs/frontend.md'), 'utf8')
   const table = text.slice(text.indexOf('| event | data |'))
   const rows = [...table.matchAll(/^\| `([a-z.]+)` \| (.*) \|$/gm)].map(([, name, data]) => ({ name: name!, data: data! }))
-  t.same(rows.map(({ name }) => name), Object.keys(SSE_EVENTS), 'a row per event, in the schemas\' order')
+  t.same(rows.map(({ name }) => name), Object.keys(SSE_FRAMES), 'a row per event, in the schemas\' order')
   for (const { name, data } of rows) {
-    const schema = SSE_EVENTS[name as keyof typeof SSE_EVENTS]
+    const schema = SSE_FRAMES[name as keyof typeof SSE_FRAMES]
     const fields = /^`\{([^}]*)\}`/.exec(data)?.[1]?.split(',').map((field) => field.trim())
     t.same(fields, Object.keys(schema.properties), `${name}: the fields of its data`)
     const values = (Object.values(schema.properties) as Array<{ enum?: string[] }>).flatMap((property) => property.enum ?? [])

@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import Postgrator from 'postgrator'
 import t from 'tap'
-import { migrate } from '../../../../plugins/app/db.js'
+import { migrate } from '../../../../plugins/app/database/migrations.js'
 import { projectRoot } from '../../../../lib/project-root.js'
 import { ensureTestDatabase, testSchemaUrl } from '../../../helpers/app.js'
 

@@ -4,11 +4,11 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import pg from 'pg'
 import type { FastifyInstance } from 'fastify'
-import { projectRoot } from '../../../lib/project-root.js'
-import { buildTestApp, SHARED_POSTGRES, startTestSandbox } from '../../helpers/app.js'
-import { PrivatePgBouncer } from '../../helpers/private-pgbouncer.js'
-import { skipWithout } from '../../helpers/packages.js'
-import { bearer, login } from '../../helpers/tokens.js'
+import { projectRoot } from '../../../../lib/project-root.js'
+import { buildTestApp, SHARED_POSTGRES, startTestSandbox } from '../../../helpers/app.js'
+import { PrivatePgBouncer } from '../../../helpers/private-pgbouncer.js'
+import { skipWithout } from '../../../helpers/packages.js'
+import { bearer, login } from '../../../helpers/tokens.js'
 
 const skip = skipWithout(['pgbouncer'])
 
@@ -74,7 +74,7 @@ t.test('migrations through PgBouncer in transaction pooling leave no lock and no
   t.equal(await advisoryLocks(database), 0, 'no advisory lock held once the instances have started')
 
   // PgBouncer still holds its server connections: a session lock left on one would hold this
-  // start until the plugin timeout ("Plugin did not start in time: 'db'").
+  // start until the plugin timeout ("Plugin did not start in time: 'database'").
   const started = performance.now()
   const direct = await buildTestApp(t, { DATABASE_URL: `${SHARED_POSTGRES}/${database}` }, sandbox)
   const startMs = performance.now() - started

@@ -1,8 +1,12 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
 import type { FastifyBaseLogger } from 'fastify'
 
-/** The work a line is written for: a request, or the service's own (an event, a provisioning job). */
-export interface LogContext {
+/**
+ * The request context: the work that code runs for, whose correlation id its log lines and upstream
+ * calls carry. A request's, or the service's own work run as a request of its own (a platform
+ * event's hand-off, a provisioning job).
+ */
+export interface RequestContext {
   correlationId: string
   log: FastifyBaseLogger
 }
@@ -14,7 +18,7 @@ export interface LogContext {
  * promise a request creates would carry two stores.
  */
 interface Scope {
-  readonly work: LogContext | undefined
+  readonly work: RequestContext | undefined
   /** OpenTelemetry's context, opaque here: this module loads nothing of OpenTelemetry's. */
   readonly trace: unknown
 }
@@ -22,15 +26,15 @@ interface Scope {
 const storage = new AsyncLocalStorage<Scope>()
 
 /** Runs `work` (and everything it starts) as part of `context`, in the current trace context. */
-export function runInContext<T> (context: LogContext, work: () => T): T {
+export function runInContext<T> (context: RequestContext, work: () => T): T {
   return storage.run({ work: context, trace: storage.getStore()?.trace }, work)
 }
 
-export function currentContext (): LogContext | undefined {
+export function currentContext (): RequestContext | undefined {
   return storage.getStore()?.work
 }
 
-/** Runs `work` in OpenTelemetry's context `trace`, keeping the current log context. */
+/** Runs `work` in OpenTelemetry's context `trace`, keeping the current request context. */
 export function runInTrace<T> (trace: unknown, work: () => T): T {
   return storage.run({ work: storage.getStore()?.work, trace }, work)
 }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { elidedStatement } from '../../lib/pg-pool.js'
+import { elidedStatement } from '../../../../plugins/app/database/pool.js'
 
 t.test('a statement keeps its placeholders and loses its literals', async (t) => {
   t.equal(elidedStatement("SELECT * FROM orders WHERE id = $1 AND status = 'Active' LIMIT 10"), 'SELECT * FROM orders WHERE id = $1 AND status = ? LIMIT ?')

@@ -1,5 +1,5 @@
 import type pg from 'pg'
-import { SpanKind, failSpan, recording, startChildSpan } from './tracing.js'
+import { SpanKind, failSpan, recording, startChildSpan } from '../../../lib/tracing.js'
 
 type Observe = (durationMs: number, failed: boolean) => void
 type AnyQuery = (...args: unknown[]) => unknown

@@ -2,7 +2,8 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { OutageLog } from '../../lib/outage-log.js'
 
-async function cache (fastify: FastifyInstance) {
+/** The `cache` check of GET /health (its name is the operators'): Redis answers PING. */
+async function redisCheck (fastify: FastifyInstance) {
   const { redis } = fastify
   fastify.health.core.register('cache', async () => { await redis.ping() })
 
@@ -13,4 +14,4 @@ async function cache (fastify: FastifyInstance) {
   redis.on('ready', () => outage.recovered())
 }
 
-export default fp(cache, { name: 'cache', fastify: '5.x', dependencies: ['redis', 'health'] })
+export default fp(redisCheck, { name: 'redis-check', fastify: '5.x', dependencies: ['redis', 'health'] })

@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type pg from 'pg'
-import type { HealthCheck } from '../../lib/health-checks.js'
-import { LentConnections } from '../../lib/pg-pool.js'
-import { OutageLog } from '../../lib/outage-log.js'
+import type { HealthCheck } from '../../../lib/health-checks.js'
+import { LentConnections } from './pool.js'
+import { OutageLog } from '../../../lib/outage-log.js'
 
 export interface DatabaseCheckOptions {
   /** The probe pool: one connection, the check's own. */

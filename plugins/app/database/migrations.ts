@@ -1,30 +1,8 @@
 import { join } from 'node:path'
-import fp from 'fastify-plugin'
-import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import Postgrator from 'postgrator'
-import { DatabaseUnavailableError, describeCause, isDatabaseUnavailable } from '../../lib/errors.js'
-import { instrumentPool, poolUsage, type PoolUsage } from '../../lib/pg-pool.js'
-import { percentOf } from '../../lib/numbers.js'
-import { SlidingWindow, type WindowSummary } from '../../lib/sliding-window.js'
-import { windowed } from './monitoring/alerts.js'
-import type { MonitoringSource } from './monitoring/index.js'
-import { projectRoot } from '../../lib/project-root.js'
-import { databaseCheck } from './database-check.js'
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** An onRequest hook: 500 `DATABASE_UNAVAILABLE` while the last database check failed. */
-    requireDatabase: () => Promise<void>
-  }
-}
-
-declare module './monitoring/index.js' {
-  interface MonitoringParts {
-    /** The business pool, and its queries over the recent window. */
-    database: PoolUsage & { queries: WindowSummary }
-  }
-}
+import { isDatabaseUnavailable } from '../../../lib/errors.js'
+import { projectRoot } from '../../../lib/project-root.js'
 
 // Any constant works; it only has to be the same for every instance of the service.
 const MIGRATION_LOCK_ID = 4_242_001
@@ -103,63 +81,3 @@ export async function migrate (connectionString: string, { connectTimeoutMs, mig
     await client.end()
   }
 }
-
-const poolMetric = (name: string, help: string, value: (usage: PoolUsage) => number) =>
-  ({ name, help, type: 'gauge' as const, samples: (usage: PoolUsage) => [{ value: value(usage) }] })
-
-/** The business pool's usage and its queries over the recent window. */
-function databasePart (pool: pg.Pool, queries: SlidingWindow): MonitoringSource<PoolUsage & { queries: WindowSummary }> {
-  return {
-    description: 'the database pool',
-    read: () => ({ ...poolUsage(pool), queries: queries.summary() }),
-    measures: {
-      database_pool_usage: (database) => ({ value: percentOf(database.inUse, database.max) }),
-      query_duration: ({ queries }) => windowed(queries.p95, queries.count, 'queries')
-    },
-    metrics: [
-      poolMetric('portal_bff_db_pool_connections_in_use', 'Connections of the business pool lent out', (usage) => usage.inUse),
-      poolMetric('portal_bff_db_pool_connections_idle', 'Idle connections of the business pool', (usage) => usage.idle),
-      poolMetric('portal_bff_db_pool_connections_max', 'Size of the business pool (DATABASE_POOL_MAX)', (usage) => usage.max),
-      poolMetric('portal_bff_db_pool_waiting_requests', 'Callers waiting for a connection of the business pool', (usage) => usage.waiting)
-    ]
-  }
-}
-
-async function db (fastify: FastifyInstance) {
-  const { DATABASE_URL, DATABASE_CONNECT_TIMEOUT_MS, DATABASE_MIGRATION_TIMEOUT_MS } = fastify.config
-  const bounds = { connectTimeoutMs: DATABASE_CONNECT_TIMEOUT_MS, migrationTimeoutMs: DATABASE_MIGRATION_TIMEOUT_MS }
-  const version = await migrate(DATABASE_URL, bounds).catch((error: unknown) => {
-    const url = new URL(DATABASE_URL)
-    const where = `PostgreSQL at ${url.hostname}:${url.port || 5432}${url.pathname} (DATABASE_URL)`
-    const what = isDatabaseUnavailable(error) ? 'cannot be reached' : 'could not be migrated'
-    throw new Error(`${where} ${what}: ${describeCause(error) ?? 'no answer'}`, { cause: error })
-  })
-  fastify.log.info({ schemaVersion: version }, 'database migrations applied')
-
-  const probe = fastify.pg.probe
-  if (probe === undefined) throw new Error('The db plugin needs the postgres plugin\'s probe pool')
-  const pool = fastify.pg.pool
-  const check = databaseCheck({ probe, pool, log: fastify.log })
-  fastify.health.core.register('database', check)
-  fastify.health.integrations.register('database', check)
-
-  // Business queries only: the probe's are the health check's own.
-  const queries = new SlidingWindow()
-  instrumentPool(pool, (durationMs, failed) => {
-    queries.record(durationMs, failed)
-    fastify.metrics.observeQuery(durationMs, failed)
-  })
-  fastify.monitoring.register('database', databasePart(pool, queries))
-
-  // Specification §7: while the database is unreachable, every API request fails with HTTP 500, the routes
-  // that need no query included. The gate judges by the last finished run of the checks GET /health
-  // shares, and refreshes a stale one behind the request: it adds no query of its own and no wait
-  // (a run waits for the cache check too, which a hung Redis would hold for the health timeout).
-  const { core } = fastify.health
-  fastify.decorate('requireDatabase', async function requireDatabase () {
-    if (core.reusable === undefined) core.run().catch(() => {})
-    if (core.latest?.database?.status === 'fail') throw new DatabaseUnavailableError()
-  })
-}
-
-export default fp(db, { name: 'db', fastify: '5.x', dependencies: ['postgres', 'health', 'monitoring'] })
