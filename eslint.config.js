@@ -39,12 +39,6 @@ export const LAYOUT_EXCEPTIONS = [
     from: 'app.ts',
     to: ['plugins/app/database/index.ts'],
     reason: 'build() sizes Fastify\'s plugin timeout from the migration\'s bound (migrationBoundMs) before any plugin exists.'
-  },
-  {
-    from: 'plugins/external/postgres.ts',
-    to: ['plugins/app/database/pool.ts'],
-    reason: 'The @fastify/postgres wrapper makes the pools and listens to them from their first connection on: ' +
-      'it reports a lost connection as the database concern words it (reportLostConnections).'
   }
 ]
 
