@@ -87,3 +87,15 @@ export class HealthCheckRegistry {
     return result
   }
 }
+
+/** The core health report of the specification (2.1). */
+export interface CoreHealth {
+  status: 'ok' | 'degraded'
+  checks: { database: CheckStatus, cache: CheckStatus }
+}
+
+/** The specification's verdict: `ok` when every check is `ok`, `degraded` when one fails; a check that did not run fails. */
+export function coreHealthOf (results: Record<string, CheckResult>): CoreHealth {
+  const checks = { database: results.database?.status ?? 'fail', cache: results.cache?.status ?? 'fail' }
+  return { status: checks.database === 'ok' && checks.cache === 'ok' ? 'ok' : 'degraded', checks }
+}

@@ -5,6 +5,10 @@ import { levels } from 'pino'
 import { traceIdsOfWork, tracingEnabled } from './tracing.js'
 
 export const CORRELATION_HEADER = 'x-correlation-id'
+
+/** What the portal's page may read of an answer besides the safelisted headers: the correlation id, when to retry, the rate limit. */
+export const EXPOSED_HEADERS = [CORRELATION_HEADER, 'retry-after', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']
+
 const VALID_CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/
 export const SLOW_REQUEST_MS = 2000
 
@@ -25,6 +29,11 @@ function debugEnabled (level: string): boolean {
 
 /** Ids of the service's own work (lines of no request, an order's provisioning): a client may not send them. */
 const RESERVED_CORRELATION_ID = /^(system$|order:)/i
+
+/** The correlation id of an order's work (its hand-off and provisioning): reserved, no client may send it. */
+export function orderWorkId (crmOrderId: string): string {
+  return `order:${crmOrderId}`
+}
 
 /** Fastify's genReqId: the caller's correlation id when it is well formed and not reserved, else a new one. */
 export function correlationIdOf (request: IncomingMessage): string {

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import type { CheckResult } from '../lib/health-checks.js'
-import { coreHealthOf } from '../plugins/app/health.js'
+import { coreHealthOf } from '../lib/health-checks.js'
 import { CheckStatus, CoreHealthReport, LivenessReport, ReadinessReport } from '../schemas/health.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 

@@ -1,14 +1,12 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { UpstreamQueue } from '../plugins/app/upstreams/queues.js'
-import { upstreamNamed, type UpstreamsOptions } from '../plugins/app/upstreams/index.js'
-import { usageReport } from '../plugins/app/upstreams/crm-usage.js'
+import type { UpstreamParts, UpstreamsOptions } from '../plugins/app/upstreams/index.js'
+import { usageReport } from '../integrations/crm/daily-usage.js'
 import { levelOf } from '../plugins/app/monitoring/levels.js'
-import { subscriptionHealth } from '../plugins/app/platform-events/holder-state.js'
-import { pendingOrdersReport } from '../plugins/app/orders/pending-orders.js'
-import { CrmQueueDetail, CrmQueueReport, QueueDetail, queueSchemas, queuesReport } from '../schemas/queues.js'
+import { parkedEventRoutes } from '../plugins/app/platform-events/index.js'
+import { CrmQueueDetail, CrmQueueReport, QueueDetail, queueSchemas, pendingOrdersReport, queuesReport } from '../schemas/queues.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
-import parkedEventRoutes from './parked-events.js'
 
 const probe = { probe: true }
 
@@ -22,8 +20,10 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
 
   const dailyUsage = async () => usageReport(await fastify.upstreams.crm.dailyUsage.read())
   const jobReport = () => fastify.orders.jobs.report().catch(() => null)
+  // By name: a test's registry adds upstreams whose names the decorator's type does not know.
+  const parts = new Map<string, UpstreamParts>(Object.entries(fastify.upstreams))
   const queues = upstreams.flatMap(({ name, title }) => {
-    const queue = upstreamNamed(fastify.upstreams, name)?.queue
+    const queue = parts.get(name)?.queue
     return queue === undefined ? [] : [{ name, title, queue }]
   })
   // The CRM's queue reports the CRM's daily API usage beside its own measures.
@@ -66,7 +66,7 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
       crm: { ...reports.crm!, dailyUsage: { used, limit } },
       jobs,
       events: {
-        health: subscriptionHealth(fastify.config.CRM_EVENTS_ENABLED, holder),
+        health: fastify.platformEvents.subscription.health(holder),
         ...fastify.platformEvents.subscription.stats(),
         parked,
         holder: holder === null ? null : { heldHere: holder.instance === fastify.platformEvents.subscription.instance, state: holder.state, lastEventAt: holder.lastEventAt, replayId: holder.replayId, reportedAt: holder.reportedAt }

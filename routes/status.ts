@@ -3,10 +3,10 @@ import fastifyStatic from '@fastify/static'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { projectRoot } from '../lib/project-root.js'
-import { coreHealthOf } from '../plugins/app/health.js'
-import { pendingOrdersReport } from '../plugins/app/orders/pending-orders.js'
+import { coreHealthOf } from '../lib/health-checks.js'
 import { StatusSummary, alertSchemas } from '../schemas/monitoring.js'
 import { opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
+import { pendingOrdersReport } from '../schemas/queues.js'
 
 /** Where the runbooks are served: every alert's `runbook_url` points here, through the balancer. */
 export const RUNBOOKS = '/status/runbooks/'

@@ -1,4 +1,6 @@
+import { STATUS_CODES } from 'node:http'
 import { Type, type Static } from '@sinclair/typebox'
+import type { FastifyRequest } from 'fastify'
 
 export const ErrorResponse = Type.Object({
   statusCode: Type.Integer({ minimum: 400, maximum: 599 }),
@@ -20,6 +22,11 @@ export const ErrorResponse = Type.Object({
 })
 
 export type ErrorResponse = Static<typeof ErrorResponse>
+
+/** The error body of an answer to `request`: what the error handler sends, and a route that answers an error itself. */
+export function errorBody (request: Pick<FastifyRequest, 'id'>, statusCode: number, code: string, message: string): ErrorResponse {
+  return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code, correlationId: request.id }
+}
 
 /** An error answer as the OpenAPI document shows it: the shared body, with what the status means on that route. */
 export function errorResponse (description: string) {

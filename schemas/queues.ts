@@ -97,6 +97,15 @@ export const OrdersReport = Type.Union([
   Type.Null({ description: 'the database could not be asked' })
 ], { $id: 'OrdersReport', description: 'the portal orders in Pending Review, by the CRM\'s word as the reconciliation (every ORDERS_RECONCILE_INTERVAL_S) last read it; shared by every instance' })
 
+/** Orders in some state, and how long the oldest has been in it (seconds; null when none is), as the orders store counts them. */
+interface Counted { count: number, oldestAgeSeconds: number | null }
+
+/** The orders waiting, as the reports give them: ages in whole milliseconds. */
+export function pendingOrdersReport ({ awaitingApproval, approvedNotReceived, unknown }: Record<'awaitingApproval' | 'approvedNotReceived' | 'unknown', Counted>) {
+  const report = ({ count, oldestAgeSeconds }: Counted) => ({ count, oldestAgeMs: oldestAgeSeconds === null ? null : Math.round(oldestAgeSeconds * 1000) })
+  return { awaitingApproval: report(awaitingApproval), approvedNotReceived: report(approvedNotReceived), unknown: report(unknown) }
+}
+
 /**
  * The queue health report of a service with these request queues (by their upstreams' names, in
  * the registry's order): each queue's report, `QueueReport` unless `reports` names another.

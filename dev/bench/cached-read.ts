@@ -3,7 +3,7 @@ import { isDeepStrictEqual } from 'node:util'
 import { setTimeout } from 'node:timers/promises'
 import type autocannon from 'autocannon'
 import { Redis } from 'ioredis'
-import { CACHE_TTL_SECONDS } from '../../plugins/app/services-cache.js'
+import { CACHE_TTL_SECONDS } from '../../plugins/app/services-cache/index.js'
 import { defaultBillingClients } from '../sandbox/index.js'
 import { DEV_BUILD, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
 import {

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis'
+import { percentOf } from '../../lib/numbers.js'
 import type { UpstreamLogger } from '../upstream.js'
 
 /** The org's API request count over Salesforce's rolling 24 hours, and its limit. */
@@ -16,6 +17,19 @@ export interface DailyUsage {
   limitSource: LimitSource
   /** When the figures were last reported by the CRM (ISO 8601), null before. */
   reportedAt: string | null
+}
+
+/** The CRM's daily API usage as the health endpoints report it: `used` counts against `limit`. */
+export interface CrmUsageReport {
+  used: number
+  limit: number | null
+  percent: number | null
+  limitSource: LimitSource
+}
+
+/** The usage as the reports give it: none counted is 0, and its percentage of the limit. */
+export function usageReport ({ used, limit, limitSource }: DailyUsage): CrmUsageReport {
+  return { used: used ?? 0, limit, percent: percentOf(used ?? 0, limit), limitSource }
 }
 
 export interface DailyUsageStoreOptions {

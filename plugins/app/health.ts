@@ -1,18 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { HealthCheckRegistry, type CheckResult, type CheckStatus } from '../../lib/health-checks.js'
-
-/** The core health report of the specification (2.1). */
-export interface CoreHealth {
-  status: 'ok' | 'degraded'
-  checks: { database: CheckStatus, cache: CheckStatus }
-}
-
-/** The specification's verdict: `ok` when every check is `ok`, `degraded` when one fails; a check that did not run fails. */
-export function coreHealthOf (results: Record<string, CheckResult>): CoreHealth {
-  const checks = { database: results.database?.status ?? 'fail', cache: results.cache?.status ?? 'fail' }
-  return { status: checks.database === 'ok' && checks.cache === 'ok' ? 'ok' : 'degraded', checks }
-}
+import { HealthCheckRegistry, coreHealthOf, type CoreHealth } from '../../lib/health-checks.js'
 
 /** What the health endpoints read: the two sets of checks, and whether this instance is shutting down. */
 export interface Health {

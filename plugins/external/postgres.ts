@@ -1,8 +1,25 @@
 import fp from 'fastify-plugin'
 import fastifyPostgres from '@fastify/postgres'
 import type { FastifyInstance } from 'fastify'
+import type pg from 'pg'
 import { describeCause } from '../../lib/errors.js'
-import { reportLostConnections } from '../app/database/pool.js'
+
+/**
+ * Hears every connection the pool makes for its whole life. pg-pool listens to a connection only
+ * while it is idle: one lent out (a transaction's) whose socket closes emits an 'error' nobody hears,
+ * which ends the process. Its query in flight fails on its own, and the pool drops it when it comes
+ * back; `onLost` is told once a connection, however many errors it emits.
+ */
+function reportLostConnections (pool: pg.Pool, onLost: (error: Error) => void): void {
+  pool.on('connect', (client) => {
+    let reported = false
+    client.on('error', (error) => {
+      if (reported) return
+      reported = true
+      onLost(error)
+    })
+  })
+}
 
 /**
  * Two pools: `pg` for business traffic, and `pg.probe`, one connection kept for health checks

@@ -3,6 +3,7 @@ import helmet, { type HelmetOptions } from 'helmet'
 import fastifyCors from '@fastify/cors'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { FastifyInstance } from 'fastify'
+import { EXPOSED_HEADERS } from '../../lib/request-log.js'
 
 export interface SecurityHeadersOptions {
   /** What the scope's routes answer: pages a browser renders, or API responses (JSON, an SSE stream) it never renders. */
@@ -58,8 +59,6 @@ async function securityHeaders (fastify: FastifyInstance, { serves }: SecurityHe
   })
 }
 
-/** What the portal's page may read of an answer besides the safelisted headers: the correlation id, when to retry, the rate limit. */
-export const EXPOSED_HEADERS = ['x-correlation-id', 'retry-after', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']
 /** How long a browser may reuse a preflight: Chromium keeps one at most 2 hours, Firefox 1 day. */
 export const PREFLIGHT_MAX_AGE_S = 7200
 

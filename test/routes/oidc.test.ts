@@ -10,7 +10,7 @@ import { SseClient } from '../helpers/sse.js'
 import { OIDC_CLIENT, PEOPLE, PORTAL_ORIGIN, signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidc-provider.js'
 import { oidcLoginKey, sessionKey } from '../../plugins/app/redis-keys.js'
 import { SESSION_COOKIE } from '../../plugins/app/access/sessions.js'
-import { CHOICE_COOKIE, LOGIN_COOKIE } from '../../routes/oidc.js'
+import { CHOICE_COOKIE, LOGIN_COOKIE } from '../../plugins/app/access/oidc/routes.js'
 
 const cookieOf = (setCookie: string | string[] | undefined, name: string) =>
   [setCookie ?? []].flat().find((line) => line.startsWith(`${name}=`))?.split(';')[0]

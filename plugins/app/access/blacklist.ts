@@ -7,7 +7,7 @@ import { abortable } from '../../../lib/abortable.js'
 import { Periodic } from '../../../lib/periodic.js'
 import { OutageLog } from '../../../lib/outage-log.js'
 import { revocationChannel, revocationEpochKey, revokedKey } from '../redis-keys.js'
-import { databaseOf } from '../../external/redis.js'
+import { databaseOf } from '../../external/redis-connection.js'
 import type { WindowCount } from '../../external/rate-limit.js'
 import * as commands from './blacklist-commands.js'
 

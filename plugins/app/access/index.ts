@@ -5,6 +5,10 @@ import sessions from './sessions.js'
 import authentication from './authentication.js'
 import oidc from './oidc/index.js'
 
+/** The routes of signing in, registered beside this plugin in the `api` scope (app.ts). */
+export { default as authRoutes } from './routes.js'
+export { oidcRoutes } from './oidc/index.js'
+
 /**
  * Access: signing in and the sessions. The revoked-token blacklist, the sessions and their cookie,
  * the authentication hooks and the OpenID Connect sign-in, registered together in the browser-facing

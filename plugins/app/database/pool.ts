@@ -67,23 +67,6 @@ export function instrumentPool (pool: pg.Pool, observe: Observe): void {
   pool.on('connect', (client) => instrumentClient(client, observe))
 }
 
-/**
- * Hears every connection the pool makes for its whole life. pg-pool listens to a connection only
- * while it is idle: one lent out (a transaction's) whose socket closes emits an 'error' nobody hears,
- * which ends the process. Its query in flight fails on its own, and the pool drops it when it comes
- * back; `onLost` is told once a connection, however many errors it emits.
- */
-export function reportLostConnections (pool: pg.Pool, onLost: (error: Error) => void): void {
-  pool.on('connect', (client) => {
-    let reported = false
-    client.on('error', (error) => {
-      if (reported) return
-      reported = true
-      onLost(error)
-    })
-  })
-}
-
 export interface PoolUsage {
   inUse: number
   idle: number

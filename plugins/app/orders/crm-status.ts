@@ -2,8 +2,8 @@ import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import { classifyFailure } from '../../../lib/errors.js'
+import { orderWorkId } from '../../../lib/request-log.js'
 import { SpanKind, inSpan } from '../../../lib/tracing.js'
-import { orderWorkId, placementLink } from './provisioning-job.js'
 import type { ReconciliationTask } from './reconciliation.js'
 import type { OrderStore } from './store.js'
 import type { CrmStatusRecorded, CrmStatusSeen, PendingOrderStore } from './pending-orders.js'
@@ -28,7 +28,7 @@ export function verdictOf (status: string | undefined, cancelledStatuses: Readon
 }
 
 export interface CrmStatusOptions {
-  orders: Pick<OrderStore, 'markProvisioningRequested' | 'placementTrace'>
+  orders: Pick<OrderStore, 'markProvisioningRequested' | 'placementLink'>
   pending: Pick<PendingOrderStore, 'dueForCrmStatus' | 'recordCrmStatuses'>
   /** The Status of each of these CRM orders the CRM has, by 18-character id: one API call. */
   crmStatuses: (crmOrderIds: string[]) => Promise<Map<string, string>>
@@ -115,7 +115,7 @@ export class CrmStatusReconciliation implements ReconciliationTask {
         'the CRM approved an order whose platform event has not arrived: provisioning it from the reconciliation')
     }
     // A hand-off as an event's is: its own trace, linked to the order's placement.
-    const placement = await placementLink(this.options.orders, crmOrderId)
+    const placement = await this.options.orders.placementLink(crmOrderId)
     await inSpan('reconciliation hand-off', {
       kind: SpanKind.INTERNAL,
       root: true,

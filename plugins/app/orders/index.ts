@@ -6,6 +6,11 @@ import { PendingOrderStore, type PendingOrders } from './pending-orders.js'
 import { ordersPendingPart } from './measures.js'
 import { openJobQueue, type ProvisioningJobQueue } from './job-queue.js'
 
+/** What the orders feature scope registers (app.ts): placing orders, the CRM status rounds and the order routes. */
+export { default as orderPlacement } from './order-placement.js'
+export { default as orderCrmStatus } from './crm-status.js'
+export { default as orderRoutes } from './routes.js'
+
 /**
  * The orders concern's one face on the root: what the platform events, `/health/queues`, the SSE
  * streams and the order routes read. Placing orders stays in the orders feature scope (decision 0129).

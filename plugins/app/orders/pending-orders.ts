@@ -16,12 +16,6 @@ export interface PendingOrders {
   approvedNotReceived: Counted
 }
 
-/** The orders waiting, as the reports give them: ages in whole milliseconds. */
-export function pendingOrdersReport ({ awaitingApproval, approvedNotReceived, unknown }: PendingOrders) {
-  const report = ({ count, oldestAgeSeconds }: Counted) => ({ count, oldestAgeMs: oldestAgeSeconds === null ? null : Math.round(oldestAgeSeconds * 1000) })
-  return { awaitingApproval: report(awaitingApproval), approvedNotReceived: report(approvedNotReceived), unknown: report(unknown) }
-}
-
 /** What the CRM said of an order still in `Pending Review`: its Status, null when it has no such order. */
 export interface CrmStatusSeen {
   id: string

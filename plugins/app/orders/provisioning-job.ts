@@ -1,7 +1,3 @@
-import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
-import { linkTo, tracingEnabled, type Link } from '../../../lib/tracing.js'
-import type { OrderStore } from './store.js'
-
 /** The provisioning job of one order: its queue, its id and data, the work id of its lines, its lock. */
 export const PROVISIONING_QUEUE = 'provisioning'
 
@@ -12,21 +8,6 @@ export interface ProvisioningJob {
   crmOrderId: string
   /** The W3C traceparent of the span that queued the job (its producer span, under the hand-off), while tracing. */
   traceparent?: string
-}
-
-/**
- * A link to the span the order was placed in, for the work that hands it to provisioning (an
- * event's hand-off, the reconciliation): its sampler follows the placement's decision. Undefined
- * while tracing is off (no statement made then) or when none was kept.
- */
-export async function placementLink (orders: Pick<OrderStore, 'placementTrace'>, crmOrderId: string): Promise<Link | undefined> {
-  if (!tracingEnabled()) return undefined
-  return linkTo(await orders.placementTrace([crmOrderId, caseSafeId(crmOrderId)]))
-}
-
-/** The correlation id of an order's work (its hand-off and provisioning): reserved, no client may send it. */
-export function orderWorkId (crmOrderId: string): string {
-  return `order:${crmOrderId}`
 }
 
 /** The job id derives from the CRM order id, so a replayed or duplicated event never makes a second job. */

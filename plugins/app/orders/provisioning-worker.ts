@@ -3,14 +3,15 @@ import { Queue, Worker, type Job } from 'bullmq'
 import { Redis } from 'ioredis'
 import { abortable } from '../../../lib/abortable.js'
 import { runInContext } from '../../../lib/request-context.js'
+import { orderWorkId } from '../../../lib/request-log.js'
 import { classifyFailure } from '../../../lib/errors.js'
 import { SpanKind, inSpan, linkTo } from '../../../lib/tracing.js'
 import { OutageLog } from '../../../lib/outage-log.js'
 import type { Config } from '../../../schemas/config.js'
-import { closeRedis, redisConnectionOptions } from '../../external/redis.js'
+import { closeRedis, redisConnectionOptions } from '../../external/redis-connection.js'
 import { jobQueuePrefix } from '../redis-keys.js'
 import { failOrder, provisionOrder, type ProvisioningDependencies } from './provisioning.js'
-import { JOB_MESSAGING, PROVISIONING_QUEUE, lockOptions, orderWorkId, type ProvisioningJob } from './provisioning-job.js'
+import { JOB_MESSAGING, PROVISIONING_QUEUE, lockOptions, type ProvisioningJob } from './provisioning-job.js'
 
 export interface ProvisioningWorkerOptions {
   config: Pick<Config, 'REDIS_URL' | 'REDIS_COMMAND_TIMEOUT_MS' | 'redisSentinel' | 'REDIS_KEY_PREFIX' | 'PROVISIONING_ATTEMPTS' |

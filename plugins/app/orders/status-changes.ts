@@ -5,7 +5,7 @@ import { SseFrameRefusedError } from '../../../lib/errors.js'
 import { sseFrameProblems, type OrderStatusEvent } from '../../../schemas/sse-events.js'
 import type { Order } from './store.js'
 import { orderStatusBacklogKey, orderStatusChannel } from '../redis-keys.js'
-import { databaseOf } from '../../external/redis.js'
+import { databaseOf } from '../../external/redis-connection.js'
 import type { PubSub } from '../pubsub.js'
 
 /** What an SSE client sees when one of its orders changes status: the `order.status` event and its id. */
@@ -53,13 +53,6 @@ export interface OrderStatusChangesOptions {
   /** How long Redis has to answer the liveness PING (REDIS_COMMAND_TIMEOUT_MS). */
   commandTimeoutMs: number
   log: FastifyBaseLogger
-}
-
-/** Redis stream ids are `<ms>-<seq>`; compares them in order. */
-export function streamIdAfter (a: string, b: string): boolean {
-  const [aMs = 0, aSeq = 0] = a.split('-').map(Number)
-  const [bMs = 0, bSeq = 0] = b.split('-').map(Number)
-  return aMs !== bMs ? aMs > bMs : aSeq > bSeq
 }
 
 /**

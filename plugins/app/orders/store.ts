@@ -1,4 +1,6 @@
 import type { Pool } from 'pg'
+import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
+import { linkTo, tracingEnabled, type Link } from '../../../lib/tracing.js'
 import type { ORDER_STATUSES } from '../../../schemas/orders.js'
 
 export type OrderStatus = typeof ORDER_STATUSES[number]
@@ -150,6 +152,16 @@ export class OrderStore {
    * is stored. Found and marked in one statement.
    */
   /** The traceparent of the span the order was placed in (any of its CRM id's forms); null when none was kept. */
+  /**
+   * A link to the span the order was placed in, for the work that hands it to provisioning (an
+   * event's hand-off, the reconciliation): its sampler follows the placement's decision. Undefined
+   * while tracing is off (no statement made then) or when none was kept.
+   */
+  async placementLink (crmOrderId: string): Promise<Link | undefined> {
+    if (!tracingEnabled()) return undefined
+    return linkTo(await this.placementTrace([crmOrderId, caseSafeId(crmOrderId)]))
+  }
+
   async placementTrace (crmOrderIds: string[]): Promise<string | null> {
     const { rows } = await this.pool.query<{ placement_trace: string | null }>('SELECT placement_trace FROM orders WHERE crm_order_id = ANY($1) AND placement_trace IS NOT NULL LIMIT 1', [crmOrderIds])
     return rows[0]?.placement_trace ?? null

@@ -4,8 +4,8 @@ import type { CrmOrder } from '../../../integrations/crm/client.js'
 import { caseSafeId } from '../../../integrations/crm/salesforce-id.js'
 import type { Deadline } from '../../../lib/deadline.js'
 import { runInContext } from '../../../lib/request-context.js'
+import { orderWorkId } from '../../../lib/request-log.js'
 import { SpanKind, inSpan, type Span } from '../../../lib/tracing.js'
-import { orderWorkId, placementLink } from '../orders/provisioning-job.js'
 import type { Order, OrderStore } from '../orders/store.js'
 import { HandOffRefused, isBillingOrderConflict, type ParkedEvent, type ParkedEvents } from './parked-events.js'
 
@@ -94,7 +94,7 @@ export class OrderHandOff {
 
   /** A hand-off's span: a trace of its own, linked to the order's placement, whose sampling decision it follows. */
   async #inSpan<T> (channel: string, replayId: number, crmOrderId: string | undefined, work: (span: Span | undefined) => Promise<T>): Promise<T> {
-    const placement = crmOrderId === undefined ? undefined : await placementLink(this.options.orders, crmOrderId)
+    const placement = crmOrderId === undefined ? undefined : await this.options.orders.placementLink(crmOrderId)
     return await inSpan('platform event hand-off', {
       kind: SpanKind.CONSUMER,
       root: true,

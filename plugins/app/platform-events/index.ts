@@ -9,6 +9,9 @@ import { LostJobs } from './lost-jobs.js'
 import { eventsCheck, holderPart, parkedEventsPart, subscriberPart } from './measures.js'
 import { jobsEpochKey } from '../redis-keys.js'
 
+/** The operator's hand on the parked events, registered with `/health/queues` (routes/queues.ts), which counts them. */
+export { default as parkedEventRoutes } from './routes.js'
+
 /**
  * The platform events' one face on the root: what `/health/queues`, the integration health, the
  * parked-event routes and the orders' CRM status task read (decision 0129).

@@ -6,7 +6,7 @@ import { PlatformEventSubscriber, type SubscriberState, type SubscriberStats } f
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import type { CrmClient } from '../../../integrations/crm/client.js'
 import type { ReplayPositions } from './replay-positions.js'
-import { HolderReports, type HolderReport, type HolderView, type SubscriptionState, type SubscriptionStats } from './holder-state.js'
+import { HolderReports, subscriptionHealth, type HolderReport, type HolderView, type SubscriptionHealth, type SubscriptionState, type SubscriptionStats } from './holder-state.js'
 import { LeaseLost, SubscriptionReplay } from './replay.js'
 import { SubscriptionLease } from './lease.js'
 import { subscriptionKeys } from '../redis-keys.js'
@@ -137,6 +137,11 @@ export class EventSubscription {
   /** The holder's last report, whichever instance holds the lease; null when none reports. */
   async holder (): Promise<HolderReport | null> {
     return await this.#holders.read()
+  }
+
+  /** The subscription's health across instances, judged on the holder's report (`holder()`). */
+  health (holder: HolderReport | null): SubscriptionHealth {
+    return subscriptionHealth(this.enabled, holder)
   }
 
   /** The holder's state and its age as this instance sees it, never failing. */

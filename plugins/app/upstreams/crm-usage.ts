@@ -1,23 +1,10 @@
-import type { DailyUsage, DailyUsageStore, LimitSource } from '../../../integrations/crm/daily-usage.js'
-import { percentOf } from '../../../lib/numbers.js'
+import { usageReport, type CrmUsageReport, type DailyUsageStore } from '../../../integrations/crm/daily-usage.js'
 import type { MonitoringSource } from '../monitoring/index.js'
-
-/** The CRM's daily API usage as the health endpoints report it: `used` counts against `limit`. */
-export interface CrmUsageReport {
-  used: number
-  limit: number | null
-  percent: number | null
-  limitSource: LimitSource
-}
 
 declare module '../monitoring/index.js' {
   interface MonitoringParts {
     crmUsage: CrmUsageReport
   }
-}
-
-export function usageReport ({ used, limit, limitSource }: DailyUsage): CrmUsageReport {
-  return { used: used ?? 0, limit, percent: percentOf(used ?? 0, limit), limitSource }
 }
 
 /** The CRM's daily API usage against its quota. */

@@ -3,7 +3,7 @@ import { SANDBOX_TOTP_SECRET, startSandboxIdentityProvider, totpCode } from '../
 import { buildTestApp } from '../../helpers/app.js'
 import { CookieJar, PORTAL_ORIGIN } from '../../helpers/oidc-provider.js'
 import { SESSION_COOKIE } from '../../../plugins/app/access/sessions.js'
-import { LOGIN_COOKIE } from '../../../routes/oidc.js'
+import { LOGIN_COOKIE } from '../../../plugins/app/access/oidc/routes.js'
 
 const cookieOf = (setCookie: string | string[] | undefined, name: string) =>
   [setCookie ?? []].flat().find((line) => line.startsWith(`${name}=`))?.split(';')[0]

@@ -6,7 +6,7 @@ import { waitFor } from '../../helpers/processes.js'
 import { startService } from '../../helpers/service-process.js'
 import { SseClient } from '../../helpers/sse.js'
 import { bearer, login } from '../../helpers/tokens.js'
-import { SseStreams } from '../../../plugins/app/sse-streams.js'
+import { SseStreams } from '../../../plugins/app/sse-streams/index.js'
 
 const ended = (client: SseClient) => client.events.filter((event) => event.event === 'session.ended').map((event) => JSON.parse(event.data ?? '{}').reason)
 

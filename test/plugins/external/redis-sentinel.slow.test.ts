@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ConfigError, loadConfig } from '../../../settings.js'
-import { redisConnectionOptions } from '../../../plugins/external/redis.js'
+import { redisConnectionOptions } from '../../../plugins/external/redis-connection.js'
 import { orderStatusChannel, revocationChannel } from '../../../plugins/app/redis-keys.js'
 import { buildTestApp, testEnv } from '../../helpers/app.js'
 import { PrivateSentinelSet, SENTINEL_DOWN_AFTER_MS, SENTINEL_FAILOVER_TIMEOUT_MS } from '../../helpers/private-sentinel.js'

@@ -5,6 +5,8 @@ import { Periodic } from '../../../../lib/periodic.js'
 import { Sealer } from '../../../../lib/sealed.js'
 import { OidcSignIn } from './sign-in.js'
 
+export { default as oidcRoutes } from './routes.js'
+
 declare module 'fastify' {
   interface FastifyInstance {
     /** The OpenID Connect sign-in; undefined without OIDC_ISSUER. */

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { CACHE_TTL_SECONDS } from '../plugins/app/services-cache.js'
-import { ServicesCacheReport } from '../schemas/integrations.js'
-import { unexpectedErrorResponse } from '../schemas/error.js'
+import { CACHE_TTL_SECONDS } from './index.js'
+import { ServicesCacheReport } from '../../../schemas/integrations.js'
+import { unexpectedErrorResponse } from '../../../schemas/error.js'
 
 const servicesCacheRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.addSchema(ServicesCacheReport)

@@ -1,11 +1,14 @@
 import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
-import { abortable } from '../../lib/abortable.js'
-import { percentOf, round } from '../../lib/numbers.js'
-import { SlidingWindow } from '../../lib/sliding-window.js'
-import { windowed } from './monitoring/alerts.js'
-import { servicesCachePrefix } from './redis-keys.js'
+import { abortable } from '../../../lib/abortable.js'
+import { percentOf, round } from '../../../lib/numbers.js'
+import { SlidingWindow } from '../../../lib/sliding-window.js'
+import { windowed } from '../monitoring/alerts.js'
+import { servicesCachePrefix } from '../redis-keys.js'
+
+/** The cache probe, registered on the root outside the browser-facing scope (app.ts). */
+export { default as servicesCacheRoutes } from './routes.js'
 
 /** What is cached, and for how long (seconds): long enough to spare the upstream, short enough to stay fresh. */
 export const CACHE_TTL_SECONDS = {
@@ -136,7 +139,7 @@ declare module 'fastify' {
   }
 }
 
-declare module './monitoring/index.js' {
+declare module '../monitoring/index.js' {
   interface MonitoringParts {
     cache: ServicesCacheStats & { recentReads: { count: number, hitRate: number | null }, recentCommands: number }
     cacheMemory: RedisMemory

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { ParkedEventNotFoundError, ParkedEventRefusedError, ParkedEventRetryUnavailableError } from '../lib/errors.js'
-import { ParkedEventList, ParkedEventParams, ParkedEventQuery, ParkedEventRetried, parkedEventSchemas } from '../schemas/parked-events.js'
-import { errorResponse, invalidRequestResponse, opsUnauthorizedResponse, unexpectedErrorResponse } from '../schemas/error.js'
+import { ParkedEventNotFoundError, ParkedEventRefusedError, ParkedEventRetryUnavailableError } from '../../../lib/errors.js'
+import { ParkedEventList, ParkedEventParams, ParkedEventQuery, ParkedEventRetried, parkedEventSchemas } from '../../../schemas/parked-events.js'
+import { errorResponse, invalidRequestResponse, opsUnauthorizedResponse, unexpectedErrorResponse } from '../../../schemas/error.js'
 
 const notParked = { 404: errorResponse('No event is parked under this id (`PARKED_EVENT_NOT_FOUND`): handed off or discarded already') }
 

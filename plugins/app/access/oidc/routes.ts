@@ -2,13 +2,13 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import * as openid from 'openid-client'
-import { InvalidLogoutTokenError as InvalidToken } from '../integrations/oidc/provider.js'
-import { InvalidLogoutTokenError, NoClientAccountError, NoClientChoiceError, OidcUnavailableError } from '../lib/errors.js'
-import { LOGIN_TTL_S, type ActingClient, type OidcSignIn, type SignedIn } from '../plugins/app/access/oidc/sign-in.js'
-import { SESSION_COOKIE, type Session } from '../plugins/app/access/sessions.js'
-import { BackchannelLogoutRequest, ChooseClientRequest, ClientChoice, OidcCallbackQuery, OidcLoginQuery, SessionInfo, SIGN_IN_ERRORS, type SignInError } from '../schemas/auth.js'
-import { commonErrorResponses, errorResponse, invalidRequestResponse } from '../schemas/error.js'
-import { sessionInfo } from './auth.js'
+import { InvalidLogoutTokenError as InvalidToken } from '../../../../integrations/oidc/provider.js'
+import { InvalidLogoutTokenError, NoClientAccountError, NoClientChoiceError, OidcUnavailableError } from '../../../../lib/errors.js'
+import { LOGIN_TTL_S, type ActingClient, type OidcSignIn, type SignedIn } from './sign-in.js'
+import { SESSION_COOKIE, type Session } from '../sessions.js'
+import { BackchannelLogoutRequest, ChooseClientRequest, ClientChoice, OidcCallbackQuery, OidcLoginQuery, SessionInfo, SIGN_IN_ERRORS, type SignInError } from '../../../../schemas/auth.js'
+import { commonErrorResponses, errorResponse, invalidRequestResponse } from '../../../../schemas/error.js'
+import { publicOriginOf, sessionInfo, signInRateLimitOf } from '../sign-in-answers.js'
 
 /** The cookie that binds a sign-in under way to its browser. Lax: the provider's redirect back is a navigation from its site. */
 export const LOGIN_COOKIE = '__Host-portal-oidc-login'
@@ -17,19 +17,6 @@ export const CALLBACK_PATH = '/auth/oidc/callback'
 export const CHOICE_COOKIE = '__Host-portal-oidc-choice'
 /** The query parameter the callback adds to `returnTo` when the person acts for several clients and must pick one. */
 export const CHOOSE_CLIENT_PARAMETER = 'chooseClient'
-
-/** The origin the provider sends browsers back to: the first PUBLIC_ORIGIN, or the request's own. */
-export function publicOriginOf (request: FastifyRequest, publicOrigins: readonly string[]): string {
-  return publicOrigins[0] ?? `${request.protocol}://${request.host}`
-}
-
-/**
- * The sign-in limit per address, LOGIN_RATE_LIMIT_MAX a minute. Every way of signing in shares
- * one bucket: a second endpoint gives no second allowance.
- */
-export function signInRateLimitOf (max: number) {
-  return { rateLimit: { max, timeWindow: 60_000, groupId: 'sign-in', keyGenerator: (request: FastifyRequest) => `login:${request.ip}` } }
-}
 
 /** The choice cookie's Set-Cookie header: the reference, or (none) its clearing. */
 function choiceCookie (fastify: FastifyInstance, reference?: string): string {

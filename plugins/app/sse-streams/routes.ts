@@ -1,10 +1,10 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsync } from 'fastify'
-import { StreamsUnavailableError, TooManyStreamsError } from '../../lib/errors.js'
-import type { OrderStatusChange } from '../../plugins/app/orders/status-changes.js'
-import { SseStream } from '../../plugins/app/sse-streams.js'
-import { SseEvent, sseEventSchemas, type OrderStatusEvent } from '../../schemas/sse-events.js'
-import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
+import { StreamsUnavailableError, TooManyStreamsError } from '../../../lib/errors.js'
+import type { OrderStatusChange } from '../orders/status-changes.js'
+import { SseStream } from './index.js'
+import { SseEvent, sseEventSchemas, type OrderStatusEvent } from '../../../schemas/sse-events.js'
+import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../../schemas/error.js'
 
 const EXAMPLE: OrderStatusEvent = { orderId: '3f1c2a9e-6b7d-4e8f-9a0b-1c2d3e4f5a6b', crmOrderId: '801000000000001AAA', status: 'Active', failureReason: null, at: '2025-04-01T09:30:00.000Z' }
 

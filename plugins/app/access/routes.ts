@@ -2,13 +2,13 @@ import { createHash, randomUUID } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
-import { BillingUnavailableError, InvalidCredentialsError, PasswordSignInOffError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../lib/errors.js'
-import { FailureLimiter, type Limit } from '../lib/failure-limiter.js'
-import { SESSION_COOKIE, type Session } from '../plugins/app/access/sessions.js'
-import { AccessToken, LoginRequest, LogoutAnswer, SessionInfo, SignInMethods } from '../schemas/auth.js'
-import { publicOriginOf, signInRateLimitOf } from './oidc.js'
-import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse, TOKEN_CHECK_UNAVAILABLE, unsafeAuthenticatedErrorResponses } from '../schemas/error.js'
-import { signInFailuresPrefix } from '../plugins/app/redis-keys.js'
+import { BillingUnavailableError, InvalidCredentialsError, PasswordSignInOffError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../../../lib/errors.js'
+import { FailureLimiter, type Limit } from '../../../lib/failure-limiter.js'
+import { SESSION_COOKIE } from './sessions.js'
+import { AccessToken, LoginRequest, LogoutAnswer, SessionInfo, SignInMethods } from '../../../schemas/auth.js'
+import { publicOriginOf, sessionInfo, signInRateLimitOf } from './sign-in-answers.js'
+import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse, TOKEN_CHECK_UNAVAILABLE, unsafeAuthenticatedErrorResponses } from '../../../schemas/error.js'
+import { signInFailuresPrefix } from '../redis-keys.js'
 
 const signInErrorResponses = {
   ...commonErrorResponses,
@@ -22,11 +22,6 @@ const signInErrorResponses = {
 const signOutErrorResponses = {
   ...unsafeAuthenticatedErrorResponses,
   503: errorResponse(`Redis is unavailable: the sign-out cannot be stored, nor the credential checked (\`AUTH_UNAVAILABLE\`); ${TOKEN_CHECK_UNAVAILABLE}`)
-}
-
-/** What a session answers the page: never a token. */
-export function sessionInfo ({ clientId, expiresAt, idleExpiresAt, identity: { name, email, signIn } }: Session) {
-  return { clientId, name, email, signIn, expiresAt: new Date(expiresAt).toISOString(), idleExpiresAt: new Date(idleExpiresAt).toISOString() }
 }
 
 const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {

@@ -1,12 +1,11 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { IdempotencyKeyInUseError, IdempotencyKeyReusedError, OrderNotFoundError, OrderPlacementCancelledError, OrderRejectedError } from '../../lib/errors.js'
-import { errorBody } from '../../plugins/app/error-handler.js'
-import { requestFingerprint } from '../../plugins/app/orders/idempotency.js'
-import { toNewPlacement } from '../../plugins/app/orders/placement.js'
-import type { OrderRequest } from '../../plugins/app/orders/placement-upstreams.js'
-import { authenticatedErrorResponses, bodyErrorResponses, unsafeAuthenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
-import { NewOrderRequest, NewOrderHeaders, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../schemas/orders.js'
+import { IdempotencyKeyInUseError, IdempotencyKeyReusedError, OrderNotFoundError, OrderPlacementCancelledError, OrderRejectedError } from '../../../lib/errors.js'
+import { requestFingerprint } from './idempotency.js'
+import { toNewPlacement } from './placement.js'
+import type { OrderRequest } from './placement-upstreams.js'
+import { authenticatedErrorResponses, bodyErrorResponses, unsafeAuthenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE, errorBody } from '../../../schemas/error.js'
+import { NewOrderRequest, NewOrderHeaders, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../../schemas/orders.js'
 
 const errors = { ...authenticatedErrorResponses, ...invalidRequestResponse, 503: errorResponse(TOKEN_CHECK_UNAVAILABLE) }
 

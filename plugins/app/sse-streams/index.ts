@@ -1,9 +1,19 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { ServerResponse } from 'node:http'
-import { streamIdAfter, type StatusChangeListener, type OrderStatusChanges, type OrderStatusChange } from './orders/status-changes.js'
-import { revocationChannel } from './redis-keys.js'
-import { databaseOf } from '../external/redis.js'
+import type { StatusChangeListener, OrderStatusChanges, OrderStatusChange } from '../orders/status-changes.js'
+import { revocationChannel } from '../redis-keys.js'
+import { databaseOf } from '../../external/redis-connection.js'
+
+/** `GET /api/events`, registered in the portal API (app.ts). */
+export { default as eventRoutes } from './routes.js'
+
+/** Redis stream ids are `<ms>-<seq>`; compares them in order. */
+function streamIdAfter (a: string, b: string): boolean {
+  const [aMs = 0, aSeq = 0] = a.split('-').map(Number)
+  const [bMs = 0, bSeq = 0] = b.split('-').map(Number)
+  return aMs !== bMs ? aMs > bMs : aSeq > bSeq
+}
 
 /** Who holds a stream: the portal user and the access token or cookie session it was opened with. */
 export interface StreamOwner {
@@ -246,7 +256,7 @@ declare module 'fastify' {
   }
 }
 
-declare module './monitoring/index.js' {
+declare module '../monitoring/index.js' {
   interface MonitoringParts {
     streams: StreamCounts
   }
