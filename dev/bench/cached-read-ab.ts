@@ -3,9 +3,10 @@ import autocannon from 'autocannon'
 import { Redis } from 'ioredis'
 import { defaultBillingClients } from '../sandbox/index.js'
 import { DEV_BUILD, type ServiceProcess } from '../tools/service-process.js'
-import { DATABASE_URL, REDIS_URL, cpuTime, deleteKeys, ensureDatabase, median, runKeyPrefix, serviceEnv, startQuiet, stop, withServers } from './common.js'
+import { DATABASE_URL, REDIS_URL, altEnv, cpuTime, deleteKeys, ensureDatabase, median, runKeyPrefix, serviceEnv, startQuiet, stop, withServers } from './common.js'
 import { CACHED_PATH, cachedPageKey, writtenEntry } from './cached-read.js'
 import { login } from './invoices.js'
+import { startOtlpSink } from './otlp-sink.js'
 
 const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 4)
 // Requests a second to each build: below what the machine serves, so both serve the same load.
@@ -22,25 +23,32 @@ async function cpuSince (pid: number, before: { user: number, system: number }):
 }
 
 /**
- * The cached read of this build and of another (BENCH_ALT_BUILD, its dist-dev folder) under the
- * same fixed-rate load at the same time, each a fresh process every round: both meet the
- * machine's other work alike, which alternating rounds do not give a shared machine. Their CPU a
- * request, and the ratio, alt / this build.
+ * The cached read of this build and of another (BENCH_ALT_BUILD, its dist-dev folder), or of this
+ * build with other settings (BENCH_ALT_ENV; OTEL_EXPORTER_OTLP_ENDPOINT=sink exports to a collector
+ * this benchmark runs), under the same fixed-rate load at the same time, each a fresh process every
+ * round: both meet the machine's other work alike, which alternating rounds do not give a shared
+ * machine. Their CPU a request, and the ratio, alt / this build.
  */
 export async function benchCachedReadBuilds (): Promise<void> {
   const altBuild = process.env.BENCH_ALT_BUILD
-  if (altBuild === undefined) throw new Error('BENCH_ALT_BUILD: the other build\'s dist-dev folder')
+  const settings = altEnv()
+  if (altBuild === undefined && Object.keys(settings).length === 0) throw new Error('BENCH_ALT_BUILD (the other build\'s dist-dev folder) or BENCH_ALT_ENV (other settings)')
   await ensureDatabase()
+  const sink = settings.OTEL_EXPORTER_OTLP_ENDPOINT === 'sink' ? await startOtlpSink() : undefined
+  if (sink !== undefined) settings.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url
   const keyPrefix = runKeyPrefix('cached-read-ab')
   const client = defaultBillingClients[0]!
   const env = serviceEnv({ DATABASE_URL, REDIS_KEY_PREFIX: keyPrefix, RATE_LIMIT_MAX: '1000000000' })
-  const builds = [{ name: 'this build', entry: join(DEV_BUILD, 'dev', 'server.js') }, { name: 'alt', entry: join(altBuild, 'dev', 'server.js') }]
+  const builds = [
+    { name: 'this build', entry: join(DEV_BUILD, 'dev', 'server.js'), env },
+    { name: 'alt', entry: join(altBuild ?? DEV_BUILD, 'dev', 'server.js'), env: { ...env, ...settings } }
+  ]
   const redis = new Redis(REDIS_URL)
   const totals = builds.map(() => ({ cpu: 0, requests: 0 }))
   const ratios: number[] = []
   try {
     await withServers(async (start) => {
-      const first = await start({ entry: builds[0]!.entry, env })
+      const first = await start({ entry: builds[0]!.entry, env: builds[0]!.env })
       const authorization = `Bearer ${await login(first, client.email, client.password)}`
       await fetch(`${first.url}${CACHED_PATH}`, { headers: { authorization } })
       const key = cachedPageKey(keyPrefix, client.id)
@@ -50,7 +58,7 @@ export async function benchCachedReadBuilds (): Promise<void> {
         await redis.set(key, cached, 'EX', ENTRY_TTL_SECONDS)
         const servers: ServiceProcess[] = []
         // Started in turn in either order, as a process started first may find the machine quieter.
-        for (const build of round % 2 === 1 ? builds : [...builds].reverse()) servers[builds.indexOf(build)] = await start({ entry: build.entry, env })
+        for (const build of round % 2 === 1 ? builds : [...builds].reverse()) servers[builds.indexOf(build)] = await start({ entry: build.entry, env: build.env })
         const load = (server: ServiceProcess, duration: number) =>
           autocannon({ url: `${server.url}${CACHED_PATH}`, headers: { authorization }, connections: CONNECTIONS, duration, overallRate: RATE })
         await Promise.all(servers.map((server) => load(server, WARM_UP_SECONDS)))
@@ -67,12 +75,13 @@ export async function benchCachedReadBuilds (): Promise<void> {
     }, startQuiet)
   } finally {
     redis.disconnect()
+    await sink?.close()
     await deleteKeys(keyPrefix)
   }
   const [ours, alt] = totals.map(({ cpu, requests }) => cpu / requests)
   process.stdout.write([
     '',
-    `GET ${CACHED_PATH}, this build and ${altBuild} at the same time, ${RATE} req/s each (${CONNECTIONS} connections), ${ROUNDS} rounds of ${SECONDS} s`,
+    `GET ${CACHED_PATH}, this build and ${altBuild ?? 'this build'}${Object.keys(settings).length === 0 ? '' : ` with ${process.env.BENCH_ALT_ENV}`} at the same time, ${RATE} req/s each (${CONNECTIONS} connections), ${ROUNDS} rounds of ${SECONDS} s`,
     `  CPU a request: this build ${ours!.toFixed(1)} µs, alt ${alt!.toFixed(1)} µs`,
     `  alt / this build: ${(alt! / ours!).toFixed(3)}, median of rounds ${median(ratios).toFixed(3)}`,
     ''
