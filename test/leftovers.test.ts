@@ -37,7 +37,7 @@ t.test('makes a key and a schema', async (t) => {
   const run = spawnSync(process.execPath, [join(planted, 'makes.test.js')], { cwd: projectRoot, encoding: 'utf8', timeout: 120_000 })
   t.equal(run.status, 0, 'the planted file passes', { output: run.stdout + run.stderr })
   const [, prefix = '', schema = ''] = /^\s*# made (\S+) (\S+)$/m.exec(run.stdout) ?? []
-  t.match(prefix, /^test:[0-9a-f-]{36}:$/, 'its app had a key prefix of its own')
+  t.match(prefix, /^test:[\w.-]+:[0-9a-f-]{36}:$/, 'its app had a key prefix of its own, naming its file')
   t.match(schema, /^test_[0-9a-f]{32}$/, 'and a schema of its own')
 
   const redis = new Redis(SHARED_REDIS)

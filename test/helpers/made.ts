@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { Redis } from 'ioredis'
 import tap from 'tap'
 
@@ -44,9 +44,12 @@ export function tempDir (prefix: string): string {
   return directory
 }
 
+/** The running test file's name (`auth` for auth.test.js): a key left behind names the file that made it. */
+const fileName = basename(process.argv[1] ?? 'unknown').replace(/\.test\.js$/, '')
+
 /** A key prefix of the test's own on the shared Redis; its keys are removed when the file ends. */
 export function testKeyPrefix (): string {
-  const prefix = `test:${randomUUID()}:`
+  const prefix = `test:${fileName}:${randomUUID()}:`
   madeKeyPrefixes.push(prefix)
   removeAtEnd()
   return prefix
