@@ -54,8 +54,17 @@ function compiled (file: string): string {
  * time, about 11 minutes, mostly waiting): they start first, so that the other jobs run the rest
  * meanwhile rather than after them. `test:slow` runs three jobs: the waiting one and two that work.
  */
-const LONGEST_FIRST = ['test/monitoring/alerting-scenarios.slow.test.js']
-const longest = (file: string) => LONGEST_FIRST.some((name) => file.endsWith(name))
+const LONGEST_FIRST = [
+  'test/monitoring/alerting-scenarios.slow.test.js',
+  // npm test's longest, which mostly wait on real time (TTLs, long polls, drains, child services).
+  'test/routes/session-lifetimes.test.js', 'test/dev/tools/service-process.test.js', 'test/plugins/app/orders/provisioning.test.js',
+  'test/routes/api/orders-resume.test.js', 'test/plugins/app/platform-events/platform-events.test.js', 'test/shutdown.test.js'
+]
+/** Where a file stands in LONGEST_FIRST: the files listed go first, in its order. */
+const rank = (file: string) => {
+  const index = LONGEST_FIRST.findIndex((name) => file.endsWith(name))
+  return index === -1 ? LONGEST_FIRST.length : index
+}
 
 /**
  * How long each file took in this checkout's last runs: the longer ones start first, so that a long
@@ -74,7 +83,7 @@ const durations = lastDurations()
 const files = (positionals.length > 0
   ? positionals.map(compiled)
   : testFiles(join(DEV_BUILD, 'test')).filter((file) => file.endsWith('.slow.test.js') === options.slow))
-  .sort((a, b) => Number(longest(b)) - Number(longest(a)) || (durations[b] ?? 0) - (durations[a] ?? 0))
+  .sort((a, b) => rank(a) - rank(b) || (durations[b] ?? 0) - (durations[a] ?? 0))
 
 /** A file's assertion counts, as its tap prints them last: total, pass, fail, skip, todo. */
 type Counts = Record<string, number>
