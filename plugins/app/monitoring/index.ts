@@ -7,6 +7,7 @@ import { ServiceMetrics, type Sample } from './metrics.js'
 import { thresholdsOf, type MeasureName } from './thresholds.js'
 import type { Limits } from './levels.js'
 import type { RowSource } from './upstream-rows.js'
+import type { Threshold } from './threshold-row.js'
 import { Monitoring } from './monitoring.js'
 
 export { Monitoring, SCRAPE_WAIT_MS, UNATTENDED_DATABASE_READ_MS, type MonitoringOptions } from './monitoring.js'
@@ -69,6 +70,31 @@ declare module 'fastify' {
 /** How often the measures are judged even when nobody looks, so that a change is logged when it happens. */
 export const EVALUATION_INTERVAL_MS = 30_000
 
+/** The routes the request metrics know, taken once every route is known: a scope may mark its routes as probes late. */
+function knowRoutes (fastify: FastifyInstance, metrics: ServiceMetrics): void {
+  const routes: RouteOptions[] = []
+  fastify.addHook('onRoute', (route) => { routes.push(route) })
+  fastify.addHook('onReady', async () => {
+    for (const route of routes.splice(0)) {
+      if (route.config?.probe === true) continue
+      for (const method of [route.method].flat()) metrics.knowRoute(route.url, method)
+    }
+  })
+}
+
+/** The limits the settings give, as gauges, for the rules to compare with. */
+function exportLimits (metrics: ServiceMetrics, rows: readonly Threshold[], limits: Limits): void {
+  for (const row of rows) {
+    for (const level of ['warning', 'critical'] as const) {
+      const exported = row.configurable?.[level]
+      if (exported === undefined) continue
+      const value = limits[row.measure as MeasureName]?.[level] ?? row[level]
+      const help = `The ${level} limit of ${row.measure} (${exported.setting}), in ${row.unit}`
+      metrics.live(exported.metric, help, 'gauge', async () => [{ value }])
+    }
+  }
+}
+
 async function monitoring (fastify: FastifyInstance, { upstreams }: { upstreams: readonly RowSource[] }) {
   if (fastify.hasDecorator('monitoring')) throw new Error('The monitoring plugin is already registered')
   // Exemplars name traces: kept only while there are traces to name.
@@ -97,30 +123,14 @@ async function monitoring (fastify: FastifyInstance, { upstreams }: { upstreams:
       exemplars ? traceIdsOfWork(request) : undefined
     )
   })
-  // Judged once every route is known: a scope may mark its routes as probes after this hook has seen them.
-  const routes: RouteOptions[] = []
-  fastify.addHook('onRoute', (route) => { routes.push(route) })
-  fastify.addHook('onReady', async () => {
-    for (const route of routes.splice(0)) {
-      if (route.config?.probe === true) continue
-      for (const method of [route.method].flat()) metrics.knowRoute(route.url, method)
-    }
-  })
+  knowRoutes(fastify, metrics)
   metrics.live(
     'portal_bff_monitoring_reading_age_seconds',
     'Seconds since each part of the monitoring was last read; a scrape serves a part that does not answer in time as last read',
     'gauge',
     async () => instance.ages().map(({ part, seconds }) => ({ labels: { part }, value: seconds }))
   )
-  // The limits the settings give, for the rules to compare with.
-  for (const row of instance.rows) {
-    for (const level of ['warning', 'critical'] as const) {
-      const exported = row.configurable?.[level]
-      if (exported === undefined) continue
-      const value = limits[row.measure as MeasureName]?.[level] ?? row[level]
-      metrics.live(exported.metric, `The ${level} limit of ${row.measure} (${exported.setting}), in ${row.unit}`, 'gauge', async () => [{ value }])
-    }
-  }
+  exportLimits(metrics, instance.rows, limits)
   instance.register('http', {
     description: 'the request log',
     read: () => metrics.httpRequests.summary(),
