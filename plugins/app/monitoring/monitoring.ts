@@ -36,15 +36,8 @@ async function bounded<T> (work: () => T | Promise<T>, ms: number): Promise<{ va
   let timer: NodeJS.Timeout | undefined
   const timeout = new Promise<'late'>((resolve) => { timer = setTimeout(() => resolve('late'), ms) })
   try {
-    return await Promise.race([
-      Promise.resolve()
-        .then(work)
-        .then(
-          (value) => ({ value }),
-          () => 'failed' as const
-        ),
-      timeout
-    ])
+    const done = Promise.resolve().then(work).then((value) => ({ value }), () => 'failed' as const)
+    return await Promise.race([done, timeout])
   } finally {
     clearTimeout(timer)
   }

@@ -199,15 +199,9 @@ export class OrderPlacement {
     const reason = `crm_${cause}: the CRM order could not be created`
     if (CRM_REFUSED.has(cause) || (error instanceof CrmApiError && error.status < 500)) {
       const abandoned = await this.options.placements.abandon(placement.order.id, reason)
-      if (
-        abandoned !== null &&
-        (await this.#compensation.compensate(abandoned).then(
-          () => true,
-          () => false
-        ))
-      ) {
-        throw new OrderCancelledError({ cause: error })
-      }
+      const compensated = abandoned !== null &&
+        await this.#compensation.compensate(abandoned).then(() => true, () => false)
+      if (compensated) throw new OrderCancelledError({ cause: error })
       throw new OrderIncompleteError({ cause: error })
     }
     // Timed out: the CRM may still be creating it. The recovery decides once the claim runs out.

@@ -111,10 +111,8 @@ export class ProvisioningWorker {
   async close (): Promise<void> {
     const { config, log } = this.options
     this.#closing = true
-    const redisUp = await abortable(this.#consumer.ping(), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).then(
-      () => true,
-      () => false
-    )
+    const redisUp = await abortable(this.#consumer.ping(), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS))
+      .then(() => true, () => false)
     if (redisUp) {
       const deadline = AbortSignal.timeout(config.CRM_QUEUE_TIMEOUT_MS)
       // Not BullMQ's pause(), which waits for the jobs too but then connects its blocking client

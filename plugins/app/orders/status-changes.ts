@@ -188,10 +188,8 @@ export class OrderStatusChanges {
       ping.catch(() => {})
       this.#unanswered = ping
     }
-    const answered = await abortable(this.#unanswered, AbortSignal.timeout(this.#options.commandTimeoutMs)).then(
-      () => true,
-      () => false
-    )
+    const answered = await abortable(this.#unanswered, AbortSignal.timeout(this.#options.commandTimeoutMs))
+      .then(() => true, () => false)
     if (!answered) this.#dropAll('Redis not answering')
   }
 
