@@ -11,15 +11,12 @@ type RouteSchema = Parameters<FastifySchemaCompiler<unknown>>[0]
 function lowerCaseHeaderNames (schema: unknown): unknown {
   if (typeof schema !== 'object' || schema === null) return schema
   const { properties, required } = schema as { properties?: Record<string, unknown>, required?: unknown }
+  const lowered = properties === undefined
+    ? undefined
+    : Object.fromEntries(Object.entries(properties).map(([name, value]) => [name.toLowerCase(), value]))
   return {
     ...schema,
-    ...(properties === undefined
-      ? {}
-      : {
-          properties: Object.fromEntries(
-            Object.entries(properties).map(([name, value]) => [name.toLowerCase(), value])
-          )
-        }),
+    ...(lowered === undefined ? {} : { properties: lowered }),
     ...(Array.isArray(required) ? { required: required.map((name) => String(name).toLowerCase()) } : {})
   }
 }
@@ -104,13 +101,10 @@ export function exactBodyValidator (): AjvCompiler.BuildCompilerFromPool {
     const validator = (): ReturnType<AjvCompiler.BuildCompilerFromPool> => {
       const coercing = buildAjvValidator(externalSchemas, options)
       // A JSON Type Definition validator has no coercion to turn off.
-      const exact =
-        options?.mode === 'JTD'
-          ? coercing
-          : buildAjvValidator(externalSchemas, {
-            ...options,
-            customOptions: { ...options?.customOptions, coerceTypes: false }
-          })
+      const strict = { ...options?.customOptions, coerceTypes: false }
+      const exact = options?.mode === 'JTD'
+        ? coercing
+        : buildAjvValidator(externalSchemas, { ...options, customOptions: strict })
       // Fastify calls a compiler with the route's schema definition; the library's type names only the schema.
       return (definition) => {
         const route = definition as RouteSchema
