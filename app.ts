@@ -1,5 +1,12 @@
 import type { Socket } from 'node:net'
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyReply, type FastifyRequest } from 'fastify'
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyPluginAsync,
+  type FastifyReply,
+  type FastifyRequest
+} from 'fastify'
 import type { Config } from './schemas/config.js'
 import { UPSTREAMS } from './integrations/registry.js'
 import { ContextLogger, LazyChildLogger, createLogger } from './lib/logger.js'
@@ -54,7 +61,9 @@ export interface BuildOptions {
   config: Config
   /** Log to stdout as well as to the log files (default true). */
   logToStdout?: boolean
-  /** More pages, served beside the status page with its security headers: the development entry's reference portal page. */
+  /**
+   * More pages, served beside the status page with its security headers: the development entry's reference portal page.
+   */
   pages?: FastifyPluginAsync
   /** The upstream registry (default the product's); its settings groups are read into `config` by the same list. */
   upstreams?: readonly ServiceUpstream[]
@@ -88,20 +97,38 @@ async function portalApi (portal: FastifyInstance): Promise<void> {
 }
 
 /** Builds the service, ready to inject requests into or to listen. */
-export async function build ({ config, logToStdout = true, pages: extraPages, upstreams = UPSTREAMS }: BuildOptions): Promise<FastifyInstance> {
-  const logger = createLogger({ level: config.LOG_LEVEL, service: config.SERVICE_NAME, logDir: config.LOG_DIR, stdout: logToStdout, lineFields: tracingEnabled() ? traceIdsOfLine : undefined })
+export async function build ({
+  config,
+  logToStdout = true,
+  pages: extraPages,
+  upstreams = UPSTREAMS
+}: BuildOptions): Promise<FastifyInstance> {
+  const logger = createLogger({
+    level: config.LOG_LEVEL,
+    service: config.SERVICE_NAME,
+    logDir: config.LOG_DIR,
+    stdout: logToStdout,
+    lineFields: tracingEnabled() ? traceIdsOfLine : undefined
+  })
   await logger.ready
   const app = Fastify({
     // Fastify's logger type is pino's whole interface; these two are the part of it Fastify calls.
     loggerInstance: new ContextLogger(logger.system as FastifyBaseLogger) as unknown as FastifyBaseLogger,
     // Request loggers descend from the root logger, so their correlation id replaces the system one.
-    childLoggerFactory: (_logger, bindings, options) => new LazyChildLogger(logger.root, bindings, options) as unknown as FastifyBaseLogger,
+    childLoggerFactory: (_logger, bindings, options) =>
+      new LazyChildLogger(logger.root, bindings, options) as unknown as FastifyBaseLogger,
     genReqId: correlationIdOf,
     requestIdHeader: false,
     logController: new RequestLogController(),
     bodyLimit: BODY_LIMIT_BYTES,
     // The migration step bounds itself, naming its setting: Fastify's plugin timeout must not end it first.
-    pluginTimeout: Math.max(DEFAULT_PLUGIN_TIMEOUT_MS, migrationBoundMs({ connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS, migrationTimeoutMs: config.DATABASE_MIGRATION_TIMEOUT_MS }) + PLUGIN_TIMEOUT_MARGIN_MS),
+    pluginTimeout: Math.max(
+      DEFAULT_PLUGIN_TIMEOUT_MS,
+      migrationBoundMs({
+        connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
+        migrationTimeoutMs: config.DATABASE_MIGRATION_TIMEOUT_MS
+      }) + PLUGIN_TIMEOUT_MARGIN_MS
+    ),
     // Fastify turns off Node's bound on receiving a request (0): a client that never finishes its
     // headers or body would hold its connection for good. Responses (an SSE stream) are not bounded by it.
     requestTimeout: config.REQUEST_RECEIVE_TIMEOUT_MS,
@@ -116,7 +143,9 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
     clientErrorHandler: (error: Error, socket: Socket) => handleClientError(error, socket, logger.root),
     // Unknown fields are an error, not silently dropped: the schemas say additionalProperties: false.
     ajv: { customOptions: { removeAdditional: false } },
-    schemaController: { compilersFactory: { buildValidator: exactBodyValidator(), buildSerializer: reusingSerializer() } }
+    schemaController: {
+      compilersFactory: { buildValidator: exactBodyValidator(), buildSerializer: reusingSerializer() }
+    }
   })
 
   // Everything a request does runs in its request context: the service's own lines carry its correlation
@@ -137,7 +166,9 @@ export async function build ({ config, logToStdout = true, pages: extraPages, up
   // accept (file descriptors exhausted) would emit an error nobody hears, which ends the process.
   // The server keeps listening: the error is the one connection's.
   app.addHook('onListen', (done) => {
-    app.server.on('error', (error) => app.log.error({ err: error }, 'HTTP server: a connection could not be accepted; serving on'))
+    app.server.on('error', (error) =>
+      app.log.error({ err: error }, 'HTTP server: a connection could not be accepted; serving on')
+    )
     done()
   })
 

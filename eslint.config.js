@@ -6,6 +6,11 @@ import { dirname, join, relative, resolve, sep } from 'node:path'
 const ENTRY_FILES = ['app.ts', 'server.ts', 'settings.ts']
 const PRODUCT = [...ENTRY_FILES, 'plugins', 'routes', 'integrations', 'schemas', 'lib']
 
+/** The formatter's line width, which the linter enforces on product code (docs/development.md). */
+const MAX_LINE_LENGTH = 120
+// A line that holds one string literal and at most its key, the `+` that joins it to the next, and closers.
+const LONE_STRING = /^\s*(?:[\w$]+: |\+ )?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?: \+|\)*,?|\)*)\s*$/
+
 /** What the files under `target` must not import: `from`, each a file or a folder of the root. */
 const zone = (target, from, message) => ({ target, from, message })
 
@@ -170,6 +175,16 @@ export default [
       // A concern's folder is private behind its entry; a plugin file is registered, not used as a library.
       'layout/concern-entry': 'error',
       'layout/plugin-not-library': 'error',
+      // The formatter's width. What cannot be wrapped is let through: a URL, a regular expression, a template literal
+      // (its line breaks are part of its text), and a line that is one string and nothing else but its key and a
+      // `+`, `,` or `)`: a message or description is split only where that reads well.
+      '@stylistic/max-len': ['error', {
+        code: MAX_LINE_LENGTH,
+        ignoreUrls: true,
+        ignoreRegExpLiterals: true,
+        ignoreTemplateLiterals: true,
+        ignorePattern: LONE_STRING.source
+      }],
       'no-restricted-syntax': ['error',
         { selector: 'ImportExpression[source.type!="Literal"]', message: 'import() of a computed specifier: its layer cannot be checked.' },
         { selector: 'TSImportType', message: 'Use `import type` at the top: an import() type escapes the layer check.' }

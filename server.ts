@@ -36,14 +36,22 @@ export interface ServeOptions {
 }
 
 /** Builds the service, listens, and wires graceful shutdown and log reopening. */
-export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pages }: ServeOptions = {}): Promise<FastifyInstance> {
+export async function serve (
+  { config, warnings }: LoadedConfig,
+  { onClosed, pages }: ServeOptions = {}
+): Promise<FastifyInstance> {
   // OpenTelemetry's SDK, when the OTEL_* settings ask for it, is running before the first span.
   let tracing: Tracing | undefined
-  const app = await startTracing(process.env, config.SERVICE_NAME).then((started) => { tracing = started; return build({ config, pages }) }).catch(async (error: unknown) => {
-    process.stderr.write(`Startup failed: ${error instanceof Error ? error.message : String(error)}\n`)
-    await onClosed?.()
-    process.exit(1)
-  })
+  const app = await startTracing(process.env, config.SERVICE_NAME)
+    .then((started) => {
+      tracing = started
+      return build({ config, pages })
+    })
+    .catch(async (error: unknown) => {
+      process.stderr.write(`Startup failed: ${error instanceof Error ? error.message : String(error)}\n`)
+      await onClosed?.()
+      process.exit(1)
+    })
   for (const warning of [...warnings, ...tracing?.warnings ?? []]) app.log.warn(warning)
   tracing?.logTo(app.logFor('system'))
   // logrotate's postrotate `kill -HUP`: new files under the old names, no line lost. SIGHUP is
@@ -67,14 +75,20 @@ export async function serve ({ config, warnings }: LoadedConfig, { onClosed, pag
     } else {
       // Serve on while the balancer's checks see readiness fail and stop sending here.
       // Why: docs/decisions/0014-graceful-shutdown.md
-      app.log.info({ signal, delayMs: config.SHUTDOWN_DELAY_MS }, 'shutting down: readiness fails; serving until SHUTDOWN_DELAY_MS has passed, then draining; a second signal (Ctrl-C) exits at once')
+      app.log.info(
+        { signal, delayMs: config.SHUTDOWN_DELAY_MS },
+        'shutting down: readiness fails; serving until SHUTDOWN_DELAY_MS has passed, then draining; a second signal (Ctrl-C) exits at once'
+      )
       await sleep(config.SHUTDOWN_DELAY_MS)
     }
     app.log.info('draining in-flight requests')
     // Node stops enforcing the receive timeouts once the listener closes: a client that never
     // finishes sending its request would hold the close until the timeout kills the process (exit
     // 1, the lease kept until it expires). Past the drain's share of the timeout, connections are cut.
-    const drainLeftMs = config.SHUTDOWN_TIMEOUT_MS - Math.min(CLOSE_RESERVE_MS, config.SHUTDOWN_TIMEOUT_MS / 2) - (performance.now() - signalled)
+    const drainLeftMs =
+      config.SHUTDOWN_TIMEOUT_MS -
+      Math.min(CLOSE_RESERVE_MS, config.SHUTDOWN_TIMEOUT_MS / 2) -
+      (performance.now() - signalled)
     const cut = setTimeout(() => {
       app.log.warn('shutdown: requests still unfinished at the drain bound; closing their connections')
       app.server.closeAllConnections()

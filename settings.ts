@@ -2,7 +2,6 @@
 // (schemas/config.ts), once, before the app is built. server.ts and the development entry use it.
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import type { TObject, TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { UPSTREAMS, type QueueSettingName } from './integrations/registry.js'
 import { originsOf } from './lib/setting-schemas.js'
@@ -10,95 +9,18 @@ import {
   DEVELOPMENT_DEFAULTS, productionRequired, settingsSchema, upstreamSettingNames,
   type Config, type OidcSettings, type RedisSentinel, type Settings, type UpstreamSettingGroup
 } from './schemas/config.js'
+import {
+  ConfigError, formOf, requiredInProduction, schemaProblems, type SettingProblem
+} from './schemas/setting-problems.js'
 
 /** The settings schema of the service and its upstreams. */
 export const SettingsSchema = settingsSchema(UPSTREAMS)
 
-export interface SettingProblem {
-  setting: string
-  problem: string
-}
-
-/** Every problem of the settings, one line each, so that one start reports them all. */
-export class ConfigError extends Error {
-  readonly problems: SettingProblem[]
-
-  constructor (setting: string, problem: string, more: SettingProblem[] = []) {
-    const problems = [{ setting, problem }, ...more]
-    super(problems.map((each) => `Invalid setting ${each.setting}: ${each.problem}`).join('\n'))
-    this.name = 'ConfigError'
-    this.problems = problems
-  }
-
-  /** The first setting named. */
-  get setting (): string {
-    return this.problems[0]!.setting
-  }
-
-  static of (problems: SettingProblem[]): ConfigError {
-    const [first, ...more] = problems
-    return new ConfigError(first!.setting, first!.problem, more)
-  }
-}
+export { ConfigError, formOf, type SettingProblem }
 
 export interface LoadedConfig {
   config: Config
   warnings: string[]
-}
-
-/**
- * A value fit for an error message, a long one cut. A URL is often refused for a character its
- * password should have escaped, so everything from `//` to the last `@` is hidden, and so are
- * query parameters that may carry a password.
- */
-function describeValue (value: unknown): string {
-  const text = String(value)
-    .replace(/\/\/.*@/, '//***@')
-    .replace(/([?&](?:password|passwd|pass|pwd|secret|token|key)=)[^&]*/gi, '$1***')
-  return text.length > 40 ? `'${text.slice(0, 40)}…'` : `'${text}'`
-}
-
-/** The values a setting takes, said as its schema allows them: `one of info, debug`, `a whole number from 1 to 600000`. */
-export function formOf (schema: TSchema): string | undefined {
-  if (Array.isArray(schema.anyOf)) return `one of ${(schema.anyOf as TSchema[]).map((option) => String(option.const)).join(', ')}`
-  const { minimum, maximum } = schema as { minimum?: number, maximum?: number }
-  switch (schema.type) {
-    case 'boolean': return 'true or false'
-    case 'integer':
-      if (minimum !== undefined && maximum !== undefined) return `a whole number from ${minimum} to ${maximum}`
-      return minimum === undefined ? 'a whole number' : `a whole number of at least ${minimum}`
-    case 'string':
-      if (schema.format === 'url') return 'a URL'
-      if (schema.format === 'origins') return 'comma-separated origins, scheme://host[:port] without a path'
-      if (typeof schema.pattern === 'string') return `text matching ${schema.pattern}`
-      if (typeof schema.minLength === 'number' && schema.minLength > 1) return `at least ${schema.minLength} characters`
-      return undefined
-    default: return undefined
-  }
-}
-
-/** One problem per setting the schema refuses, each with the values it allows. */
-function schemaProblems (schema: TObject, settings: Record<string, unknown>): SettingProblem[] {
-  const problems = new Map<string, string>()
-  for (const error of Value.Errors(schema, settings)) {
-    const setting = error.path.split('/')[1] ?? 'configuration'
-    if (problems.has(setting)) continue
-    const secret = /SECRET|KEY|PASSWORD/.test(setting)
-    const got = secret || error.value === undefined ? '' : ` (got ${describeValue(error.value)})`
-    const property = schema.properties[setting]
-    const form = property === undefined ? undefined : formOf(property)
-    problems.set(setting, error.value === undefined
-      ? `required: ${form ?? 'a value'}, ${String(property?.description)}`
-      : form === undefined ? `${error.message.toLowerCase()}${got}` : `must be ${form}${got}`)
-  }
-  return [...problems].map(([setting, problem]) => ({ setting, problem }))
-}
-
-/** What a setting production requires is, for the message that names it missing. */
-function requiredInProduction (schema: TObject, name: string): string {
-  const property = schema.properties[name]!
-  const form = formOf(property)
-  return `required in production (${form === undefined ? '' : `${form}: `}${String(property.description)})`
 }
 
 /** TRUST_PROXY, unset or `false`: the socket's address; `true`: every proxy; a hop count; or the proxies' addresses. */
@@ -116,13 +38,32 @@ function trustProxyOf (value: string | undefined): Config['trustProxy'] {
 }
 
 /** REDIS_SENTINELS and REDIS_SENTINEL_NAME, given together or not at all; REDIS_SENTINEL_PASSWORD only with them. */
-function redisSentinelOf (list: string | undefined, name: string | undefined, password: string | undefined): RedisSentinel | undefined {
+function redisSentinelOf (
+  list: string | undefined,
+  name: string | undefined,
+  password: string | undefined
+): RedisSentinel | undefined {
   if (list === undefined && name === undefined) {
-    if (password !== undefined) throw new ConfigError('REDIS_SENTINEL_PASSWORD', 'set without REDIS_SENTINELS: it is the Sentinels\' password; the password of Redis itself goes in REDIS_URL')
+    if (password !== undefined) {
+      throw new ConfigError(
+        'REDIS_SENTINEL_PASSWORD',
+        'set without REDIS_SENTINELS: it is the Sentinels\' password; the password of Redis itself goes in REDIS_URL'
+      )
+    }
     return undefined
   }
-  if (list === undefined) throw new ConfigError('REDIS_SENTINELS', 'required: REDIS_SENTINEL_NAME is set, and only Sentinels can say where that primary is')
-  if (name === undefined) throw new ConfigError('REDIS_SENTINEL_NAME', 'required: REDIS_SENTINELS is set, and the Sentinels are asked for the primary by its name')
+  if (list === undefined) {
+    throw new ConfigError(
+      'REDIS_SENTINELS',
+      'required: REDIS_SENTINEL_NAME is set, and only Sentinels can say where that primary is'
+    )
+  }
+  if (name === undefined) {
+    throw new ConfigError(
+      'REDIS_SENTINEL_NAME',
+      'required: REDIS_SENTINELS is set, and the Sentinels are asked for the primary by its name'
+    )
+  }
   const entries = list.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
   if (entries.length === 0) throw new ConfigError('REDIS_SENTINELS', `no host:port in it (got '${list}')`)
   const sentinels = entries.map((entry) => {
@@ -163,14 +104,35 @@ function privateKeyOf (key: string | undefined, keyPath: string | undefined): st
 }
 
 /** The OpenID Connect client: the provider and the credentials given together, or none of them. */
-function oidcOf (issuer: string | undefined, clientId: string | undefined, clientSecret: string | undefined, scopes: string): OidcSettings | undefined {
+function oidcOf (
+  issuer: string | undefined,
+  clientId: string | undefined,
+  clientSecret: string | undefined,
+  scopes: string
+): OidcSettings | undefined {
   if (issuer === undefined) {
-    const stray = clientId === undefined ? (clientSecret === undefined ? undefined : 'OIDC_CLIENT_SECRET') : 'OIDC_CLIENT_ID'
-    if (stray !== undefined) throw new ConfigError(stray, 'set without OIDC_ISSUER: it is a credential at the OpenID Connect provider, which OIDC_ISSUER names')
+    const stray =
+      clientId === undefined ? (clientSecret === undefined ? undefined : 'OIDC_CLIENT_SECRET') : 'OIDC_CLIENT_ID'
+    if (stray !== undefined) {
+      throw new ConfigError(
+        stray,
+        'set without OIDC_ISSUER: it is a credential at the OpenID Connect provider, which OIDC_ISSUER names'
+      )
+    }
     return undefined
   }
-  if (clientId === undefined) throw new ConfigError('OIDC_CLIENT_ID', 'required: OIDC_ISSUER is set, and the provider knows the service by its client id')
-  if (clientSecret === undefined) throw new ConfigError('OIDC_CLIENT_SECRET', 'required: OIDC_ISSUER is set, and the service is a confidential client of the provider')
+  if (clientId === undefined) {
+    throw new ConfigError(
+      'OIDC_CLIENT_ID',
+      'required: OIDC_ISSUER is set, and the provider knows the service by its client id'
+    )
+  }
+  if (clientSecret === undefined) {
+    throw new ConfigError(
+      'OIDC_CLIENT_SECRET',
+      'required: OIDC_ISSUER is set, and the service is a confidential client of the provider'
+    )
+  }
   return { issuer, clientId, clientSecret, scopes }
 }
 
@@ -178,7 +140,10 @@ function oidcOf (issuer: string | undefined, clientId: string | undefined, clien
  * Reads, converts and validates the settings. Throws one ConfigError naming every bad or missing
  * setting, each with the values it takes.
  */
-export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: readonly UpstreamSettingGroup[] = UPSTREAMS): LoadedConfig {
+export function loadConfig (
+  env: NodeJS.ProcessEnv = process.env,
+  upstreams: readonly UpstreamSettingGroup[] = UPSTREAMS
+): LoadedConfig {
   const schema = upstreams === UPSTREAMS ? SettingsSchema : settingsSchema(upstreams)
   const isProduction = env.NODE_ENV === 'production'
   const given = (name: string) => env[name] !== undefined && env[name] !== ''
@@ -196,7 +161,10 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: rea
   if (isProduction) {
     for (const name of productionRequired(upstreams)) {
       if (name === 'CRM_PRIVATE_KEY' ? !given(name) && !given('CRM_PRIVATE_KEY_PATH') : !given(name)) {
-        problems.push({ setting: name === 'CRM_PRIVATE_KEY' ? 'CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH' : name, problem: requiredInProduction(schema, name) })
+        problems.push({
+          setting: name === 'CRM_PRIVATE_KEY' ? 'CRM_PRIVATE_KEY or CRM_PRIVATE_KEY_PATH' : name,
+          problem: requiredInProduction(schema, name)
+        })
       }
     }
   }
@@ -210,11 +178,31 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: rea
   problems.push(...schemaProblems(schema, settings).filter(({ setting }) => !named.has(setting)))
   const groupSettings = new Set(upstreamSettingNames(upstreams))
   // The request queues' settings (the registry's) are the service's own, each with its default.
-  const own = Object.fromEntries(Object.entries(settings).filter(([name]) => !groupSettings.has(name))) as Settings & Record<QueueSettingName, number>
-  const { CRM_PRIVATE_KEY_PATH: keyPath, JWT_SECRET: jwtSecret, TRUST_PROXY: trustProxy, REDIS_SENTINELS: sentinels, REDIS_SENTINEL_NAME: sentinelName, REDIS_SENTINEL_PASSWORD: sentinelPassword, CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses, CORS_ORIGIN: corsOrigin, PUBLIC_ORIGIN: publicOrigin, OIDC_ISSUER: issuer, OIDC_CLIENT_ID: clientId, OIDC_CLIENT_SECRET: clientSecret, OIDC_SCOPES: scopes, PASSWORD_SIGN_IN: passwordSignIn, ...rest } = own
+  const own = Object.fromEntries(Object.entries(settings).filter(([name]) => !groupSettings.has(name))) as Settings &
+    Record<QueueSettingName, number>
+  const {
+    CRM_PRIVATE_KEY_PATH: keyPath,
+    JWT_SECRET: jwtSecret,
+    TRUST_PROXY: trustProxy,
+    REDIS_SENTINELS: sentinels,
+    REDIS_SENTINEL_NAME: sentinelName,
+    REDIS_SENTINEL_PASSWORD: sentinelPassword,
+    CRM_ORDER_CANCELLED_STATUSES: cancelledStatuses,
+    CORS_ORIGIN: corsOrigin,
+    PUBLIC_ORIGIN: publicOrigin,
+    OIDC_ISSUER: issuer,
+    OIDC_CLIENT_ID: clientId,
+    OIDC_CLIENT_SECRET: clientSecret,
+    OIDC_SCOPES: scopes,
+    PASSWORD_SIGN_IN: passwordSignIn,
+    ...rest
+  } = own
 
   // The CRM's key may come from its file instead.
-  const values: Record<string, unknown> = { ...settings, CRM_PRIVATE_KEY: checked(() => privateKeyOf(settings.CRM_PRIVATE_KEY as string | undefined, keyPath)) }
+  const values: Record<string, unknown> = {
+    ...settings,
+    CRM_PRIVATE_KEY: checked(() => privateKeyOf(settings.CRM_PRIVATE_KEY as string | undefined, keyPath))
+  }
 
   const warnings: string[] = []
   const upstreamSettings: Record<string, Record<string, unknown>> = {}
@@ -238,10 +226,11 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: rea
     const names = Object.keys(upstream.settings)
     const missing = names.filter((name) => values[name] === undefined)
     missingUpstreamSettings.push(...missing)
-    if (missing.length === 0) upstreamSettings[upstream.name] = Object.fromEntries(names.map((name) => [name, values[name]]))
-    // Filling in only what is missing would send the sandbox's credentials to a real system.
-    // In production a missing one is named already.
-    else if (!isProduction && missing.length < names.length) {
+    if (missing.length === 0) {
+      upstreamSettings[upstream.name] = Object.fromEntries(names.map((name) => [name, values[name]]))
+    } else if (!isProduction && missing.length < names.length) {
+      // Filling in only what is missing would send the sandbox's credentials to a real system.
+      // In production a missing one is named already.
       problems.push({ setting: missing[0]!, problem: `required: the other ${upstream.title} settings are given, and an upstream is configured whole or not at all` })
     }
   }
@@ -250,13 +239,17 @@ export function loadConfig (env: NodeJS.ProcessEnv = process.env, upstreams: rea
   }
   if (problems.length > 0) throw ConfigError.of(problems)
   if (isProduction && rest.OPS_TOKEN === undefined) {
-    warnings.push('OPS_TOKEN is not set: /metrics, /health/alerts and /status are public; set it to keep operator data from anonymous callers')
+    warnings.push(
+      'OPS_TOKEN is not set: /metrics, /health/alerts and /status are public; set it to keep operator data from anonymous callers'
+    )
   }
   if (isProduction && !rest.CRM_EVENTS_ENABLED) {
     warnings.push(`CRM_EVENTS_ENABLED is not true: no platform event is received, so the orders the CRM approves reach provisioning only through the reconciliation, which asks the CRM every ORDERS_RECONCILE_INTERVAL_S (${rest.ORDERS_RECONCILE_INTERVAL_S} s)`)
   }
   if (jwtSecret === undefined) {
-    warnings.push('JWT_SECRET is not set: using a random secret for this run; access tokens will not survive a restart or work across instances')
+    warnings.push(
+      'JWT_SECRET is not set: using a random secret for this run; access tokens will not survive a restart or work across instances'
+    )
   }
   return { config, warnings }
 }

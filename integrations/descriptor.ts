@@ -44,7 +44,11 @@ interface QueueSetting<Setting extends string> {
 }
 
 /** A request queue's descriptor, its settings' schemas made from their defaults and descriptions. */
-export function requestQueue<const Concurrency extends string, const Timeout extends string, const MaxSize extends string> (queue: {
+export function requestQueue<
+  const Concurrency extends string,
+  const Timeout extends string,
+  const MaxSize extends string
+> (queue: {
   /** Calls in flight at once on one instance, at most `maximum`. */
   concurrency: QueueSetting<Concurrency> & { maximum: number }
   /** One call's deadline, waiting included. */
@@ -59,9 +63,19 @@ export function requestQueue<const Concurrency extends string, const Timeout ext
     timeoutMs: timeoutMs.setting,
     maxSize: maxSize.setting,
     schemas: {
-      [concurrency.setting]: Type.Integer({ minimum: 1, maximum: concurrency.maximum, default: concurrency.default, description: concurrency.description }),
+      [concurrency.setting]: Type.Integer({
+        minimum: 1,
+        maximum: concurrency.maximum,
+        default: concurrency.default,
+        description: concurrency.description
+      }),
       [timeoutMs.setting]: Milliseconds(timeoutMs.default, timeoutMs.description),
-      [maxSize.setting]: Type.Integer({ minimum: 0, maximum: 100_000, default: maxSize.default, description: maxSize.description })
+      [maxSize.setting]: Type.Integer({
+        minimum: 0,
+        maximum: 100_000,
+        default: maxSize.default,
+        description: maxSize.description
+      })
     },
     limits
   }
@@ -75,7 +89,11 @@ export function requestQueue<const Concurrency extends string, const Timeout ext
  * `Lent`: what the client needs of the service besides its settings group (other settings, a store
  * the service shares); the service checks that it has it.
  */
-export interface UpstreamDescriptor<Name extends string = string, Client extends UpstreamClient = UpstreamClient, Lent = unknown> {
+export interface UpstreamDescriptor<
+  Name extends string = string,
+  Client extends UpstreamClient = UpstreamClient,
+  Lent = unknown
+> {
   /** The one name of the upstream: its key in the `upstreams` decorator, its health check, its metric label. */
   readonly name: Name
   /** How a sentence names it: `CRM`. */
@@ -120,8 +138,14 @@ export function defineUpstream<
   responseTime?: ResponseTime
   client (settings: Static<TObject<Settings>>, context: UpstreamOptions & Lent): Client
   health (client: Client, signal: AbortSignal): Promise<void>
-}): UpstreamDescriptor<Name, Client, Lent> & { readonly settings: Settings, readonly queue: Queue, readonly responseTime: ResponseTime } {
-  return descriptor as UpstreamDescriptor<Name, Client, Lent> & { readonly settings: Settings, readonly queue: Queue, readonly responseTime: ResponseTime }
+}): UpstreamDescriptor<Name, Client, Lent> & {
+  readonly settings: Settings, readonly queue: Queue, readonly responseTime: ResponseTime
+} {
+  return descriptor as UpstreamDescriptor<Name, Client, Lent> & {
+    readonly settings: Settings
+    readonly queue: Queue
+    readonly responseTime: ResponseTime
+  }
 }
 
 /** The client of a descriptor. */

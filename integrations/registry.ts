@@ -21,7 +21,8 @@ const CRM_QUEUE_LIMITS: QueueDescriptor['limits'] = {
   failedRequests: { ...BILLING_QUEUE_LIMITS.failedRequests, priority: { warning: 'P4', critical: 'P3' } }
 }
 
-const WAITING = 'requests that may wait for a slot; one more is refused at once (0: a request runs at once or is refused)'
+const WAITING =
+  'requests that may wait for a slot; one more is refused at once (0: a request runs at once or is refused)'
 
 const billing = defineUpstream({
   name: 'billing',
@@ -33,12 +34,24 @@ const billing = defineUpstream({
     BILLING_API_SECRET: Secret('WHMCS API secret')
   },
   queue: requestQueue({
-    concurrency: { setting: 'BILLING_QUEUE_CONCURRENCY', maximum: 200, default: 10, description: 'billing requests in flight at once on one instance; the others wait in the queue' },
-    timeoutMs: { setting: 'BILLING_QUEUE_TIMEOUT_MS', default: 8000, description: 'deadline of one billing request, waiting included' },
+    concurrency: {
+      setting: 'BILLING_QUEUE_CONCURRENCY',
+      maximum: 200,
+      default: 10,
+      description: 'billing requests in flight at once on one instance; the others wait in the queue'
+    },
+    timeoutMs: {
+      setting: 'BILLING_QUEUE_TIMEOUT_MS',
+      default: 8000,
+      description: 'deadline of one billing request, waiting included'
+    },
     maxSize: { setting: 'BILLING_QUEUE_MAX_SIZE', default: 100, description: `billing ${WAITING}` },
     limits: BILLING_QUEUE_LIMITS
   }),
-  client: (settings, { config, ...options }: UpstreamOptions & { config: { BILLING_PAYMENT_METHOD?: string | undefined } }) => new BillingClient({
+  client: (
+    settings,
+    { config, ...options }: UpstreamOptions & { config: { BILLING_PAYMENT_METHOD?: string | undefined } }
+  ) => new BillingClient({
     ...options,
     url: settings.BILLING_API_URL,
     identifier: settings.BILLING_API_IDENTIFIER,
@@ -59,12 +72,28 @@ const crm = defineUpstream({
     CRM_PRIVATE_KEY: Secret('PEM RSA key for the JWT assertion')
   },
   queue: requestQueue({
-    concurrency: { setting: 'CRM_QUEUE_CONCURRENCY', maximum: 25, default: 5, description: 'CRM requests in flight at once on one instance, and platform events handed off at once; the others wait' },
-    timeoutMs: { setting: 'CRM_QUEUE_TIMEOUT_MS', default: 15_000, description: 'deadline of one CRM request, waiting included' },
+    concurrency: {
+      setting: 'CRM_QUEUE_CONCURRENCY',
+      maximum: 25,
+      default: 5,
+      description: 'CRM requests in flight at once on one instance, and platform events handed off at once; the others wait'
+    },
+    timeoutMs: {
+      setting: 'CRM_QUEUE_TIMEOUT_MS',
+      default: 15_000,
+      description: 'deadline of one CRM request, waiting included'
+    },
     maxSize: { setting: 'CRM_QUEUE_MAX_SIZE', default: 200, description: `CRM ${WAITING}` },
     limits: CRM_QUEUE_LIMITS
   }),
-  client: (settings, { config, crmUsage, ...options }: UpstreamOptions & { config: { CRM_API_VERSION: string }, crmUsage: DailyUsageStore }) => new CrmClient({
+  client: (
+    settings,
+    {
+      config,
+      crmUsage,
+      ...options
+    }: UpstreamOptions & { config: { CRM_API_VERSION: string }, crmUsage: DailyUsageStore }
+  ) => new CrmClient({
     ...options,
     loginUrl: settings.CRM_LOGIN_URL,
     clientId: settings.CRM_CLIENT_ID,
@@ -85,7 +114,8 @@ const telecom = defineUpstream({
     TELECOM_API_KEY: Secret('telecom provider API key')
   },
   responseTime: { warning: 3000, critical: 10_000, priority: { warning: 'P4', critical: 'P3' } },
-  client: (settings, options) => new TelecomClient({ ...options, url: settings.TELECOM_API_URL, apiKey: settings.TELECOM_API_KEY }),
+  client: (settings, options) =>
+    new TelecomClient({ ...options, url: settings.TELECOM_API_URL, apiKey: settings.TELECOM_API_KEY }),
   health: (client, signal) => client.health(signal)
 })
 
@@ -99,4 +129,5 @@ export type UpstreamName = ProductUpstream['name']
 export type QueuedUpstream = Extract<ProductUpstream, { queue: object }>
 
 /** The settings of the request queues, as the environment spells them: `BILLING_QUEUE_CONCURRENCY`. */
-export type QueueSettingName = QueuedUpstream['queue'][keyof QueuedUpstream['queue'] & ('concurrency' | 'timeoutMs' | 'maxSize')]
+export type QueueSettingName = QueuedUpstream['queue'][keyof QueuedUpstream['queue'] &
+  ('concurrency' | 'timeoutMs' | 'maxSize')]

@@ -75,7 +75,11 @@ export function errorBody (text: string): unknown {
 }
 
 function networkCode (error: unknown): string | undefined {
-  for (let current = error; typeof current === 'object' && current !== null; current = (current as { cause?: unknown }).cause) {
+  for (
+    let current = error;
+    typeof current === 'object' && current !== null;
+    current = (current as { cause?: unknown }).cause
+  ) {
     const { code } = current as { code?: unknown }
     if (typeof code === 'string') return code
   }
@@ -172,10 +176,18 @@ export class Upstream {
     if (this.#closed) throw this.failure('upstream_error', `${this.name} client is closed`)
     const target = new URL(request.url)
     if (!recording()) return await this.#send(request, target, undefined)
-    return await inSpan(request.method, { kind: SpanKind.CLIENT, attributes: httpClientAttributes(request.method, target) }, (span) => this.#send(request, target, span))
+    return await inSpan(
+      request.method,
+      { kind: SpanKind.CLIENT, attributes: httpClientAttributes(request.method, target) },
+      (span) => this.#send(request, target, span)
+    )
   }
 
-  async #send ({ method, headers, body, signal }: UpstreamRequest, { origin, pathname, search }: URL, span: Span | undefined): Promise<UpstreamResponse> {
+  async #send (
+    { method, headers, body, signal }: UpstreamRequest,
+    { origin, pathname, search }: URL,
+    span: Span | undefined
+  ): Promise<UpstreamResponse> {
     // The work this call is for (a request, an order's provisioning) is named to the upstream too.
     const context = currentContext()
     // While tracing, the trace goes on too (this request's span, the caller's tracestate and
@@ -210,7 +222,11 @@ export class Upstream {
   #pool (origin: string): Pool {
     let pool = this.#pools.get(origin)
     if (pool === undefined) {
-      pool = new Pool(origin, { connectTimeout: this.timeoutMs, headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs })
+      pool = new Pool(origin, {
+        connectTimeout: this.timeoutMs,
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs
+      })
       this.#pools.set(origin, pool)
     }
     return pool
@@ -234,7 +250,10 @@ export class Upstream {
     try {
       this.#onCall?.({ upstream: this.name, operation, durationMs, outcome })
     } catch {
-      this.log.error({ upstream: this.name, operation }, 'the upstream call observer threw; the call itself is unaffected')
+      this.log.error(
+        { upstream: this.name, operation },
+        'the upstream call observer threw; the call itself is unaffected'
+      )
     }
     return durationMs
   }

@@ -35,7 +35,10 @@ export class FailureLimiter {
 
   /** Counts a failure; the answer says whether the key is now past its limit. */
   async fail (key: string): Promise<Limit> {
-    const [count, ttl] = await this.redis.eval(COUNT_FAILURE, 1, this.#key(key), String(this.options.windowMs)) as [number, number]
+    const [count, ttl] = (await this.redis.eval(COUNT_FAILURE, 1, this.#key(key), String(this.options.windowMs))) as [
+      number,
+      number
+    ]
     return this.#limit(count, ttl, this.options.max + 1)
   }
 

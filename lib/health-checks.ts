@@ -64,7 +64,9 @@ export class HealthCheckRegistry {
   }
 
   async #runAll (): Promise<Record<string, CheckResult>> {
-    const entries = await Promise.all([...this.#checks].map(async ([name, check]) => [name, await this.#runOne(check)] as const))
+    const entries = await Promise.all(
+      [...this.#checks].map(async ([name, check]) => [name, await this.#runOne(check)] as const)
+    )
     const results = Object.fromEntries(entries)
     this.#last = { finishedAt: performance.now(), results }
     return results
@@ -94,7 +96,10 @@ export interface CoreHealth {
   checks: { database: CheckStatus, cache: CheckStatus }
 }
 
-/** The specification's verdict: `ok` when every check is `ok`, `degraded` when one fails; a check that did not run fails. */
+/**
+ * The specification's verdict: `ok` when every check is `ok`, `degraded` when one fails; a check that did not
+ * run fails.
+ */
 export function coreHealthOf (results: Record<string, CheckResult>): CoreHealth {
   const checks = { database: results.database?.status ?? 'fail', cache: results.cache?.status ?? 'fail' }
   return { status: checks.database === 'ok' && checks.cache === 'ok' ? 'ok' : 'degraded', checks }

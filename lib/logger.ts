@@ -2,7 +2,9 @@ import { once } from 'node:events'
 import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { destination, multistream, pino, symbols, type Bindings, type ChildLoggerOptions, type Logger, type StreamEntry } from 'pino'
+import {
+  destination, multistream, pino, symbols, type Bindings, type ChildLoggerOptions, type Logger, type StreamEntry
+} from 'pino'
 import type { FastifyBaseLogger } from 'fastify'
 import { currentContext } from './request-context.js'
 
@@ -36,7 +38,8 @@ export interface ServiceLogger {
 const REDACTED_PATHS = [
   'req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie',
   'headers["set-cookie"]', 'password', 'password2', 'token', 'accessToken', 'access_token', 'secret', 'assertion',
-  '*.password', '*.password2', '*.token', '*.accessToken', '*.access_token', '*.secret', '*.assertion', '*.authorization',
+  '*.password', '*.password2', '*.token', '*.accessToken', '*.access_token', '*.secret', '*.assertion',
+  '*.authorization',
   // The OpenID Connect client's secret and the provider's tokens, should an error carry them.
   'client_secret', 'clientSecret', 'id_token', 'idToken', 'refresh_token', 'logout_token', 'code_verifier',
   '*.client_secret', '*.clientSecret', '*.id_token', '*.idToken', '*.refresh_token', '*.logout_token', '*.code_verifier'
@@ -57,11 +60,15 @@ type Stringifier = (value: unknown, ...rest: unknown[]) => string | undefined
  * (another version), nothing is changed.
  */
 export function stringifyPrimitivesDirectly (logger: Logger): void {
-  const stringifiers = (logger as unknown as Record<symbol, Record<symbol, Stringifier | undefined> | undefined>)[symbols.stringifiersSym]
+  const stringifiers = (logger as unknown as Record<symbol, Record<symbol, Stringifier | undefined> | undefined>)[
+    symbols.stringifiersSym
+  ]
   const anyField = stringifiers?.[symbols.wildcardFirstSym]
   if (stringifiers === undefined || typeof anyField !== 'function') return
   stringifiers[symbols.wildcardFirstSym] = (value, ...rest) =>
-    typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? JSON.stringify(value) : anyField(value, ...rest)
+    typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean'
+      ? JSON.stringify(value)
+      : anyField(value, ...rest)
 }
 
 /**
@@ -136,7 +143,10 @@ type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silen
 
 /** pino's log methods, each passed on to the logger `target` names at the time of the call. */
 abstract class DelegatingLogger {
-  protected abstract get target (): Pick<FastifyBaseLogger, 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'>
+  protected abstract get target (): Pick<
+    FastifyBaseLogger,
+    'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+  >
 
   fatal (...args: unknown[]): void { this.write('fatal', args) }
   error (...args: unknown[]): void { this.write('error', args) }
@@ -173,7 +183,9 @@ export class ContextLogger extends DelegatingLogger {
     this.system.level = level
   }
 
-  /** A child of the system logger that still writes through the current work's logger (Fastify makes one of its logger). */
+  /**
+   * A child of the system logger that still writes through the current work's logger (Fastify makes one of its logger).
+   */
   child (bindings: Bindings, options?: ChildLoggerOptions): ContextLogger {
     return new ContextLogger(this.system.child(bindings, options))
   }
@@ -190,7 +202,11 @@ export class LazyChildLogger extends DelegatingLogger {
   /** The child's options hold a level at most: no serializers or other settings a line would go through. */
   readonly #levelOnly: boolean
 
-  constructor (private readonly parent: Logger, private readonly bindings: Bindings, private readonly options: ChildLoggerOptions) {
+  constructor (
+    private readonly parent: Logger,
+    private readonly bindings: Bindings,
+    private readonly options: ChildLoggerOptions
+  ) {
     super()
     this.#levelOnly = Object.keys(options).every((key) => key === 'level')
   }
@@ -219,7 +235,13 @@ export class LazyChildLogger extends DelegatingLogger {
    */
   protected override write (level: LogLevel, args: unknown[]): void {
     const [fields, ...rest] = args
-    if (this.#child === undefined && this.#bindingsOnly() && typeof fields === 'object' && fields !== null && !(fields instanceof Error)) {
+    if (
+      this.#child === undefined &&
+      this.#bindingsOnly() &&
+      typeof fields === 'object' &&
+      fields !== null &&
+      !(fields instanceof Error)
+    ) {
       (this.parent[level] as LogMethod)({ ...this.bindings, ...fields }, ...rest)
       return
     }

@@ -22,7 +22,11 @@ export class OutageLog {
   readonly #level: 'warn' | 'error'
   readonly #opening: string
 
-  constructor (private readonly log: OutageLogger, private readonly what: string, { level = 'warn', consequence }: OutageLogOptions = {}) {
+  constructor (
+    private readonly log: OutageLogger,
+    private readonly what: string,
+    { level = 'warn', consequence }: OutageLogOptions = {}
+  ) {
     this.#level = level
     this.#opening = `${what} failing${consequence === undefined ? '' : ` (${consequence})`}; further errors are counted until it recovers`
   }

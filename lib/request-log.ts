@@ -6,8 +6,17 @@ import { traceIdsOfWork, tracingEnabled } from './tracing.js'
 
 export const CORRELATION_HEADER = 'x-correlation-id'
 
-/** What the portal's page may read of an answer besides the safelisted headers: the correlation id, when to retry, the rate limit. */
-export const EXPOSED_HEADERS = [CORRELATION_HEADER, 'retry-after', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']
+/**
+ * What the portal's page may read of an answer besides the safelisted headers: the correlation id, when to
+ * retry, the rate limit.
+ */
+export const EXPOSED_HEADERS = [
+  CORRELATION_HEADER,
+  'retry-after',
+  'x-ratelimit-limit',
+  'x-ratelimit-remaining',
+  'x-ratelimit-reset'
+]
 
 const VALID_CORRELATION_ID = /^[A-Za-z0-9._:-]{1,128}$/
 export const SLOW_REQUEST_MS = 2000
@@ -38,7 +47,9 @@ export function orderWorkId (crmOrderId: string): string {
 /** Fastify's genReqId: the caller's correlation id when it is well formed and not reserved, else a new one. */
 export function correlationIdOf (request: IncomingMessage): string {
   const given = request.headers[CORRELATION_HEADER]
-  return typeof given === 'string' && VALID_CORRELATION_ID.test(given) && !RESERVED_CORRELATION_ID.test(given) ? given : randomUUID()
+  return typeof given === 'string' && VALID_CORRELATION_ID.test(given) && !RESERVED_CORRELATION_ID.test(given)
+    ? given
+    : randomUUID()
 }
 
 /** Answers that an outage explains, the outage logged once where it was noticed. */

@@ -4,7 +4,9 @@ import { projectRoot } from './project-root.js'
 
 /** The oldest Node.js major this service runs on, read from package.json's `engines.node` (`>=24`). */
 export function requiredNodeMajor (): number {
-  const { engines } = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { engines?: { node?: string } }
+  const { engines } = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as {
+    engines?: { node?: string }
+  }
   const major = /^>=\s*(\d+)/.exec(engines?.node ?? '')?.[1]
   if (major === undefined) throw new Error('package.json has no engines.node of the form ">=N"')
   return Number(major)

@@ -12,7 +12,9 @@ const ORIGIN_FORM = /^https?:\/\/[^/?#@\s,]+\/?$/i
  */
 export function originsOf (list: string): string[] | undefined {
   const entries = list.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
-  if (entries.length === 0 || !entries.every((entry) => ORIGIN_FORM.test(entry) && URL.canParse(entry))) return undefined
+  if (entries.length === 0 || !entries.every((entry) => ORIGIN_FORM.test(entry) && URL.canParse(entry))) {
+    return undefined
+  }
   return [...new Set(entries.map((entry) => new URL(entry).origin))]
 }
 

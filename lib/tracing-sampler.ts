@@ -1,5 +1,8 @@
 import { TraceFlags, type Attributes, type Context, type Link, type SpanKind } from '@opentelemetry/api'
-import { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, SamplingDecision, TraceIdRatioBasedSampler, type Sampler, type SamplingResult } from '@opentelemetry/sdk-trace-node'
+import {
+  AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, SamplingDecision, TraceIdRatioBasedSampler, type Sampler,
+  type SamplingResult
+} from '@opentelemetry/sdk-trace-node'
 
 /*
  * The sampler OTEL_TRACES_SAMPLER names, with one difference in its parent-based forms: a span
@@ -13,10 +16,22 @@ import { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, SamplingDecision
 class FollowsItsLink implements Sampler {
   constructor (private readonly root: Sampler) {}
 
-  shouldSample (context: Context, traceId: string, name: string, kind: SpanKind, attributes: Attributes, links: Link[]): SamplingResult {
+  shouldSample (
+    context: Context,
+    traceId: string,
+    name: string,
+    kind: SpanKind,
+    attributes: Attributes,
+    links: Link[]
+  ): SamplingResult {
     const origin = links[0]?.context
     if (origin === undefined) return this.root.shouldSample(context, traceId, name, kind, attributes, links)
-    return { decision: (origin.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD }
+    return {
+      decision:
+        (origin.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED
+          ? SamplingDecision.RECORD_AND_SAMPLED
+          : SamplingDecision.NOT_RECORD
+    }
   }
 
   toString (): string {
@@ -31,7 +46,10 @@ function ratioOf (env: NodeJS.ProcessEnv): number {
   return value !== '' && ratio >= 0 && ratio <= 1 ? ratio : 1
 }
 
-/** The sampler of OTEL_TRACES_SAMPLER (default parentbased_always_on, also for a name it does not know: a warning at start says so). */
+/**
+ * The sampler of OTEL_TRACES_SAMPLER (default parentbased_always_on, also for a name it does not know: a
+ * warning at start says so).
+ */
 export function samplerOf (env: NodeJS.ProcessEnv): Sampler {
   const name = env.OTEL_TRACES_SAMPLER?.trim() ?? ''
   const roots: Record<string, () => Sampler> = {

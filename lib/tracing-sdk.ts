@@ -1,13 +1,28 @@
-import { DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, context, diag, type Context, type DiagLogger, type SpanStatus, type TextMapPropagator } from '@opentelemetry/api'
+import {
+  DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, context, diag, type Context, type DiagLogger, type SpanStatus,
+  type TextMapPropagator
+} from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
-import { CompositePropagator, ExportResultCode, W3CBaggagePropagator, W3CTraceContextPropagator, suppressTracing, type ExportResult } from '@opentelemetry/core'
-import { defaultResource, detectResources, envDetector, hostDetector, osDetector, processDetector, resourceFromAttributes, serviceInstanceIdDetector, type Resource, type ResourceDetector } from '@opentelemetry/resources'
-import { BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type ReadableSpan, type Span, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-node'
+import {
+  CompositePropagator, ExportResultCode, W3CBaggagePropagator, W3CTraceContextPropagator, suppressTracing,
+  type ExportResult
+} from '@opentelemetry/core'
+import {
+  defaultResource, detectResources, envDetector, hostDetector, osDetector, processDetector, resourceFromAttributes,
+  serviceInstanceIdDetector, type Resource, type ResourceDetector
+} from '@opentelemetry/resources'
+import {
+  BatchSpanProcessor, ConsoleSpanExporter, NodeTracerProvider, type ReadableSpan, type Span, type SpanExporter,
+  type SpanProcessor
+} from '@opentelemetry/sdk-trace-node'
 import { currentTrace, outsideAnyWork, runInTrace } from './request-context.js'
 import { OutageLog, type OutageLogger } from './outage-log.js'
 import { samplerOf } from './tracing-sampler.js'
 import { setTracingEnabled } from './tracing.js'
-import { diagnosticLevelOf, listOf, resourceDetectorsOf, tracingSettingWarnings, type DiagnosticLevel, type ExporterName, type ResourceDetectorName } from './tracing-settings.js'
+import {
+  diagnosticLevelOf, listOf, resourceDetectorsOf, tracingSettingWarnings, type DiagnosticLevel, type ExporterName,
+  type ResourceDetectorName
+} from './tracing-settings.js'
 
 /*
  * OpenTelemetry's Node SDK, configured by the standard OTEL_* variables alone. Loaded (by a
@@ -24,7 +39,10 @@ export interface SdkLogger extends OutageLogger {
 export interface Tracing {
   /** What is wrong with the OTEL_* settings, to log at start as the other settings' warnings are. */
   warnings: string[]
-  /** Where the exporter's outages and the SDK's diagnostics (OTEL_LOG_LEVEL) are logged, once the service's logger exists. */
+  /**
+   * Where the exporter's outages and the SDK's diagnostics (OTEL_LOG_LEVEL) are logged, once the service's
+   * logger exists.
+   */
   logTo (log: SdkLogger): void
   /** Sends the spans still held, within `timeoutMs` at most; tracing is off afterwards. */
   shutdown (timeoutMs: number): Promise<void>
@@ -36,7 +54,10 @@ type Protocol = typeof PROTOCOLS[number]
 export class TracingSettingError extends Error {}
 
 function protocolOf (env: NodeJS.ProcessEnv): Protocol {
-  const [name, value] = [['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL], ['OTEL_EXPORTER_OTLP_PROTOCOL', env.OTEL_EXPORTER_OTLP_PROTOCOL]]
+  const [name, value] = [
+    ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL],
+    ['OTEL_EXPORTER_OTLP_PROTOCOL', env.OTEL_EXPORTER_OTLP_PROTOCOL]
+  ]
     .find(([, setting]) => setting !== undefined && setting.trim() !== '') ?? ['', 'http/protobuf']
   const protocol = value!.trim()
   if ((PROTOCOLS as readonly string[]).includes(protocol)) return protocol as Protocol
@@ -91,7 +112,12 @@ class SharedContextManager extends AsyncLocalStorageContextManager {
     return (currentTrace() as Context | undefined) ?? ROOT_CONTEXT
   }
 
-  override with<A extends unknown[], F extends (...args: A) => ReturnType<F>> (context: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+  override with<A extends unknown[], F extends (...args: A) => ReturnType<F>> (
+    context: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
     return runInTrace(context, () => fn.apply(thisArg, args))
   }
 
@@ -147,7 +173,13 @@ async function otlpExporter (protocol: Protocol): Promise<SpanExporter> {
 }
 
 const DIAGNOSTIC_LEVEL: Record<DiagnosticLevel, DiagLogLevel> = {
-  none: DiagLogLevel.NONE, error: DiagLogLevel.ERROR, warn: DiagLogLevel.WARN, info: DiagLogLevel.INFO, debug: DiagLogLevel.DEBUG, verbose: DiagLogLevel.VERBOSE, all: DiagLogLevel.ALL
+  none: DiagLogLevel.NONE,
+  error: DiagLogLevel.ERROR,
+  warn: DiagLogLevel.WARN,
+  info: DiagLogLevel.INFO,
+  debug: DiagLogLevel.DEBUG,
+  verbose: DiagLogLevel.VERBOSE,
+  all: DiagLogLevel.ALL
 }
 
 /**
@@ -195,14 +227,22 @@ const RESOURCE_DETECTORS: Record<ResourceDetectorName, ResourceDetector> = {
  */
 export function resourceOf (env: NodeJS.ProcessEnv, serviceName: string): Resource {
   const detectors = resourceDetectorsOf(env).map((name) => RESOURCE_DETECTORS[name])
-  return defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })).merge(detectResources({ detectors }))
+  return defaultResource()
+    .merge(resourceFromAttributes({ 'service.name': serviceName }))
+    .merge(detectResources({ detectors }))
 }
 
 /** Starts the SDK, exporting to `exporters`, and registers it as OpenTelemetry's global tracer provider. */
-export async function startSdk (env: NodeJS.ProcessEnv, serviceName: string, exporters: ExporterName[]): Promise<Tracing> {
+export async function startSdk (
+  env: NodeJS.ProcessEnv,
+  serviceName: string,
+  exporters: ExporterName[]
+): Promise<Tracing> {
   const diagnostics = new DiagnosticLog()
   const level = diagnosticLevelOf(env)
-  if (level !== undefined && level !== 'none') diag.setLogger(diagnostics, { logLevel: DIAGNOSTIC_LEVEL[level], suppressOverrideMessage: true })
+  if (level !== undefined && level !== 'none') {
+    diag.setLogger(diagnostics, { logLevel: DIAGNOSTIC_LEVEL[level], suppressOverrideMessage: true })
+  }
   const otlp = exporters.includes('otlp') ? new WatchedExporter(await otlpExporter(protocolOf(env))) : undefined
   const spanProcessors = [
     new RequestSpanStatus(),

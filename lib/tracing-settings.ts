@@ -15,7 +15,14 @@ export type ExporterName = typeof EXPORTERS[number]
 
 export const PROPAGATOR_NAMES = ['tracecontext', 'baggage', 'none'] as const
 
-const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']
+const SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio'
+]
 
 /**
  * OpenTelemetry's resource detectors, by the names OpenTelemetry JS gives them: what the resource
@@ -31,11 +38,15 @@ const RESOURCE_DETECTOR_NAMES = [...RESOURCE_DETECTORS, 'all', 'none']
  * reads (OTEL_NODE_RESOURCE_DETECTORS).
  */
 function resourceDetectorSetting (env: NodeJS.ProcessEnv): [string, string | undefined] {
-  const setting = ['OTEL_RESOURCE_DETECTORS', 'OTEL_NODE_RESOURCE_DETECTORS'].find((name) => listOf(env[name]).length > 0) ?? 'OTEL_RESOURCE_DETECTORS'
+  const setting =
+    ['OTEL_RESOURCE_DETECTORS', 'OTEL_NODE_RESOURCE_DETECTORS'].find((name) => listOf(env[name]).length > 0) ??
+    'OTEL_RESOURCE_DETECTORS'
   return [setting, env[setting]]
 }
 
-/** The detectors the setting names (default `all`); `none` leaves the service's name and OTEL_RESOURCE_ATTRIBUTES alone. */
+/**
+ * The detectors the setting names (default `all`); `none` leaves the service's name and OTEL_RESOURCE_ATTRIBUTES alone.
+ */
 export function resourceDetectorsOf (env: NodeJS.ProcessEnv): ResourceDetectorName[] {
   const names = listOf(resourceDetectorSetting(env)[1])
   if (names.length === 0 || names.includes('all')) return [...RESOURCE_DETECTORS]
@@ -71,9 +82,23 @@ function unknownIn (setting: string, value: string | undefined, names: readonly 
 /** What is wrong with the OTEL_* settings, each a warning naming the setting and what is used instead. */
 export function tracingSettingWarnings (env: NodeJS.ProcessEnv): string[] {
   const warnings = [
-    ...unknownIn('OTEL_TRACES_EXPORTER', env.OTEL_TRACES_EXPORTER, EXPORTERS, 'the others are used (otlp when none is left)'),
-    ...unknownIn('OTEL_PROPAGATORS', env.OTEL_PROPAGATORS, PROPAGATOR_NAMES, 'the others are used (tracecontext,baggage when none is left)'),
-    ...unknownIn(...resourceDetectorSetting(env), RESOURCE_DETECTOR_NAMES, 'the others are used (nothing detected when none is left)')
+    ...unknownIn(
+      'OTEL_TRACES_EXPORTER',
+      env.OTEL_TRACES_EXPORTER,
+      EXPORTERS,
+      'the others are used (otlp when none is left)'
+    ),
+    ...unknownIn(
+      'OTEL_PROPAGATORS',
+      env.OTEL_PROPAGATORS,
+      PROPAGATOR_NAMES,
+      'the others are used (tracecontext,baggage when none is left)'
+    ),
+    ...unknownIn(
+      ...resourceDetectorSetting(env),
+      RESOURCE_DETECTOR_NAMES,
+      'the others are used (nothing detected when none is left)'
+    )
   ]
   const sampler = env.OTEL_TRACES_SAMPLER?.trim() ?? ''
   if (sampler !== '' && !SAMPLERS.includes(sampler)) warnings.push(`OTEL_TRACES_SAMPLER: "${sampler}" is not one of ${SAMPLERS.join(', ')}; parentbased_always_on is used`)

@@ -1,4 +1,7 @@
-import { context, propagation, trace, SpanKind, SpanStatusCode, TraceFlags, type Attributes, type Context, type Link, type Span, type SpanContext } from '@opentelemetry/api'
+import {
+  context, propagation, trace, SpanKind, SpanStatusCode, TraceFlags, type Attributes, type Context, type Link,
+  type Span, type SpanContext
+} from '@opentelemetry/api'
 
 /*
  * The service's spans, through OpenTelemetry's API alone. The API is a no-op until an SDK registers
@@ -49,11 +52,19 @@ export function recording (): boolean {
  * Runs `work` in a span, a child of the current one, and ends it with the work's outcome; untraced
  * when the current span does not record, unless `root`.
  */
-export async function inSpan<T> (name: string, options: SpanOptions, work: (span: Span | undefined) => Promise<T>): Promise<T> {
+export async function inSpan<T> (
+  name: string,
+  options: SpanOptions,
+  work: (span: Span | undefined) => Promise<T>
+): Promise<T> {
   if (!enabled) return await work(undefined)
   const parent = context.active()
   if (options.root !== true && !traced(parent)) return await work(undefined)
-  const span = tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links }, parent)
+  const span = tracer().startSpan(
+    name,
+    { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links },
+    parent
+  )
   try {
     const result = await context.with(trace.setSpan(parent, span), () => work(span))
     span.end()
@@ -65,15 +76,32 @@ export async function inSpan<T> (name: string, options: SpanOptions, work: (span
   }
 }
 
-/** A span started now and ended by the caller (a wait whose end another callback sees); undefined unless the current span records. */
-export function startChildSpan (name: string, options: Omit<SpanOptions, 'root'>, parent: Context = context.active()): Span | undefined {
+/**
+ * A span started now and ended by the caller (a wait whose end another callback sees); undefined unless the
+ * current span records.
+ */
+export function startChildSpan (
+  name: string,
+  options: Omit<SpanOptions, 'root'>,
+  parent: Context = context.active()
+): Span | undefined {
   if (!enabled || !traced(parent)) return undefined
-  return tracer().startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links }, parent)
+  return tracer().startSpan(
+    name,
+    { kind: options.kind ?? SpanKind.INTERNAL, attributes: options.attributes, links: options.links },
+    parent
+  )
 }
 
 /** Marks a span failed, with the error's class as its message: never the error's text, which may hold anything. */
 export function failSpan (span: Span, error: unknown, reason?: string): void {
-  const name = reason ?? (error instanceof Error ? (('failure' in error && typeof error.failure === 'string') ? error.failure : error.name) : 'error')
+  const name =
+    reason ??
+    (error instanceof Error
+      ? 'failure' in error && typeof error.failure === 'string'
+        ? error.failure
+        : error.name
+      : 'error')
   span.setStatus({ code: SpanStatusCode.ERROR, message: name })
   span.setAttribute('error.type', name)
 }
@@ -123,7 +151,12 @@ export function linkTo (traceparent: unknown): Link | undefined {
   if (typeof traceparent !== 'string') return undefined
   const match = TRACEPARENT.exec(traceparent)
   if (match === null) return undefined
-  const spanContext: SpanContext = { traceId: match[1]!, spanId: match[2]!, traceFlags: Number.parseInt(match[3]!, 16), isRemote: true }
+  const spanContext: SpanContext = {
+    traceId: match[1]!,
+    spanId: match[2]!,
+    traceFlags: Number.parseInt(match[3]!, 16),
+    isRemote: true
+  }
   return trace.isSpanContextValid(spanContext) ? { context: spanContext } : undefined
 }
 

@@ -11,9 +11,12 @@ type RouteSchema = Parameters<FastifySchemaCompiler<unknown>>[0]
 function lowerCaseHeaderNames (schema: unknown): unknown {
   if (typeof schema !== 'object' || schema === null) return schema
   const { properties, required } = schema as { properties?: Record<string, unknown>, required?: unknown }
+  const lowered = properties === undefined
+    ? undefined
+    : Object.fromEntries(Object.entries(properties).map(([name, value]) => [name.toLowerCase(), value]))
   return {
     ...schema,
-    ...(properties === undefined ? {} : { properties: Object.fromEntries(Object.entries(properties).map(([name, value]) => [name.toLowerCase(), value])) }),
+    ...(lowered === undefined ? {} : { properties: lowered }),
     ...(Array.isArray(required) ? { required: required.map((name) => String(name).toLowerCase()) } : {})
   }
 }
@@ -32,7 +35,12 @@ const compiled = new Map<string, unknown>()
  * schema not compiled before, and a compiled function is reused whenever the same text comes again.
  * Functions in the options (Ajv plugins) do not appear in the text; they are the same in one process.
  */
-function reusingCompiled<Definition, Compiled> (kind: string, context: unknown, definitionText: (definition: Definition) => string, make: () => (definition: Definition) => Compiled): (definition: Definition) => Compiled {
+function reusingCompiled<Definition, Compiled> (
+  kind: string,
+  context: unknown,
+  definitionText: (definition: Definition) => string,
+  make: () => (definition: Definition) => Compiled
+): (definition: Definition) => Compiled {
   const contextText = `${kind}:${JSON.stringify(context)}:`
   let compile: ((definition: Definition) => Compiled) | undefined
   return (definition) => {
@@ -93,13 +101,22 @@ export function exactBodyValidator (): AjvCompiler.BuildCompilerFromPool {
     const validator = (): ReturnType<AjvCompiler.BuildCompilerFromPool> => {
       const coercing = buildAjvValidator(externalSchemas, options)
       // A JSON Type Definition validator has no coercion to turn off.
-      const exact = options?.mode === 'JTD' ? coercing : buildAjvValidator(externalSchemas, { ...options, customOptions: { ...options?.customOptions, coerceTypes: false } })
+      const strict = { ...options?.customOptions, coerceTypes: false }
+      const exact = options?.mode === 'JTD'
+        ? coercing
+        : buildAjvValidator(externalSchemas, { ...options, customOptions: strict })
       // Fastify calls a compiler with the route's schema definition; the library's type names only the schema.
       return (definition) => {
         const route = definition as RouteSchema
         if (route.httpPart === 'body') return exact(definition)
         // A JSON body holds no Infinity (JSON.parse makes one of 1e999, which Ajv's type check refuses unconverted).
-        return withBoundedNumbers(coercing((route.httpPart === 'headers' ? { ...route, schema: lowerCaseHeaderNames(route.schema) } : route) as typeof definition))
+        return withBoundedNumbers(
+          coercing(
+            (route.httpPart === 'headers'
+              ? { ...route, schema: lowerCaseHeaderNames(route.schema) }
+              : route) as typeof definition
+          )
+        )
       }
     }
     return reusingCompiled('validator', [externalSchemas, options], (definition) => {

@@ -16,7 +16,11 @@ const alertRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       security: [{ opsToken: [] }],
       summary: 'Every measure of the monitoring thresholds with its value, unit and level, and the overall level',
       description: 'One row per row of the specification\'s thresholds table. 200 whatever the level: the level is in the body. A row past a threshold names the priority its level routes to (P1 and P2 page, P3 and P4 open a ticket).',
-      response: { 200: Type.Ref(AlertsReport, { description: 'every measure with its level, and the overall level' }), ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
+      response: {
+        200: Type.Ref(AlertsReport, { description: 'every measure with its level, and the overall level' }),
+        ...opsUnauthorizedResponse,
+        ...unexpectedErrorResponse
+      }
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()

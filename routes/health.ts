@@ -72,7 +72,9 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       security: [],
       summary: 'Readiness: 503 while shutting down; the checks of /health are reported, not judged',
       response: {
-        200: Type.Ref(ReadinessReport, { description: 'ready for traffic; `degraded` when a dependency shared by every instance fails' }),
+        200: Type.Ref(ReadinessReport, {
+          description: 'ready for traffic; `degraded` when a dependency shared by every instance fails'
+        }),
         503: Type.Ref(ReadinessReport, { description: 'the service is draining' }),
         ...unexpectedErrorResponse
       }

@@ -17,14 +17,19 @@ const metricsRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: {
           description: 'Prometheus text exposition format, or OpenMetrics',
-          content: { 'text/plain': { schema: Type.String() }, 'application/openmetrics-text': { schema: Type.String() } }
+          content: {
+            'text/plain': { schema: Type.String() },
+            'application/openmetrics-text': { schema: Type.String() }
+          }
         },
         ...opsUnauthorizedResponse,
         ...unexpectedErrorResponse
       }
     }
   }, async (request, reply) => {
-    if (acceptsOpenMetrics(request.headers.accept)) return reply.type(ServiceMetrics.OPENMETRICS_CONTENT_TYPE).send(await fastify.metrics.openMetricsText())
+    if (acceptsOpenMetrics(request.headers.accept)) {
+      return reply.type(ServiceMetrics.OPENMETRICS_CONTENT_TYPE).send(await fastify.metrics.openMetricsText())
+    }
     return reply.type(fastify.metrics.contentType).send(await fastify.metrics.text())
   })
 }

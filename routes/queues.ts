@@ -5,7 +5,9 @@ import type { UpstreamParts, UpstreamsOptions } from '../plugins/app/upstreams/i
 import { usageReport } from '../integrations/crm/daily-usage.js'
 import { levelOf } from '../plugins/app/monitoring/levels.js'
 import { parkedEventRoutes } from '../plugins/app/platform-events/index.js'
-import { CrmQueueDetail, CrmQueueReport, QueueDetail, queueSchemas, pendingOrdersReport, queuesReport } from '../schemas/queues.js'
+import {
+  CrmQueueDetail, CrmQueueReport, QueueDetail, queueSchemas, pendingOrdersReport, queuesReport
+} from '../schemas/queues.js'
 import { unexpectedErrorResponse } from '../schemas/error.js'
 
 const probe = { probe: true }
@@ -27,7 +29,11 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
     return queue === undefined ? [] : [{ name, title, queue }]
   })
   // The CRM's queue reports the CRM's daily API usage beside its own measures.
-  const crmReport = { report: CrmQueueReport, detail: CrmQueueDetail, summary: 'CRM queue details, with the daily API usage against its limit' }
+  const crmReport = {
+    report: CrmQueueReport,
+    detail: CrmQueueDetail,
+    summary: 'CRM queue details, with the daily API usage against its limit'
+  }
   const QueuesReport = queuesReport(queues.map(({ name }) => name), { crm: crmReport.report })
   fastify.addSchema(QueuesReport)
 
@@ -52,14 +58,22 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
       security: [],
       summary: `Queue metrics of the upstream queues (${queues.map(({ title }) => title).join(', ')}), and the CRM daily API usage`,
       description: 'Counters are cumulative; averages are in milliseconds over the recent window; `health` is judged from the monitoring thresholds.',
-      response: { 200: Type.Ref(QueuesReport, { description: 'the upstream queues, the job queue and the event subscription' }), ...unexpectedErrorResponse }
+      response: {
+        200: Type.Ref(QueuesReport, { description: 'the upstream queues, the job queue and the event subscription' }),
+        ...unexpectedErrorResponse
+      }
     }
   }, async () => {
     const [{ used, limit }, jobs, holder, parked, orders] = await Promise.all([
-      dailyUsage(), jobReport(), fastify.platformEvents.subscription.holder().catch(() => null), fastify.platformEvents.parked.count().catch(() => null),
+      dailyUsage(),
+      jobReport(),
+      fastify.platformEvents.subscription.holder().catch(() => null),
+      fastify.platformEvents.parked.count().catch(() => null),
       fastify.orders.pending.count().then(pendingOrdersReport, () => null)
     ])
-    const reports = Object.fromEntries(queues.map(({ name, queue }) => [name, { health: queue.health(), metrics: queue.metrics() }]))
+    const reports = Object.fromEntries(
+      queues.map(({ name, queue }) => [name, { health: queue.health(), metrics: queue.metrics() }])
+    )
     return {
       timestamp: new Date().toISOString(),
       ...reports,
@@ -69,7 +83,16 @@ const queueRoutes: FastifyPluginAsyncTypebox<UpstreamsOptions> = async (fastify,
         health: fastify.platformEvents.subscription.health(holder),
         ...fastify.platformEvents.subscription.stats(),
         parked,
-        holder: holder === null ? null : { heldHere: holder.instance === fastify.platformEvents.subscription.instance, state: holder.state, lastEventAt: holder.lastEventAt, replayId: holder.replayId, reportedAt: holder.reportedAt }
+        holder:
+          holder === null
+            ? null
+            : {
+                heldHere: holder.instance === fastify.platformEvents.subscription.instance,
+                state: holder.state,
+                lastEventAt: holder.lastEventAt,
+                replayId: holder.replayId,
+                reportedAt: holder.reportedAt
+              }
       },
       orders
     }

@@ -50,7 +50,9 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     setHeaders: (response) => response.setHeader('cache-control', 'no-cache')
   })
   fastify.addHook('onSend', async (request, reply) => {
-    if (request.routeOptions.url?.startsWith(RUNBOOKS) === true && reply.statusCode === 200) reply.header('content-type', 'text/plain; charset=utf-8')
+    if (request.routeOptions.url?.startsWith(RUNBOOKS) === true && reply.statusCode === 200) {
+      reply.header('content-type', 'text/plain; charset=utf-8')
+    }
   })
 
   fastify.get('/status/summary', {
@@ -60,11 +62,25 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['status'],
       security: [{ opsToken: [] }],
       summary: 'What the status page shows: core health, both queues, CRM usage, the job queue, the orders in Pending Review, the subscriber and every alert',
-      response: { 200: Type.Ref(StatusSummary, { description: 'the status page\'s figures' }), ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
+      response: {
+        200: Type.Ref(StatusSummary, { description: 'the status page\'s figures' }),
+        ...opsUnauthorizedResponse,
+        ...unexpectedErrorResponse
+      }
     }
   }, async () => {
     const { snapshot, judgement } = await fastify.monitoring.evaluate()
-    const { core = coreHealthOf({}), queues, crmUsage = NO_USAGE, jobs = null, subscriber = null, parkedEvents = null, streams = null, blacklist = null, ordersPending } = snapshot.parts
+    const {
+      core = coreHealthOf({}),
+      queues,
+      crmUsage = NO_USAGE,
+      jobs = null,
+      subscriber = null,
+      parkedEvents = null,
+      streams = null,
+      blacklist = null,
+      ordersPending
+    } = snapshot.parts
     return {
       timestamp: snapshot.timestamp,
       level: judgement.level,

@@ -37,7 +37,11 @@ const invoiceExample = {
   currencyCode: 'GBP'
 }
 
-export const Invoice = Type.Object(invoiceProperties, { $id: 'Invoice', additionalProperties: false, examples: [invoiceExample] })
+export const Invoice = Type.Object(invoiceProperties, {
+  $id: 'Invoice',
+  additionalProperties: false,
+  examples: [invoiceExample]
+})
 
 export const InvoiceDetails = Type.Object({
   ...invoiceProperties,
@@ -55,11 +59,21 @@ export const InvoiceDetails = Type.Object({
   examples: [{
     ...invoiceExample,
     balance: 12,
-    items: [{ id: 10040, type: 'Hosting', description: 'Mobile 5 GB (01/04/2025 - 30/04/2025)', amount: 10, taxed: true }]
+    items: [
+      { id: 10040, type: 'Hosting', description: 'Mobile 5 GB (01/04/2025 - 30/04/2025)', amount: 10, taxed: true }
+    ]
   }]
 })
 
-export const InvoiceStatus = StringEnum(['Paid', 'Unpaid', 'Cancelled', 'Refunded', 'Collections', 'Draft', 'Payment Pending'])
+export const InvoiceStatus = StringEnum([
+  'Paid',
+  'Unpaid',
+  'Cancelled',
+  'Refunded',
+  'Collections',
+  'Draft',
+  'Payment Pending'
+])
 
 export const InvoiceQuery = Type.Object({
   status: Type.Optional(InvoiceStatus),
@@ -75,4 +89,8 @@ export const InvoiceList = Type.Object({
   page: Type.Integer(),
   limit: Type.Integer(),
   total: Type.Integer({ description: 'invoices that match, on every page' })
-}, { $id: 'InvoiceList', additionalProperties: false, examples: [{ invoices: [invoiceExample], page: 1, limit: 25, total: 1 }] })
+}, {
+  $id: 'InvoiceList',
+  additionalProperties: false,
+  examples: [{ invoices: [invoiceExample], page: 1, limit: 25, total: 1 }]
+})

@@ -17,12 +17,18 @@ const alertOf = (measures: readonly string[]) => Type.Object({
   unit: StringEnum(['failing checks', 'requests', 'jobs', 'percent', 'ms', 'seconds', 'rounds']),
   level: Type.Ref(AlertLevel),
   threshold: Type.Object({
-    comparison: StringEnum(['above', 'below'], { description: 'a value past a limit in this direction crosses it; a value at the limit does not' }),
+    comparison: StringEnum(['above', 'below'], {
+      description: 'a value past a limit in this direction crosses it; a value at the limit does not'
+    }),
     warning: Type.Number(),
     critical: Type.Number()
   }, { additionalProperties: false }),
-  crossed: Type.Union([Type.Literal('warning'), Type.Literal('critical'), Type.Null()], { description: 'the threshold the value is past, if any' }),
-  priority: Type.Union([StringEnum(['P1', 'P2', 'P3', 'P4']), Type.Null()], { description: 'the incident priority the level routes to: P1 and P2 page on-call, P3 and P4 open a ticket; null when ok' }),
+  crossed: Type.Union([Type.Literal('warning'), Type.Literal('critical'), Type.Null()], {
+    description: 'the threshold the value is past, if any'
+  }),
+  priority: Type.Union([StringEnum(['P1', 'P2', 'P3', 'P4']), Type.Null()], {
+    description: 'the incident priority the level routes to: P1 and P2 page on-call, P3 and P4 open a ticket; null when ok'
+  }),
   note: Type.Optional(Type.String())
 }, { $id: 'Alert', additionalProperties: false })
 
@@ -39,7 +45,10 @@ export const AlertsReport = Type.Object({
   timestamp: Type.String({ format: 'date-time' }),
   level: Type.Ref(AlertLevel, { description: 'the worst level of the alerts' }),
   alerts: Type.Array(Type.Ref(Alert), { description: 'one per row of the thresholds table, in its order' }),
-  priorities: Type.Object({ P1: Priority, P2: Priority, P3: Priority, P4: Priority }, { additionalProperties: false, description: 'incident response times (specification §8)' })
+  priorities: Type.Object(
+    { P1: Priority, P2: Priority, P3: Priority, P4: Priority },
+    { additionalProperties: false, description: 'incident response times (specification §8)' }
+  )
 }, { $id: 'AlertsReport', title: 'Alerts report', additionalProperties: false })
 
 const QueueStatus = {
@@ -58,7 +67,10 @@ export const StatusSummary = Type.Object({
       cache: StringEnum(['ok', 'fail'])
     }, { additionalProperties: false })
   }, { additionalProperties: false }),
-  billing: Nullable(Type.Object(QueueStatus, { additionalProperties: false }), 'the billing request queue; null when there is no data'),
+  billing: Nullable(
+    Type.Object(QueueStatus, { additionalProperties: false }),
+    'the billing request queue; null when there is no data'
+  ),
   crm: Nullable(Type.Object({
     ...QueueStatus,
     dailyUsage: Type.Object({
@@ -85,7 +97,10 @@ export const StatusSummary = Type.Object({
     reconnects: Count('reconnections'),
     dropped: Count('events delivered without a replayId or a payload, skipped'),
     replayFallbacks: Count('times the stored replay position was no longer retained, so events of the gap may be lost'),
-    parked: Nullable(Count('events'), 'events set aside because their hand-off failed for good, awaiting an operator; null when the database does not answer'),
+    parked: Nullable(
+      Count('events'),
+      'events set aside because their hand-off failed for good, awaiting an operator; null when the database does not answer'
+    ),
     replaySupported: Nullable(Type.Boolean(), 'whether the CRM granted the replay extension; false: degraded'),
     lastError: Nullable(Type.String())
   }, { additionalProperties: false }), 'the platform-event subscription; null when there is no data'),
@@ -97,7 +112,9 @@ export const StatusSummary = Type.Object({
     }, { additionalProperties: false })
   }, { additionalProperties: false }), 'this instance\'s SSE streams; null when there is no data'),
   blacklist: Nullable(Type.Object({
-    mode: StringEnum(['fail-closed', 'fail-open'], { description: 'what token checks do while Redis is down (AUTH_BLACKLIST_FAIL_CLOSED)' }),
+    mode: StringEnum(['fail-closed', 'fail-open'], {
+      description: 'what token checks do while Redis is down (AUTH_BLACKLIST_FAIL_CLOSED)'
+    }),
     available: Type.Boolean({ description: 'whether the last blacklist command reached Redis' }),
     failOpenDecisions: Count('token checks let through unverified while Redis was down, since start')
   }, { additionalProperties: false }), 'the token blacklist; null when there is no data'),
@@ -105,4 +122,12 @@ export const StatusSummary = Type.Object({
 }, { $id: 'StatusSummary', title: 'Status page summary', additionalProperties: false })
 
 /** The schemas of the alerts' routes, their alerts of these measures. */
-export const alertSchemas = (measures: readonly string[]) => [AlertLevel, QueueHealth, QueueMetrics, OrdersReport, alertOf(measures), AlertsReport, StatusSummary]
+export const alertSchemas = (measures: readonly string[]) => [
+  AlertLevel,
+  QueueHealth,
+  QueueMetrics,
+  OrdersReport,
+  alertOf(measures),
+  AlertsReport,
+  StatusSummary
+]

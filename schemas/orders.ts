@@ -43,9 +43,11 @@ export const Order = Type.Object({
 
 export const NewOrderRequest = Type.Object({
   // A string of digits too: WHMCS, and this API's orders, give product ids as strings.
-  productId: Type.Union([Type.Integer({ minimum: 1, maximum: 999_999_999 }), Type.String({ pattern: '^[1-9][0-9]{0,8}$' })], {
-    description: 'the billing product id (WHMCS `pid`): a number, or a string of digits as an order gives it back'
-  }),
+  productId: Type.Union(
+    [Type.Integer({ minimum: 1, maximum: 999_999_999 }), Type.String({ pattern: '^[1-9][0-9]{0,8}$' })],
+    {
+      description: 'the billing product id (WHMCS `pid`): a number, or a string of digits as an order gives it back'
+    }),
   billingCycle: StringEnum(BILLING_CYCLES)
 }, { $id: 'NewOrderRequest', additionalProperties: false, examples: [{ productId: 1, billingCycle: 'monthly' }] })
 
@@ -62,7 +64,10 @@ export const NewOrderHeaders = Type.Object({
 // The plain form only: the uuid format also takes a `urn:uuid:` prefix, which PostgreSQL refuses.
 const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
 
-export const OrderParams = Type.Object({ id: Type.String({ format: 'uuid', pattern: UUID }) }, { additionalProperties: false })
+export const OrderParams = Type.Object(
+  { id: Type.String({ format: 'uuid', pattern: UUID }) },
+  { additionalProperties: false }
+)
 
 export const OrderQuery = Type.Object(pageQueryProperties, { additionalProperties: false })
 
@@ -71,4 +76,8 @@ export const OrderList = Type.Object({
   page: Type.Integer(),
   limit: Type.Integer(),
   total: Type.Integer({ description: 'orders of the caller, on every page' })
-}, { $id: 'OrderList', additionalProperties: false, examples: [{ orders: [orderExample], page: 1, limit: 25, total: 1 }] })
+}, {
+  $id: 'OrderList',
+  additionalProperties: false,
+  examples: [{ orders: [orderExample], page: 1, limit: 25, total: 1 }]
+})

@@ -16,12 +16,16 @@ export const ParkedEvent = Type.Object({
   detail: Type.String({ description: 'what was found, in words' }),
   parkedAt: Type.String({ format: 'date-time', description: 'when it was (last) parked' }),
   retries: Type.Integer({ minimum: 0, description: 'operator retries refused again' }),
-  retriedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'the last retry refused again; null before one' }),
+  retriedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'the last retry refused again; null before one'
+  }),
   event: Type.Object({
     channel: Type.String(),
     data: Type.Object({
       schema: Type.String(),
-      payload: Type.Record(Type.String(), Type.Unknown(), { description: 'as the CRM delivered it: OrderId__c, CreatedDate, CreatedById' }),
+      payload: Type.Record(Type.String(), Type.Unknown(), {
+        description: 'as the CRM delivered it: OrderId__c, CreatedDate, CreatedById'
+      }),
       event: Type.Object({ replayId: Type.Integer(), EventUuid: Type.Optional(Type.String()) })
     })
   }, { description: 'the event as delivered' })
@@ -34,14 +38,19 @@ export const ParkedEventList = Type.Object({
   total: Type.Integer({ description: 'events parked, on every page' })
 }, { $id: 'ParkedEventList', additionalProperties: false })
 
-export const ParkedEventParams = Type.Object({ id: Type.String({ pattern: '^[0-9]{1,18}$' }) }, { additionalProperties: false })
+export const ParkedEventParams = Type.Object(
+  { id: Type.String({ pattern: '^[0-9]{1,18}$' }) },
+  { additionalProperties: false }
+)
 
 export const ParkedEventQuery = Type.Object(pageQueryProperties, { additionalProperties: false })
 
 export const ParkedEventRetried = Type.Object({
   crmOrderId: Type.String({ description: 'the order as stored' }),
   orderId: Type.String({ format: 'uuid', description: 'the portal\'s order' }),
-  status: Type.String({ description: 'the order\'s status now; its provisioning job is queued (once: the job id is the CRM order id)' })
+  status: Type.String({
+    description: 'the order\'s status now; its provisioning job is queued (once: the job id is the CRM order id)'
+  })
 }, { $id: 'ParkedEventRetried', additionalProperties: false })
 
 export const parkedEventSchemas = [ParkReason, ParkedEvent, ParkedEventList, ParkedEventRetried]

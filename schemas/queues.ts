@@ -22,7 +22,9 @@ export const QueueMetrics = Type.Object({
 
 export const DailyUsage = Type.Object({
   used: Count('CRM API calls today'),
-  limit: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'daily CRM API quota; null only while neither the CRM nor CRM_DAILY_API_LIMIT has given one' })
+  limit: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+    description: 'daily CRM API quota; null only while neither the CRM nor CRM_DAILY_API_LIMIT has given one'
+  })
 }, { $id: 'DailyUsage', additionalProperties: false })
 export type DailyUsage = Static<typeof DailyUsage>
 
@@ -45,7 +47,9 @@ export const JobQueueReport = Type.Union([
     delayed: Count('jobs waiting for a retry'),
     failed: Count('jobs that failed after their last attempt, kept 30 days'),
     completed: Count('jobs completed, kept 7 days'),
-    recentFailed: Count('jobs that failed after their last attempt within the recent window (QUEUE_HEALTH_WINDOW_MS), which health is judged on')
+    recentFailed: Count(
+      'jobs that failed after their last attempt within the recent window (QUEUE_HEALTH_WINDOW_MS), which health is judged on'
+    )
   }, { additionalProperties: false }),
   Type.Null({ description: 'Redis could not be asked' })
 ], { $id: 'JobQueueReport', description: 'the provisioning job queue (BullMQ)' })
@@ -65,15 +69,23 @@ export const EventsReport = Type.Object({
   received: Count('events handed to the job queue'),
   reconnects: Count('handshakes after the first'),
   dropped: Count('events the CRM delivered without a replayId or a payload, skipped'),
-  replayFallbacks: Count('times the CRM no longer retained the stored replay position, so the subscription fell back to the fallback position; events of the gap may be lost'),
-  parked: Type.Union([Count('events'), Type.Null()], { description: 'events set aside because their hand-off failed for good (a data conflict, an incomplete or unknown order), shared by every instance; GET /health/events/parked lists them. null when the database does not answer' }),
+  replayFallbacks: Count(
+    'times the CRM no longer retained the stored replay position, so the subscription fell back to the fallback position; events of the gap may be lost'
+  ),
+  parked: Type.Union([Count('events'), Type.Null()], {
+    description: 'events set aside because their hand-off failed for good (a data conflict, an incomplete or unknown order), shared by every instance; GET /health/events/parked lists them. null when the database does not answer'
+  }),
   replaySupported: Type.Union([Type.Boolean(), Type.Null()], {
     description: 'whether the CRM\'s last handshake granted the replay extension; false: degraded, events published while disconnected are lost; null before a handshake'
   }),
-  lastError: Type.Union([Type.String(), Type.Null()], { description: 'short failure code (of the last failure, or of the last event dropped)' }),
+  lastError: Type.Union([Type.String(), Type.Null()], {
+    description: 'short failure code (of the last failure, or of the last event dropped)'
+  }),
   holder: Type.Union([
     Type.Object({
-      heldHere: Type.Boolean({ description: 'whether this instance holds the lease (which one does is not told to anonymous callers)' }),
+      heldHere: Type.Boolean({
+        description: 'whether this instance holds the lease (which one does is not told to anonymous callers)'
+      }),
       state: SubscriptionState,
       lastEventAt: Type.Union([Type.String(), Type.Null()]),
       replayId: Type.Union([Type.Integer(), Type.Null()]),
@@ -81,7 +93,10 @@ export const EventsReport = Type.Object({
     }),
     Type.Null()
   ], { description: 'the instance holding the subscription lease, as it last reported; null when none does' })
-}, { $id: 'EventsReport', description: 'the platform-event subscription: this instance\'s state, and the lease holder\'s' })
+}, {
+  $id: 'EventsReport',
+  description: 'the platform-event subscription: this instance\'s state, and the lease holder\'s'
+})
 
 const WaitingOrders = (description: string, agedFrom: string) => Type.Object({
   count: Count('orders'),
@@ -90,20 +105,47 @@ const WaitingOrders = (description: string, agedFrom: string) => Type.Object({
 
 export const OrdersReport = Type.Union([
   Type.Object({
-    awaitingApproval: WaitingOrders('their CRM order\'s Status still Pending Review: waiting on someone in the CRM, never judged', 'when placed'),
-    approvedNotReceived: WaitingOrders('approved in the CRM while no platform event brought them, their provisioning not started yet: what orders_pending_age judges', 'when the reconciliation found them approved'),
-    unknown: WaitingOrders('the CRM has not told their Status yet (not asked yet, or its status query failed: reconciliation_crm_failed_rounds judges that): neither awaiting approval nor approved as far as the service knows', 'when placed')
+    awaitingApproval: WaitingOrders(
+      'their CRM order\'s Status still Pending Review: waiting on someone in the CRM, never judged',
+      'when placed'
+    ),
+    approvedNotReceived: WaitingOrders(
+      'approved in the CRM while no platform event brought them, their provisioning not started yet: what orders_pending_age judges',
+      'when the reconciliation found them approved'
+    ),
+    unknown: WaitingOrders(
+      'the CRM has not told their Status yet (not asked yet, or its status query failed: reconciliation_crm_failed_rounds judges that): neither awaiting approval nor approved as far as the service knows',
+      'when placed'
+    )
   }, { additionalProperties: false }),
   Type.Null({ description: 'the database could not be asked' })
-], { $id: 'OrdersReport', description: 'the portal orders in Pending Review, by the CRM\'s word as the reconciliation (every ORDERS_RECONCILE_INTERVAL_S) last read it; shared by every instance' })
+], {
+  $id: 'OrdersReport',
+  description: 'the portal orders in Pending Review, by the CRM\'s word as the reconciliation ' +
+    '(every ORDERS_RECONCILE_INTERVAL_S) last read it; shared by every instance'
+})
 
-/** Orders in some state, and how long the oldest has been in it (seconds; null when none is), as the orders store counts them. */
+/**
+ * Orders in some state, and how long the oldest has been in it (seconds; null when none is), as the orders
+ * store counts them.
+ */
 interface Counted { count: number, oldestAgeSeconds: number | null }
 
 /** The orders waiting, as the reports give them: ages in whole milliseconds. */
-export function pendingOrdersReport ({ awaitingApproval, approvedNotReceived, unknown }: Record<'awaitingApproval' | 'approvedNotReceived' | 'unknown', Counted>) {
-  const report = ({ count, oldestAgeSeconds }: Counted) => ({ count, oldestAgeMs: oldestAgeSeconds === null ? null : Math.round(oldestAgeSeconds * 1000) })
-  return { awaitingApproval: report(awaitingApproval), approvedNotReceived: report(approvedNotReceived), unknown: report(unknown) }
+export function pendingOrdersReport ({
+  awaitingApproval,
+  approvedNotReceived,
+  unknown
+}: Record<'awaitingApproval' | 'approvedNotReceived' | 'unknown', Counted>) {
+  const report = ({ count, oldestAgeSeconds }: Counted) => ({
+    count,
+    oldestAgeMs: oldestAgeSeconds === null ? null : Math.round(oldestAgeSeconds * 1000)
+  })
+  return {
+    awaitingApproval: report(awaitingApproval),
+    approvedNotReceived: report(approvedNotReceived),
+    unknown: report(unknown)
+  }
 }
 
 /**
@@ -139,7 +181,11 @@ const QueueDetailProperties = {
   }, { additionalProperties: false })
 }
 
-export const QueueDetail = Type.Object(QueueDetailProperties, { $id: 'QueueDetail', title: 'Queue details', additionalProperties: false })
+export const QueueDetail = Type.Object(QueueDetailProperties, {
+  $id: 'QueueDetail',
+  title: 'Queue details',
+  additionalProperties: false
+})
 
 export const CrmQueueDetail = Type.Object({
   ...QueueDetailProperties,
@@ -153,4 +199,17 @@ export const CrmQueueDetail = Type.Object({
 }, { $id: 'CrmQueueDetail', title: 'CRM queue details', additionalProperties: false })
 
 /** The shared shapes of the queue reports; the report of them all (`queuesReport`) is made from the registry. */
-export const queueSchemas = [QueueHealth, AlertLevel, QueueMetrics, DailyUsage, QueueReport, CrmQueueReport, JobQueueReport, SubscriptionHealth, EventsReport, OrdersReport, QueueDetail, CrmQueueDetail]
+export const queueSchemas = [
+  QueueHealth,
+  AlertLevel,
+  QueueMetrics,
+  DailyUsage,
+  QueueReport,
+  CrmQueueReport,
+  JobQueueReport,
+  SubscriptionHealth,
+  EventsReport,
+  OrdersReport,
+  QueueDetail,
+  CrmQueueDetail
+]

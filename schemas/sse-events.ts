@@ -11,20 +11,40 @@ import { StringEnum } from './string-enum.js'
  */
 export const OrderStatusEvent = Type.Object({
   orderId: Type.String({ format: 'uuid', description: 'the portal order' }),
-  crmOrderId: Type.Union([Type.String({ minLength: 1 }), Type.Null()], { description: 'the CRM order, null until the CRM has it' }),
-  status: StringEnum(ORDER_STATUSES, { description: 'the status it moved to: `Cancelled` when the company cancelled or rejected the order in its CRM (nothing is billed)' }),
-  failureReason: Type.Union([Type.String(), Type.Null()], { description: 'why its provisioning failed, when `Failed`' }),
+  crmOrderId: Type.Union([Type.String({ minLength: 1 }), Type.Null()], {
+    description: 'the CRM order, null until the CRM has it'
+  }),
+  status: StringEnum(ORDER_STATUSES, {
+    description: 'the status it moved to: `Cancelled` when the company cancelled or rejected the order in its CRM (nothing is billed)'
+  }),
+  failureReason: Type.Union([Type.String(), Type.Null()], {
+    description: 'why its provisioning failed, when `Failed`'
+  }),
   at: Type.String({ format: 'date-time', description: 'when it moved' })
-}, { $id: 'OrderStatusEvent', additionalProperties: false, description: '`order.status`: one of the caller\'s orders changed status. It has an `id:`, from which `Last-Event-ID` resumes' })
+}, {
+  $id: 'OrderStatusEvent',
+  additionalProperties: false,
+  description: '`order.status`: one of the caller\'s orders changed status. It has an `id:`, from which `Last-Event-ID` resumes'
+})
 export type OrderStatusEvent = Static<typeof OrderStatusEvent>
 
 export const SessionEndedEvent = Type.Object({
-  reason: StringEnum(['logged_out', 'expired'], { description: '`logged_out`: a logout here, in another tab or everywhere, or a new sign-in in this browser; `expired`: unused too long, at its maximum age, or lost by the service' })
-}, { $id: 'SessionEndedEvent', additionalProperties: false, description: '`session.ended`: the token or session of the stream ended; the stream\'s last event' })
+  reason: StringEnum(['logged_out', 'expired'], {
+    description: '`logged_out`: a logout here, in another tab or everywhere, or a new sign-in in this browser; `expired`: unused too long, at its maximum age, or lost by the service'
+  })
+}, {
+  $id: 'SessionEndedEvent',
+  additionalProperties: false,
+  description: '`session.ended`: the token or session of the stream ended; the stream\'s last event'
+})
 
 export const ShutdownEvent = Type.Object({
   reason: StringEnum(['shutdown'])
-}, { $id: 'ShutdownEvent', additionalProperties: false, description: '`shutdown`: the instance is stopping; the stream\'s last event. Reconnect: another instance answers' })
+}, {
+  $id: 'ShutdownEvent',
+  additionalProperties: false,
+  description: '`shutdown`: the instance is stopping; the stream\'s last event. Reconnect: another instance answers'
+})
 
 /** Each frame of the stream, by its `event:` name. */
 export const SSE_FRAMES = {
@@ -42,7 +62,9 @@ export const SseEvent = Type.Unsafe({
   oneOf: Object.entries(SSE_FRAMES).map(([name, data]) => ({
     type: 'object',
     properties: {
-      ...(name === 'order.status' && { id: { type: 'string', pattern: '^[0-9]+-[0-9]+$', description: 'the backlog entry id (`<ms>-<seq>`)' } }),
+      ...(name === 'order.status' && {
+        id: { type: 'string', pattern: '^[0-9]+-[0-9]+$', description: 'the backlog entry id (`<ms>-<seq>`)' }
+      }),
       event: { type: 'string', enum: [name] },
       data: { $ref: `${String(data.$id)}#` }
     },
@@ -53,17 +75,25 @@ export const SseEvent = Type.Unsafe({
 
 export const sseEventSchemas = [...Object.values(SSE_FRAMES), SseEvent]
 
-const compile = AjvCompiler()({}, { customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false }, plugins: [] })
+const compile = AjvCompiler()(
+  {},
+  { customOptions: { allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: false }, plugins: [] }
+)
 const validators = Object.fromEntries(Object.entries(SSE_FRAMES).map(([name, schema]) => [
   name,
   compile({ schema, method: 'POST', url: `/sse-events/${name}`, httpPart: 'body' })
 ])) as Record<SseFrameName, ReturnType<typeof compile>>
 
-/** What in `data` breaks the schema of the frame `name`, one line each (`/status must be equal to one of the allowed values`); none when it holds. */
+/**
+ * What in `data` breaks the schema of the frame `name`, one line each (`/status must be equal to one of the
+ * allowed values`); none when it holds.
+ */
 export function sseFrameProblems (name: SseFrameName, data: unknown): string[] {
   const validate = validators[name]
   if (validate(data) === true) return []
-  const errors = (validate as { errors?: Array<{ instancePath: string, message?: string, params?: Record<string, unknown> }> }).errors ?? []
+  const errors =
+    (validate as { errors?: Array<{ instancePath: string, message?: string, params?: Record<string, unknown> }> })
+      .errors ?? []
   return errors.map(({ instancePath, message, params }) => {
     const extra = params?.additionalProperty ?? params?.allowedValues
     return `${instancePath === '' ? '(the event)' : instancePath} ${message ?? 'is invalid'}${extra === undefined ? '' : ` (${JSON.stringify(extra)})`}`

@@ -1,10 +1,15 @@
 import type { Cancellation } from '../../lib/deadline.js'
-import { Upstream, asRecord, brief, type UpstreamOptions } from '../upstream.js'
-import { BillingRefusal, GatewayRefusal, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError } from './errors.js'
+import type { UpstreamOptions } from '../upstream.js'
 import {
-  actsFor, clientIdsOfUser, orderStatusOf, says, toClientDetails, toInvoiceDetails, toInvoicePage, toOrderSummaries, toPlacedOrder, toText, toValidatedLogin,
-  type BillingOrderSummary, type ClientDetails, type InvoiceDetails, type InvoicePage, type InvoiceQuery, type NewOrder, type PlacedOrder, type SignIn, type WhmcsAnswer
+  GatewayRefusal, OrderNotPendingError, OrderRefusedError, PaymentMethodRefusedError
+} from './errors.js'
+import {
+  actsFor, clientIdsOfUser, orderStatusOf, says, toClientDetails, toInvoiceDetails, toInvoicePage, toOrderSummaries,
+  toPlacedOrder, toValidatedLogin,
+  type BillingOrderSummary, type ClientDetails, type InvoiceDetails, type InvoicePage, type InvoiceQuery, type NewOrder,
+  type PlacedOrder, type SignIn, type WhmcsAnswer
 } from './mapping.js'
+import { WhmcsApi, type WhmcsParams } from './whmcs-api.js'
 
 export interface BillingClientOptions extends UpstreamOptions {
   /** The WHMCS API endpoint, `.../includes/api.php`. */
@@ -19,17 +24,8 @@ export interface BillingClientOptions extends UpstreamOptions {
   defaultPaymentMethod?: string
 }
 
-/**
- * WHMCS's refusals of the API credentials or of this host, which it answers with HTTP 403 but
- * which some setups pass on with 200: none is about the request.
- */
-const CREDENTIALS_REFUSED = /^\s*(authentication failed|invalid or missing credentials|invalid ip\b|invalid access key|ip banned)/i
-
 /** WHMCS's own example gateway, tried when no payment method is configured. */
 const FALLBACK_PAYMENT_METHOD = 'mailin'
-
-type WhmcsValue = string | number
-export type WhmcsParams = Record<string, WhmcsValue | readonly WhmcsValue[] | undefined>
 
 /** The most client accounts one person is offered: a chooser lists them all. */
 const MAX_CLIENTS_OF_A_PERSON = 20
@@ -38,32 +34,34 @@ const nameOf = ({ firstName, lastName }: ClientDetails) => `${firstName} ${lastN
 
 /** The WHMCS API, spoken as `POST` form fields with `responsetype=json`. */
 export class BillingClient {
-  readonly #upstream: Upstream
-  readonly #url: string
-  readonly #identifier: string
-  readonly #secret: string
+  readonly #api: WhmcsApi
   readonly #configuredPaymentMethod: string | undefined
   #fallbackPaymentMethod = FALLBACK_PAYMENT_METHOD
 
   constructor (options: BillingClientOptions) {
-    this.#upstream = new Upstream('billing', options, [options.identifier, options.secret])
-    this.#url = options.url
-    this.#identifier = options.identifier
-    this.#secret = options.secret
+    this.#api = new WhmcsApi(options)
     this.#configuredPaymentMethod = options.defaultPaymentMethod
   }
 
   /** Any action; resolves with the answer of a `success`, rejects with an UpstreamFailure otherwise. */
-  call<T extends WhmcsAnswer = WhmcsAnswer> (action: string, params: WhmcsParams = {}, until?: Cancellation): Promise<T> {
-    return this.#action(action, params, until, answer => answer as T)
+  call<T extends WhmcsAnswer = WhmcsAnswer> (
+    action: string,
+    params: WhmcsParams = {},
+    until?: Cancellation
+  ): Promise<T> {
+    return this.#api.action(action, params, until, answer => answer as T)
   }
 
   /**
    * The user whose email and password these are, or null when they do not match. A user with
    * two-factor authentication on has passed only the first factor, which the API cannot complete.
    */
-  validateLogin (email: string, password: string, until?: Cancellation): Promise<{ userId: number, twoFactorRequired: boolean } | null> {
-    return this.#action('ValidateLogin', { email, password2: password }, until, toValidatedLogin,
+  validateLogin (
+    email: string,
+    password: string,
+    until?: Cancellation
+  ): Promise<{ userId: number, twoFactorRequired: boolean } | null> {
+    return this.#api.action('ValidateLogin', { email, password2: password }, until, toValidatedLogin,
       message => says(message, 'Email or Password Invalid') ? null : undefined)
   }
 
@@ -81,14 +79,19 @@ export class BillingClient {
     if (user === null) return { outcome: 'invalid_credentials' }
     if (user.twoFactorRequired) return { outcome: 'two_factor_required' }
     const client = await this.#clientActingFor([{ clientid: user.userId }, { email }], user.userId, email, until)
-    return client === null ? { outcome: 'no_client_account' } : { outcome: 'signed_in', clientId: client.id, name: nameOf(client) }
+    return client === null
+      ? { outcome: 'no_client_account' }
+      : { outcome: 'signed_in', clientId: client.id, name: nameOf(client) }
   }
 
   /**
    * The client account that acts for the person an identity provider signed in with this email (a
    * verified one): the client with that email, or one that lists a user with it, as signIn finds it.
    */
-  async clientActingFor (email: string, until?: Cancellation): Promise<{ clientId: number, name: string | null } | null> {
+  async clientActingFor (
+    email: string,
+    until?: Cancellation
+  ): Promise<{ clientId: number, name: string | null } | null> {
     const client = await this.#clientActingFor([{ email }], undefined, email, until)
     return client === null ? null : { clientId: client.id, name: nameOf(client) }
   }
@@ -99,19 +102,28 @@ export class BillingClient {
    * ones are left out. Where there is no such user or no GetUsers (WHMCS 7), the one client
    * clientActingFor finds, if any.
    */
-  async clientsActingFor (email: string, until?: Cancellation): Promise<Array<{ clientId: number, name: string | null }>> {
-    const ids = await this.#action('GetUsers', { search: email }, until, answer => clientIdsOfUser(answer, email),
+  async clientsActingFor (
+    email: string,
+    until?: Cancellation
+  ): Promise<Array<{ clientId: number, name: string | null }>> {
+    const ids = await this.#api.action('GetUsers', { search: email }, until, answer => clientIdsOfUser(answer, email),
       message => says(message, 'Command Not Found') ? [] : undefined)
-    const clients = (await Promise.all(ids.slice(0, MAX_CLIENTS_OF_A_PERSON).map((id) => this.getClientsDetails(id, until))))
+    const details = ids.slice(0, MAX_CLIENTS_OF_A_PERSON).map((id) => this.getClientsDetails(id, until))
+    const clients = (await Promise.all(details))
       .filter((client): client is ClientDetails => client !== null && client.status !== 'Closed')
     if (clients.length > 0) return clients.map((client) => ({ clientId: client.id, name: nameOf(client) }))
     const client = await this.clientActingFor(email, until)
     return client === null ? [] : [client]
   }
 
-  async #clientActingFor (lookups: WhmcsParams[], userId: number | undefined, email: string, until?: Cancellation): Promise<ClientDetails | null> {
+  async #clientActingFor (
+    lookups: WhmcsParams[],
+    userId: number | undefined,
+    email: string,
+    until?: Cancellation
+  ): Promise<ClientDetails | null> {
     for (const lookup of lookups) {
-      const client = await this.#action('GetClientsDetails', lookup, until, answer => answer,
+      const client = await this.#api.action('GetClientsDetails', lookup, until, answer => answer,
         message => says(message, 'Client Not Found') ? null : undefined)
       if (client !== null && actsFor(client, userId, email)) return toClientDetails(client)
     }
@@ -119,18 +131,26 @@ export class BillingClient {
   }
 
   getClientsDetails (clientId: number, until?: Cancellation): Promise<ClientDetails | null> {
-    return this.#action('GetClientsDetails', { clientid: clientId }, until, toClientDetails,
+    return this.#api.action('GetClientsDetails', { clientid: clientId }, until, toClientDetails,
       message => says(message, 'Client Not Found') ? null : undefined)
   }
 
   getInvoices ({ clientId, status, limitStart, limitNum }: InvoiceQuery, until?: Cancellation): Promise<InvoicePage> {
-    // Newest first, by a unique key: WHMCS's own default order (by status and due date) is not one, so pages could overlap.
-    const params = { userid: clientId, status, limitstart: limitStart, limitnum: limitNum, orderby: 'id', order: 'desc' }
-    return this.#action('GetInvoices', params, until, toInvoicePage)
+    // Newest first, by a unique key: WHMCS's own default order (by status and due date) is not one, so pages
+    // could overlap.
+    const params = {
+      userid: clientId,
+      status,
+      limitstart: limitStart,
+      limitnum: limitNum,
+      orderby: 'id',
+      order: 'desc'
+    }
+    return this.#api.action('GetInvoices', params, until, toInvoicePage)
   }
 
   getInvoice (invoiceId: number, until?: Cancellation): Promise<InvoiceDetails | null> {
-    return this.#action('GetInvoice', { invoiceid: invoiceId }, until, toInvoiceDetails,
+    return this.#api.action('GetInvoice', { invoiceid: invoiceId }, until, toInvoiceDetails,
       message => says(message, 'Invoice ID Not Found') ? null : undefined)
   }
 
@@ -150,13 +170,16 @@ export class BillingClient {
       const [valid] = error.validMethods
       if (valid === undefined || valid === tried) {
         const failure = new PaymentMethodRefusedError(error.whmcsMessage)
-        this.#upstream.log.error({ upstream: 'billing', operation: 'AddOrder', failure: failure.failure }, failure.message)
+        this.#api.log.error(
+          { upstream: 'billing', operation: 'AddOrder', failure: failure.failure },
+          failure.message
+        )
         throw failure
       }
       // Orders placed at the same time meet the same refusal: the first to learn of it says so.
       if (this.#fallbackPaymentMethod === tried) {
         this.#fallbackPaymentMethod = valid
-        this.#upstream.log.warn({ upstream: 'billing', operation: 'AddOrder', refused: tried, paymentMethod: valid },
+        this.#api.log.warn({ upstream: 'billing', operation: 'AddOrder', refused: tried, paymentMethod: valid },
           `BILLING_PAYMENT_METHOD is not set and WHMCS refuses ${tried}: orders go with ${valid}, the first gateway it names`)
       }
       return await this.#addOrder(order, valid, false, until)
@@ -164,9 +187,14 @@ export class BillingClient {
   }
 
   /** `chosenHere`: the gateway is the client's own choice, which WHMCS may refuse without fault. */
-  #addOrder ({ clientId, productId, billingCycle }: NewOrder, paymentMethod: string, chosenHere: boolean, until?: Cancellation): Promise<PlacedOrder> {
+  #addOrder (
+    { clientId, productId, billingCycle }: NewOrder,
+    paymentMethod: string,
+    chosenHere: boolean,
+    until?: Cancellation
+  ): Promise<PlacedOrder> {
     const params = { clientid: clientId, pid: [productId], billingcycle: [billingCycle], paymentmethod: paymentMethod }
-    return this.#action('AddOrder', params, until, toPlacedOrder, message => {
+    return this.#api.action('AddOrder', params, until, toPlacedOrder, message => {
       if (!/^invalid payment method/i.test(message.trim())) throw new OrderRefusedError(message)
       throw chosenHere ? new GatewayRefusal(message) : new PaymentMethodRefusedError(message)
     })
@@ -174,7 +202,7 @@ export class BillingClient {
 
   /** Rejects with OrderNotPendingError when the order is not (or no longer) pending. */
   acceptOrder (orderId: number, until?: Cancellation): Promise<void> {
-    return this.#action('AcceptOrder', { orderid: orderId }, until, () => undefined, message => {
+    return this.#api.action('AcceptOrder', { orderid: orderId }, until, () => undefined, message => {
       if (says(message, 'Order ID not found or Status not Pending')) throw new OrderNotPendingError(orderId)
       return undefined
     })
@@ -182,7 +210,7 @@ export class BillingClient {
 
   /** The order's status (`Pending`, `Active`, `Cancelled`, `Fraud`...), or null when there is no such order. */
   getOrderStatus (orderId: number, until?: Cancellation): Promise<string | null> {
-    return this.#action('GetOrders', { id: orderId }, until, orderStatusOf)
+    return this.#api.action('GetOrders', { id: orderId }, until, orderStatusOf)
   }
 
   /**
@@ -191,7 +219,13 @@ export class BillingClient {
    * `not_found`. Rejects with OrderNotPendingError when the order went on (accepted) meanwhile.
    */
   async cancelOrder (orderId: number, until?: Cancellation): Promise<'cancelled' | 'not_found'> {
-    const refused = await this.#action('CancelOrder', { orderid: orderId, cancelsub: 'true', noemail: 'true' }, until, () => false, () => true)
+    const refused = await this.#api.action(
+      'CancelOrder',
+      { orderid: orderId, cancelsub: 'true', noemail: 'true' },
+      until,
+      () => false,
+      () => true
+    )
     if (!refused) return 'cancelled'
     // WHMCS's refusal does not say which it is: the order's status does.
     const status = await this.getOrderStatus(orderId, until)
@@ -202,53 +236,15 @@ export class BillingClient {
 
   /** The client's pending orders, newest first (the most recent 100). */
   getPendingOrders (clientId: number, until?: Cancellation): Promise<BillingOrderSummary[]> {
-    return this.#action('GetOrders', { userid: clientId, status: 'Pending', limitnum: 100 }, until, toOrderSummaries)
+    const params = { userid: clientId, status: 'Pending', limitnum: 100 }
+    return this.#api.action('GetOrders', params, until, toOrderSummaries)
   }
 
   async health (until: Cancellation): Promise<void> {
-    await this.#action('WhmcsDetails', {}, until, () => undefined)
+    await this.#api.action('WhmcsDetails', {}, until, () => undefined)
   }
 
   close (): Promise<void> {
-    return this.#upstream.close()
-  }
-
-  /**
-   * One action. `read` turns a success into the result; `refused` may turn an error message the caller
-   * expects into a result (not-found as null), returning undefined for any other message.
-   */
-  #action<T> (action: string, params: WhmcsParams, until: Cancellation | undefined,
-    read: (answer: WhmcsAnswer) => T, refused?: (message: string) => T | undefined): Promise<T> {
-    return this.#upstream.call(action, async (deadline) => {
-      const response = await this.#upstream.send({
-        url: this.#url,
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
-        body: this.#form(action, params),
-        signal: deadline
-      })
-      if (response.status >= 500) throw this.#upstream.failure('http_5xx', `${action}: HTTP ${response.status}`)
-      if (response.status === 401 || response.status === 403) throw this.#upstream.failure('auth_failed', `${action}: refused the API credentials (HTTP ${response.status})`)
-      const answer = asRecord(this.#upstream.json(response, action))
-      const message = toText(answer.message)
-      if (answer.result === 'success') return read(answer)
-      // Some actions (GetInvoice of a missing invoice, for one) answer `status: error` without a result.
-      const isError = answer.result === 'error' || (answer.result === undefined && answer.status === 'error')
-      if (!isError) throw this.#upstream.failure('upstream_error', `${action}: HTTP ${response.status} answer without a result`)
-      if (CREDENTIALS_REFUSED.test(message)) throw this.#upstream.failure('auth_failed', `${action}: refused the API credentials (${brief(message)})`)
-      const result = refused?.(message)
-      if (result !== undefined) return result
-      throw new BillingRefusal(action, message)
-    }, until)
-  }
-
-  /** PHP reads `pid[0]=1&pid[1]=2` as a list. */
-  #form (action: string, params: WhmcsParams): string {
-    const form = new URLSearchParams({ identifier: this.#identifier, secret: this.#secret, action, responsetype: 'json' })
-    for (const [name, value] of Object.entries(params)) {
-      if (typeof value === 'object') value.forEach((item, index) => form.append(`${name}[${index}]`, String(item)))
-      else if (value !== undefined) form.append(name, String(value))
-    }
-    return form.toString()
+    return this.#api.close()
   }
 }

@@ -185,7 +185,9 @@ export function toValidatedLogin (answer: WhmcsAnswer): { userId: number, twoFac
   return { userId: toNumber(answer.userid, 'userid'), twoFactorRequired: isTrue(answer.twoFactorEnabled) }
 }
 
-/** The details of a GetClientsDetails answer: under `client` (documented), or at the top level (older installations). */
+/**
+ * The details of a GetClientsDetails answer: under `client` (documented), or at the top level (older installations).
+ */
 function clientOf (answer: WhmcsAnswer): WhmcsAnswer {
   return answer.client === undefined ? answer : asRecord(answer.client)
 }
@@ -193,7 +195,9 @@ function clientOf (answer: WhmcsAnswer): WhmcsAnswer {
 /** The users a client lists (`users.user`, WHMCS 8 and later), or undefined when it lists none (WHMCS 7). */
 function usersOf (answer: WhmcsAnswer): Array<{ id: number, email: string }> | undefined {
   const users = clientOf(answer).users ?? answer.users
-  return users === undefined ? undefined : listOf(users, 'user').map(user => ({ id: Number(user.id), email: toText(user.email) }))
+  return users === undefined
+    ? undefined
+    : listOf(users, 'user').map((user) => ({ id: Number(user.id), email: toText(user.email) }))
 }
 
 /**
@@ -258,7 +262,11 @@ export interface BillingOrderSummary {
 export function toOrderSummaries (answer: WhmcsAnswer): BillingOrderSummary[] {
   return listOf(answer.orders, 'order').map(order => {
     const invoiceId = toNumber(order.invoiceid ?? 0, 'invoiceid')
-    return { orderId: toNumber(order.id, 'id'), status: toText(order.status), invoiceId: invoiceId === 0 ? null : invoiceId }
+    return {
+      orderId: toNumber(order.id, 'id'),
+      status: toText(order.status),
+      invoiceId: invoiceId === 0 ? null : invoiceId
+    }
   })
 }
 

@@ -10,7 +10,10 @@ export class Backoff {
   readonly #random: () => number
 
   /** `random`: the jitter's source (Math.random); a test fixes it to see the bound. */
-  constructor ({ initialMs = 500, maxMs = 30_000 }: { initialMs?: number, maxMs?: number } = {}, random: () => number = Math.random) {
+  constructor (
+    { initialMs = 500, maxMs = 30_000 }: { initialMs?: number, maxMs?: number } = {},
+    random: () => number = Math.random
+  ) {
     this.initialMs = initialMs
     this.maxMs = maxMs
     this.#random = random

@@ -2,8 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { Backoff } from './backoff.js'
 import { StreamInterruption, type BayeuxMessage, type BayeuxTransport } from './bayeux-transport.js'
 import {
-  HANDSHAKE_AT_ONCE, LOST_ANSWERS, connectMessage, disconnectMessage, grantsReplay, handshakeMessage, interruptionOf, isReconnectRefused, refusal,
-  replyTo, subscribeMessage
+  HANDSHAKE_AT_ONCE, LOST_ANSWERS, connectMessage, disconnectMessage, grantsReplay, handshakeMessage, interruptionOf,
+  isReconnectRefused, refusal, replyTo, subscribeMessage
 } from './bayeux-protocol.js'
 import type { CrmSession } from './client.js'
 import { asRecord, type UpstreamLogger } from '../upstream.js'
@@ -63,7 +63,12 @@ export class BayeuxConnection {
   ) {}
 
   /** A new client, handshaken with the session on its instance; a refusal is thrown as the stream's interruption. */
-  static async handshake (context: ConnectionContext, transport: BayeuxTransport, session: CrmSession, signal: AbortSignal): Promise<BayeuxConnection> {
+  static async handshake (
+    context: ConnectionContext,
+    transport: BayeuxTransport,
+    session: CrmSession,
+    signal: AbortSignal
+  ): Promise<BayeuxConnection> {
     const reply = await exchange(context, { transport, session }, handshakeMessage(), context.requestTimeoutMs, signal)
     if (reply.successful !== true || typeof reply.clientId !== 'string') throw refusal(reply)
     const connection = new BayeuxConnection(context, transport, session, reply.clientId, grantsReplay(reply))
@@ -77,7 +82,10 @@ export class BayeuxConnection {
    * anyway; from a server that holds it all the same, it carries the first events. Answers that
    * connect while it is held (`held` undefined once answered); `holdUntil` bounds how long it may be.
    */
-  async connectFirst (holdUntil: AbortSignal, signal: AbortSignal): Promise<{ held: Promise<BayeuxMessage> | undefined }> {
+  async connectFirst (
+    holdUntil: AbortSignal,
+    signal: AbortSignal
+  ): Promise<{ held: Promise<BayeuxMessage> | undefined }> {
     const pending = this.#connect(holdUntil, { timeout: 0 })
     pending.catch(ignore)
     const first = await Promise.race([pending, sleep(FIRST_CONNECT_GRACE_MS, undefined, { signal })])
@@ -88,7 +96,13 @@ export class BayeuxConnection {
   }
 
   subscribe (replayId: number, signal: AbortSignal): Promise<BayeuxMessage> {
-    return exchange(this.context, this, subscribeMessage(this.clientId, this.context.channel, replayId), this.context.requestTimeoutMs, signal)
+    return exchange(
+      this.context,
+      this,
+      subscribeMessage(this.clientId, this.context.channel, replayId),
+      this.context.requestTimeoutMs,
+      signal
+    )
   }
 
   /**
@@ -135,15 +149,28 @@ export class BayeuxConnection {
   /** Best effort: the server would forget the client anyway, but later. */
   async disconnect (): Promise<void> {
     try {
-      await this.transport.send([{ ...disconnectMessage(this.clientId), id: this.context.nextId() }], this.session.accessToken, DISCONNECT_TIMEOUT_MS)
+      await this.transport.send(
+        [{ ...disconnectMessage(this.clientId), id: this.context.nextId() }],
+        this.session.accessToken,
+        DISCONNECT_TIMEOUT_MS
+      )
     } catch (error) {
-      this.context.log.debug({ channel: this.context.channel, failure: interruptionOf(error).failure }, 'platform-event subscription: /meta/disconnect failed')
+      this.context.log.debug(
+        { channel: this.context.channel, failure: interruptionOf(error).failure },
+        'platform-event subscription: /meta/disconnect failed'
+      )
     }
   }
 
   /** One long poll, given the advised timeout plus the watchdog's margin. */
   #connect (signal: AbortSignal, advice?: { timeout: number }): Promise<BayeuxMessage> {
-    return exchange(this.context, this, connectMessage(this.clientId, advice), this.timeoutMs + this.context.connectTimeoutMarginMs, signal)
+    return exchange(
+      this.context,
+      this,
+      connectMessage(this.clientId, advice),
+      this.timeoutMs + this.context.connectTimeoutMarginMs,
+      signal
+    )
   }
 
   /** Keeps the advice a reply carries: the long poll's timeout and the pause before the next connect. */
@@ -167,14 +194,19 @@ export class HandshakePacing {
     // alone; twice in a row backs off, as does a second one within the longest backoff (a server
     // that takes the subscribe and forgets the client at once must not be handshaken in a loop).
     const intervalMs = Math.min(interruption.intervalMs, this.backoff.maxMs)
-    if (HANDSHAKE_AT_ONCE.has(interruption.failure) && this.backoff.failures === 0 && Date.now() - this.#atOnceAt >= this.backoff.maxMs) {
+    if (
+      HANDSHAKE_AT_ONCE.has(interruption.failure) &&
+      this.backoff.failures === 0 &&
+      Date.now() - this.#atOnceAt >= this.backoff.maxMs
+    ) {
       this.backoff.failures = 1
       this.#atOnceAt = Date.now()
       return { atOnce: true, waitMs: intervalMs }
     }
     // Bayeux: a client must not retry on its own after `reconnect: none`; a service must come back
     // some time, so it waits the longest backoff, not a random part of it.
-    const waitMs = interruption.failure === 'reconnect_none' ? this.backoff.maxMs : Math.max(intervalMs, this.backoff.delayMs())
+    const waitMs =
+      interruption.failure === 'reconnect_none' ? this.backoff.maxMs : Math.max(intervalMs, this.backoff.delayMs())
     this.backoff.failures++
     return { atOnce: false, waitMs }
   }

@@ -21,9 +21,17 @@ const INVALID_REPLAY = /^400:[^:]*:.*\breplay ?id\b.*\binvalid\b/i
 const UNKNOWN_CLIENT = /^\d{3}:[^:]*:Unknown client/i
 const AUTHENTICATION = /^401:/
 /** Failures of a connect's HTTP exchange after which the same client connects again. */
-export const LOST_ANSWERS: ReadonlySet<StreamFailure> = new Set<StreamFailure>(['http_5xx', 'connection_refused', 'upstream_error'])
+export const LOST_ANSWERS: ReadonlySet<StreamFailure> = new Set<StreamFailure>([
+  'http_5xx',
+  'connection_refused',
+  'upstream_error'
+])
 /** Failures after which the server expects a new handshake at once. */
-export const HANDSHAKE_AT_ONCE: ReadonlySet<StreamFailure> = new Set<StreamFailure>(['auth_failed', 'unknown_client', 'handshake_advised'])
+export const HANDSHAKE_AT_ONCE: ReadonlySet<StreamFailure> = new Set<StreamFailure>([
+  'auth_failed',
+  'unknown_client',
+  'handshake_advised'
+])
 
 function text (value: unknown): string {
   return typeof value === 'string' ? value : ''
@@ -49,7 +57,10 @@ export function connectMessage (clientId: string, advice?: { timeout: number }):
   }
 }
 
-/** A subscription to `channel` with the replay extension: from `replayId`, or -1 (new events) / -2 (every retained event). */
+/**
+ * A subscription to `channel` with the replay extension: from `replayId`, or -1 (new events) / -2 (every
+ * retained event).
+ */
 export function subscribeMessage (clientId: string, channel: string, replayId: number): BayeuxMessage {
   return {
     channel: '/meta/subscribe',
@@ -70,7 +81,9 @@ export function disconnectMessage (clientId: string): BayeuxMessage {
 export function replyTo (replies: BayeuxMessage[], message: BayeuxMessage, id: string): BayeuxMessage {
   // Salesforce has answered a refused request with a lone error message that names no channel
   // (`[{"error":"401::Request requires authentication","successful":false}]`): it is the reply.
-  const reply = replies.find(candidate => candidate.channel === message.channel && (candidate.id === undefined || String(candidate.id) === id))
+  const reply = replies.find(
+    (candidate) => candidate.channel === message.channel && (candidate.id === undefined || String(candidate.id) === id)
+  )
   if (reply !== undefined) return reply
   const lone = replies.find(candidate => candidate.channel === undefined && candidate.successful === false)
   if (lone === undefined) throw new StreamInterruption('upstream_error', `${text(message.channel)}: no reply in the answer`)
@@ -90,7 +103,9 @@ export function refusal (reply: BayeuxMessage): StreamInterruption {
   // Salesforce send 403, the specification's example 402, Faye 401): a new handshake with the same
   // credentials. Only then is a 401 taken for a refused token.
   if (UNKNOWN_CLIENT.test(error)) return new StreamInterruption('unknown_client', message, advice)
-  if (AUTHENTICATION.test(error) || AUTHENTICATION.test(failureReason)) return new StreamInterruption('auth_failed', message, advice)
+  if (AUTHENTICATION.test(error) || AUTHENTICATION.test(failureReason)) {
+    return new StreamInterruption('auth_failed', message, advice)
+  }
   if (/limit exceeded/i.test(`${error} ${failureReason}`)) return new StreamInterruption('quota_exceeded', message, advice)
   if (reconnect === 'handshake') return new StreamInterruption('handshake_advised', message, advice)
   if (reconnect === 'none') return new StreamInterruption('reconnect_none', message, advice)
@@ -137,14 +152,20 @@ export function platformEventDefect (message: BayeuxMessage): PlatformEventDefec
  * The platform events of an answer on `channel`, in replayId order, and the ones dropped for what they lack
  * (with their replayId when they have one).
  */
-export function platformEventsIn (replies: BayeuxMessage[], channel: string): { events: PlatformEventMessage[], defective: Array<{ defect: PlatformEventDefect, replayId: unknown }> } {
+export function platformEventsIn (
+  replies: BayeuxMessage[],
+  channel: string
+): { events: PlatformEventMessage[], defective: Array<{ defect: PlatformEventDefect, replayId: unknown }> } {
   const events: PlatformEventMessage[] = []
   const defective: Array<{ defect: PlatformEventDefect, replayId: unknown }> = []
   for (const candidate of replies) {
     if (candidate.channel !== channel) continue
     const event = platformEvent(candidate)
     if (event !== undefined) events.push(event)
-    else defective.push({ defect: platformEventDefect(candidate) ?? 'event_without_payload', replayId: asRecord(asRecord(candidate.data).event).replayId })
+    else {
+      const replayId = asRecord(asRecord(candidate.data).event).replayId
+      defective.push({ defect: platformEventDefect(candidate) ?? 'event_without_payload', replayId })
+    }
   }
   return { events: events.sort((a, b) => a.data.event.replayId - b.data.event.replayId), defective }
 }

@@ -33,10 +33,13 @@ export class CookieJar {
   /** Keeps what the answer's Set-Cookie headers set; Max-Age wins over Expires, as RFC 6265 says. */
   store (setCookie: string | string[] | undefined, now = Date.now()): void {
     const headers = new Headers()
-    for (const header of typeof setCookie === 'string' ? [setCookie] : setCookie ?? []) headers.append('set-cookie', header)
+    for (const header of typeof setCookie === 'string' ? [setCookie] : (setCookie ?? [])) {
+      headers.append('set-cookie', header)
+    }
     for (const { name, value, maxAge, expires } of getSetCookies(headers)) {
       if (name === '') continue
-      const expiresAt = maxAge !== undefined ? now + maxAge * 1000 : expires !== undefined ? new Date(expires).getTime() : Infinity
+      const expiresAt =
+        maxAge !== undefined ? now + maxAge * 1000 : expires !== undefined ? new Date(expires).getTime() : Infinity
       if (expiresAt <= now) this.#cookies.delete(name)
       else this.#cookies.set(name, { value, expiresAt })
     }
@@ -73,7 +76,12 @@ export class BayeuxTransport {
    * Sends the messages and answers the server's. Rejects with a StreamInterruption, or with the signal's
    * reason once `signal` aborts.
    */
-  async send (messages: BayeuxMessage[], accessToken: string, timeoutMs: number, signal?: AbortSignal): Promise<BayeuxMessage[]> {
+  async send (
+    messages: BayeuxMessage[],
+    accessToken: string,
+    timeoutMs: number,
+    signal?: AbortSignal
+  ): Promise<BayeuxMessage[]> {
     const operation = messages.map(message => String(message.channel)).join(',')
     const deadline = new AbortController()
     const timer = setTimeout(() => deadline.abort(), timeoutMs)
@@ -128,7 +136,10 @@ export class BayeuxTransport {
   }
 }
 
-/** The transport to the instance of the latest CRM session: a new one (with an empty cookie jar) when the instance changes. */
+/**
+ * The transport to the instance of the latest CRM session: a new one (with an empty cookie jar) when the
+ * instance changes.
+ */
 export class InstanceTransport {
   #current: BayeuxTransport | undefined
 

@@ -5,76 +5,19 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { abortable } from '../../lib/abortable.js'
 import { Backoff } from './backoff.js'
 import { BayeuxConnection, HandshakePacing, type ConnectionContext } from './bayeux-connection.js'
-import { InstanceTransport, StreamInterruption, type BayeuxMessage, type BayeuxTransport, type StreamFailure } from './bayeux-transport.js'
-import { HANDSHAKE_AT_ONCE, platformEventsIn, interruptionOf, isInvalidReplay, refusal, type PlatformEventMessage } from './bayeux-protocol.js'
+import {
+  InstanceTransport, StreamInterruption, type BayeuxMessage, type BayeuxTransport, type StreamFailure
+} from './bayeux-transport.js'
+import {
+  HANDSHAKE_AT_ONCE, platformEventsIn, interruptionOf, isInvalidReplay, refusal, type PlatformEventMessage
+} from './bayeux-protocol.js'
 import type { CrmSession } from './client.js'
+import type {
+  CrmSessions, PlatformEventSubscriberOptions, StateDetails, SubscriberState, SubscriberStats
+} from './subscriber-options.js'
 import type { UpstreamLogger } from '../upstream.js'
 
-/** What the subscriber needs of the CRM client (a CrmClient fits). */
-export interface CrmSessions {
-  session: (signal: AbortSignal) => Promise<CrmSession>
-  /** Drops a session the Streaming API refused, so that the next `session()` mints a new one. */
-  invalidateSession: (refused: CrmSession) => void
-}
-
-/**
- * `connecting`: getting a session, handshaking and subscribing; `connected`: subscribed, long polling;
- * `failed`: after a failure, backing off before the next handshake.
- */
-export type SubscriberState = 'idle' | 'connecting' | 'connected' | 'failed' | 'stopped'
-
-export interface StateDetails {
-  lastError: StreamFailure | null
-  /** `failed`: when the next handshake is due. */
-  retryInMs?: number
-}
-
-export interface SubscriberStats {
-  state: SubscriberState
-  /** When the last batch of events arrived (ISO 8601), null before the first. */
-  lastEventAt: string | null
-  /** The replayId of the last event that `onPlatformEvents` accepted. */
-  replayId: number | null
-  /** Events that `onPlatformEvents` accepted. */
-  received: number
-  /** Handshakes after the first. */
-  reconnects: number
-  /** Events delivered without a replayId or a payload: logged and skipped. */
-  dropped: number
-  /** Whether the last handshake granted the replay extension (null before one); without it nothing is replayed. */
-  replaySupported: boolean | null
-  /** The last failure, or the defect of the last event dropped, whichever came later. */
-  lastError: StreamFailure | null
-}
-
-export interface PlatformEventSubscriberOptions {
-  crm: CrmSessions
-  /** e.g. `60.0`: the endpoint is `{instanceUrl}/cometd/{apiVersion}`. */
-  apiVersion: string
-  /** e.g. `/event/OrderProvisionRequested__e` */
-  channel: string
-  /** The stored replay position, or -1 (new events) / -2 (every retained event); asked before every subscribe. */
-  replayFrom: () => Promise<number>
-  /** Subscribes with this when the Streaming API no longer has the stored position (default -1). */
-  fallbackReplay?: -1 | -2
-  /** Told the stored position that was refused, before the fallback subscription. */
-  onInvalidReplay?: (replayId: number) => void | Promise<void>
-  /**
-   * Each batch, in replayId order. The next /meta/connect waits for it; a rejection ends the session, and
-   * the next one subscribes from `replayFrom()` again, so that nothing is lost.
-   */
-  onPlatformEvents: (events: PlatformEventMessage[]) => Promise<void>
-  onState?: (state: SubscriberState, details: StateDetails) => void
-  log?: UpstreamLogger
-  /** Watchdog: a /meta/connect unanswered after advice.timeout plus this is abandoned (default 10 000 ms). */
-  connectTimeoutMarginMs?: number
-  /** Bound on a handshake or subscribe (default 10 000 ms). */
-  requestTimeoutMs?: number
-  /** Delay before the next handshake after a failure: full jitter up to initialMs doubling to maxMs (500, 30 000). */
-  backoff?: { initialMs?: number, maxMs?: number }
-  /** The jitter's source (Math.random): a test fixes it to see the backoff's bound. */
-  random?: () => number
-}
+export type { CrmSessions, PlatformEventSubscriberOptions, StateDetails, SubscriberState, SubscriberStats }
 
 const ignore = (): void => {}
 const SILENT: UpstreamLogger = { debug: ignore, info: ignore, warn: ignore, error: ignore }
@@ -173,7 +116,11 @@ export class PlatformEventSubscriber {
       if (HANDSHAKE_AT_ONCE.has(interruption.failure)) this.#connection = undefined
       else await this.#disconnect()
       this.#lastError = interruption.failure
-      const details = { channel: this.channel, failure: interruption.failure, ...(interruption.cause === undefined ? {} : { err: interruption.cause }) }
+      const details = {
+        channel: this.channel,
+        failure: interruption.failure,
+        ...(interruption.cause === undefined ? {} : { err: interruption.cause })
+      }
       const { atOnce, waitMs: retryInMs } = this.#pacing.next(interruption)
       if (atOnce) {
         this.#log.info({ ...details, ...(retryInMs > 0 ? { retryInMs } : {}) }, `platform-event subscription: ${interruption.message}; handshaking again`)
@@ -223,7 +170,12 @@ export class PlatformEventSubscriber {
     const connection = await BayeuxConnection.handshake(this.#context, transport, session, signal)
     // Degraded, not failed: the stream works, but what is published while it is down is lost.
     this.#replaySupported = connection.replaySupported
-    if (!this.#replaySupported) this.#log.warn({ channel: this.channel, replaySupported: false }, 'platform-event subscription degraded: the handshake grants no replay extension; events published while disconnected are lost')
+    if (!this.#replaySupported) {
+      this.#log.warn(
+        { channel: this.channel, replaySupported: false },
+        'platform-event subscription degraded: the handshake grants no replay extension; events published while disconnected are lost'
+      )
+    }
     this.#connection = connection
     return connection
   }
@@ -257,15 +209,28 @@ export class PlatformEventSubscriber {
 
   async #deliver (events: PlatformEventMessage[], signal: AbortSignal): Promise<void> {
     this.#lastEventAt = new Date().toISOString()
-    await this.#callback('events_rejected', 'onPlatformEvents() rejected a batch', () => this.#onPlatformEvents(events), signal)
+    await this.#callback(
+      'events_rejected',
+      'onPlatformEvents() rejected a batch',
+      () => this.#onPlatformEvents(events),
+      signal
+    )
     this.#backoff.failures = 0
     this.#received += events.length
     this.#replayId = events.at(-1)?.data.event.replayId ?? this.#replayId
-    this.#log.debug({ channel: this.channel, events: events.length, replayId: this.#replayId }, 'platform events delivered')
+    this.#log.debug(
+      { channel: this.channel, events: events.length, replayId: this.#replayId },
+      'platform events delivered'
+    )
   }
 
   /** Runs one of the service's callbacks; its failure ends the session, unless the subscriber is stopping. */
-  async #callback<T> (failure: StreamFailure, message: string, run: () => T | Promise<T>, signal: AbortSignal): Promise<T> {
+  async #callback<T> (
+    failure: StreamFailure,
+    message: string,
+    run: () => T | Promise<T>,
+    signal: AbortSignal
+  ): Promise<T> {
     try {
       return await abortable(Promise.resolve(run()), signal)
     } catch (error) {
@@ -285,7 +250,10 @@ export class PlatformEventSubscriber {
     try {
       this.#onState(state, { lastError: this.#lastError, ...(retryInMs === undefined ? {} : { retryInMs }) })
     } catch (error) {
-      this.#log.error({ channel: this.channel, err: error }, 'the platform event state observer threw; the subscription is unaffected')
+      this.#log.error(
+        { channel: this.channel, err: error },
+        'the platform event state observer threw; the subscription is unaffected'
+      )
     }
   }
 }

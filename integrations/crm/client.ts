@@ -1,13 +1,13 @@
-import { createPrivateKey, sign } from 'node:crypto'
-import type { KeyObject } from 'node:crypto'
 import type { Dispatcher } from 'undici'
 import type { Cancellation } from '../../lib/deadline.js'
 import type { FailureClass, UpstreamFailure } from '../../lib/errors.js'
 import type { ApiUsage, DailyUsageStore } from './daily-usage.js'
 import { CrmApiError, isNotFound, restError } from './errors.js'
 import { caseSafeId, isSalesforceId } from './salesforce-id.js'
-import { abortable } from '../../lib/abortable.js'
-import { Upstream, asRecord, brief, errorBody, type UpstreamOptions, type UpstreamResponse } from '../upstream.js'
+import { JwtBearerSessions, type CrmSession } from './session.js'
+import { Upstream, asRecord, brief, type UpstreamOptions, type UpstreamResponse } from '../upstream.js'
+
+export type { CrmSession }
 
 export interface CrmClientOptions extends UpstreamOptions {
   /** The OAuth server, e.g. `https://login.salesforce.com`. */
@@ -28,14 +28,8 @@ export interface CrmClientOptions extends UpstreamOptions {
   usage: DailyUsageStore
 }
 
-/** What the REST and Streaming APIs need: a bearer token and the org's instance. */
-export interface CrmSession {
-  accessToken: string
-  instanceUrl: string
-}
-
-export type CrmOrderField = 'Status' | 'AccountId' | 'EffectiveDate' | 'Name' | 'Description' | 'Type' | 'Pricebook2Id' |
-  'BillingOrderId__c' | 'BillingClientId__c' | 'Product__c' | 'Provisioning_Error__c'
+export type CrmOrderField = 'Status' | 'AccountId' | 'EffectiveDate' | 'Name' | 'Description' | 'Type' |
+  'Pricebook2Id' | 'BillingOrderId__c' | 'BillingClientId__c' | 'Product__c' | 'Provisioning_Error__c'
 export type CrmFieldValue = string | number | boolean | null
 /** The Order fields the service writes. */
 export type CrmOrderFields = Partial<Record<CrmOrderField, CrmFieldValue>>
@@ -47,10 +41,6 @@ export interface CrmOrder extends CrmOrderFields {
   LastModifiedDate?: string
 }
 
-const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
-/** The longest assertion lifetime Salesforce accepts. */
-const ASSERTION_LIFETIME_S = 180
-const TOKEN_OPERATION = 'POST oauth2/token'
 const DEFAULT_LIMITS_REFRESH_MS = 300_000
 
 /** Record ids become `{id}`, so that an operation name is a metric label of bounded cardinality. */
@@ -73,43 +63,21 @@ export function usageFrom (response: Pick<UpstreamResponse, 'headers'>): ApiUsag
  */
 export class CrmClient {
   readonly #upstream: Upstream
-  readonly #loginUrl: string
-  readonly #audience: string
-  readonly #clientId: string
-  readonly #username: string
-  readonly #privateKey: KeyObject
+  readonly #sessions: JwtBearerSessions
   readonly #apiVersion: string
   readonly #usage: DailyUsageStore
-  /** The session, or the mint that will give it: concurrent callers share one mint. */
-  #session: Promise<CrmSession> | undefined
-  /** The session once minted, so that a refused one is recognised at once. */
-  #current: CrmSession | undefined
   #limitsRefresh: NodeJS.Timeout | undefined
 
   constructor (options: CrmClientOptions) {
     this.#upstream = new Upstream('crm', options, [options.clientId])
-    this.#loginUrl = options.loginUrl.replace(/\/+$/, '')
-    this.#audience = options.audience ?? this.#loginUrl
-    this.#clientId = options.clientId
-    this.#username = options.username
-    this.#privateKey = createPrivateKey(options.privateKey)
+    this.#sessions = new JwtBearerSessions(this.#upstream, options)
     this.#apiVersion = options.apiVersion
     this.#usage = options.usage
   }
 
   /** The current session, minted when there is none; concurrent callers share one mint. */
   session (signal?: AbortSignal): Promise<CrmSession> {
-    if (this.#session === undefined) {
-      const minting: Promise<CrmSession> = this.#mint().then(session => {
-        if (this.#session === minting) this.#current = session
-        return session
-      })
-      minting.catch(() => {
-        if (this.#session === minting) this.#session = undefined
-      })
-      this.#session = minting
-    }
-    return signal === undefined ? this.#session : abortable(this.#session, signal)
+    return this.#sessions.session(signal)
   }
 
   /**
@@ -117,9 +85,7 @@ export class CrmClient {
    * it leaves alone a session that has replaced it already, so that many refusals make one mint.
    */
   invalidateSession (refused?: CrmSession): void {
-    if (refused !== undefined && this.#current?.accessToken !== refused.accessToken) return
-    this.#session = undefined
-    this.#current = undefined
+    this.#sessions.invalidate(refused)
   }
 
   /**
@@ -134,7 +100,9 @@ export class CrmClient {
   getLimits (until?: Cancellation): Promise<ApiUsage> {
     return this.#rest('GET', 'limits', undefined, until, answer => {
       const { Max, Remaining } = asRecord(asRecord(answer).DailyApiRequests)
-      if (typeof Max !== 'number' || typeof Remaining !== 'number') throw this.#malformed('GET limits', 'DailyApiRequests')
+      if (typeof Max !== 'number' || typeof Remaining !== 'number') {
+        throw this.#malformed('GET limits', 'DailyApiRequests')
+      }
       const usage = { used: Max - Remaining, limit: Max }
       this.#usage.record(usage)
       return usage
@@ -186,7 +154,11 @@ export class CrmClient {
     const quoted = ids.filter(isSalesforceId).map(id => `'${id}'`)
     if (quoted.length === 0) return new Map()
     const records = await this.query<{ Id: unknown, Status: unknown }>(`SELECT Id, Status FROM Order WHERE Id IN (${quoted.join(', ')})`, until)
-    return new Map(records.filter(record => typeof record.Id === 'string').map(record => [caseSafeId(record.Id as string), String(record.Status ?? '')]))
+    return new Map(
+      records
+        .filter((record) => typeof record.Id === 'string')
+        .map((record) => [caseSafeId(record.Id as string), String(record.Status ?? '')])
+    )
   }
 
   async updateOrder (id: string, fields: CrmOrderFields, until?: Cancellation): Promise<void> {
@@ -214,39 +186,6 @@ export class CrmClient {
     await this.#upstream.close()
   }
 
-  #assertion (): string {
-    const encode = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url')
-    const claims = { iss: this.#clientId, sub: this.#username, aud: this.#audience, exp: Math.floor(Date.now() / 1000) + ASSERTION_LIFETIME_S }
-    const unsigned = `${encode({ alg: 'RS256', typ: 'JWT' })}.${encode(claims)}`
-    return `${unsigned}.${sign('RSA-SHA256', Buffer.from(unsigned), this.#privateKey).toString('base64url')}`
-  }
-
-  /** Bounded by its own deadline, not by the caller that started it: other callers may be waiting on it. */
-  #mint (): Promise<CrmSession> {
-    return this.#upstream.call(TOKEN_OPERATION, async (deadline) => {
-      const response = await this.#upstream.send({
-        url: `${this.#loginUrl}/services/oauth2/token`,
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
-        body: new URLSearchParams({ grant_type: JWT_BEARER_GRANT, assertion: this.#assertion() }).toString(),
-        signal: deadline
-      })
-      if (response.status >= 500) throw this.#upstream.failure('http_5xx', `${TOKEN_OPERATION}: HTTP ${response.status}`)
-      // A refusal is one whatever its body: OAuth's JSON error, or a proxy's page.
-      if (response.status === 400 || response.status === 401) {
-        const refusal = asRecord(errorBody(response.text))
-        const reason = [refusal.error, refusal.error_description].filter(part => typeof part === 'string').join(': ')
-        throw this.#upstream.failure('auth_failed', `${TOKEN_OPERATION}: ${brief(reason) || `HTTP ${response.status}`}`)
-      }
-      const { access_token: accessToken, instance_url: instanceUrl } = asRecord(this.#upstream.json(response, TOKEN_OPERATION))
-      if (response.status !== 200 || typeof accessToken !== 'string' || typeof instanceUrl !== 'string' || !URL.canParse(instanceUrl)) {
-        throw this.#upstream.failure('upstream_error', `${TOKEN_OPERATION}: HTTP ${response.status} answer without a session`)
-      }
-      this.#upstream.log.info({ upstream: 'crm' }, 'minted a CRM access token')
-      return { accessToken, instanceUrl: instanceUrl.replace(/\/+$/, '') }
-    })
-  }
-
   #malformed (operation: string, field: string): UpstreamFailure {
     return this.#upstream.failure('upstream_error', `${operation}: no ${field} in the answer`)
   }
@@ -262,12 +201,17 @@ export class CrmClient {
       let session = await this.session(deadline)
       let response = await this.#send(session, method, path, body, deadline)
       if (response.status === 401) {
-        this.#upstream.log.info({ upstream: 'crm', operation }, 'the CRM refused the session; minting a new access token')
+        this.#upstream.log.info(
+          { upstream: 'crm', operation },
+          'the CRM refused the session; minting a new access token'
+        )
         this.invalidateSession(session)
         session = await this.session(deadline)
         response = await this.#send(session, method, path, body, deadline)
       }
-      if (response.status >= 200 && response.status < 300) return read(response.text.trim() === '' ? undefined : this.#upstream.json(response, operation))
+      if (response.status >= 200 && response.status < 300) {
+        return read(response.text.trim() === '' ? undefined : this.#upstream.json(response, operation))
+      }
       if (response.status >= 500) throw this.#upstream.failure('http_5xx', `${operation}: HTTP ${response.status}`)
       const { errorCode, message } = restError(response.text)
       if (notFound !== undefined && isNotFound(response.status, errorCode)) return notFound()
@@ -278,7 +222,13 @@ export class CrmClient {
     }, until)
   }
 
-  async #send (session: CrmSession, method: Dispatcher.HttpMethod, path: string, body: unknown, signal: AbortSignal): Promise<UpstreamResponse> {
+  async #send (
+    session: CrmSession,
+    method: Dispatcher.HttpMethod,
+    path: string,
+    body: unknown,
+    signal: AbortSignal
+  ): Promise<UpstreamResponse> {
     const response = await this.#upstream.send({
       url: `${session.instanceUrl}/services/data/v${this.#apiVersion}/${path}`,
       method,

@@ -51,7 +51,8 @@ function count (value: string | undefined): number | undefined {
 }
 
 /**
- * The CRM's daily API usage, shared by every instance through one Redis hash (`key`) with the fields `used`, `limit` and `reportedAt` (epoch ms).
+ * The CRM's daily API usage, shared by every instance through one Redis hash (`key`) with the fields `used`,
+ * `limit` and `reportedAt` (epoch ms).
  *
  * The last figure reported wins, even when it is lower: Salesforce counts over a rolling 24 hours, so
  * the count falls as old calls age out, and a figure that lost a race is at most one call behind until
@@ -79,20 +80,34 @@ export class DailyUsageStore {
   record ({ used, limit }: ApiUsage): void {
     const reported: Reported = { used, limit, reportedAt: Date.now() }
     this.#remember(reported)
-    this.#redis.hset(this.key, reported).then(() => { this.#redisFailing = false }, (error: unknown) => this.#failed('store', error))
+    this.#redis.hset(this.key, reported).then(
+      () => {
+        this.#redisFailing = false
+      },
+      (error: unknown) => this.#failed('store', error)
+    )
   }
 
   async read (): Promise<DailyUsage> {
     try {
       const stored = await this.#redis.hgetall(this.key)
       const [used, limit, reportedAt] = [count(stored.used), count(stored.limit), count(stored.reportedAt)]
-      if (used !== undefined && limit !== undefined && reportedAt !== undefined) this.#remember({ used, limit, reportedAt })
+      if (used !== undefined && limit !== undefined && reportedAt !== undefined) {
+        this.#remember({ used, limit, reportedAt })
+      }
       this.#redisFailing = false
     } catch (error) {
       this.#failed('read', error)
     }
     const last = this.#last
-    if (last !== undefined) return { used: last.used, limit: last.limit, limitSource: 'crm', reportedAt: new Date(last.reportedAt).toISOString() }
+    if (last !== undefined) {
+      return {
+        used: last.used,
+        limit: last.limit,
+        limitSource: 'crm',
+        reportedAt: new Date(last.reportedAt).toISOString()
+      }
+    }
     const limit = this.#fallbackLimit ?? null
     return { used: null, limit, limitSource: limit === null ? 'unknown' : 'configured', reportedAt: null }
   }

@@ -22,5 +22,8 @@ export function isCrmNotFound (error: unknown): error is CrmApiError {
 export function restError (text: string): { errorCode: string, message: string } {
   const body = errorBody(text)
   const { errorCode, message } = asRecord(Array.isArray(body) ? body[0] : body)
-  return { errorCode: typeof errorCode === 'string' ? errorCode : 'UNKNOWN', message: typeof message === 'string' ? message : '' }
+  return {
+    errorCode: typeof errorCode === 'string' ? errorCode : 'UNKNOWN',
+    message: typeof message === 'string' ? message : ''
+  }
 }

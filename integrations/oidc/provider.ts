@@ -62,19 +62,33 @@ export class OidcProvider {
     return this.#configuration !== undefined
   }
 
-  /** Reads the discovery document; rejects when the provider does not answer within the bound, or answers no valid one. */
+  /**
+   * Reads the discovery document; rejects when the provider does not answer within the bound, or answers no valid one.
+   */
   async discover (): Promise<void> {
     const { issuer, clientId, clientSecret, timeoutMs } = this.options
     const url = new URL(issuer)
     // Plain HTTP only to a provider on this machine (the tests' and the sandbox's): anywhere else
     // the library refuses it, as it should.
-    const execute = [openid.enableNonRepudiationChecks, ...(url.protocol === 'http:' && isLoopback(url) ? [openid.allowInsecureRequests] : [])]
+    const execute = [
+      openid.enableNonRepudiationChecks,
+      ...(url.protocol === 'http:' && isLoopback(url) ? [openid.allowInsecureRequests] : [])
+    ]
     const timeout = Math.ceil(timeoutMs / 1000)
-    const configuration = await openid.discovery(url, clientId, { client_secret: clientSecret }, openid.ClientSecretBasic(clientSecret), { execute, timeout })
+    const configuration = await openid.discovery(
+      url,
+      clientId,
+      { client_secret: clientSecret },
+      openid.ClientSecretBasic(clientSecret),
+      { execute, timeout }
+    )
     configuration.timeout = timeout
     const { jwks_uri: keysUrl } = configuration.serverMetadata()
     if (keysUrl === undefined) throw new Error('the discovery document names no jwks_uri')
-    this.#keys = createRemoteJWKSet(new URL(keysUrl), { timeoutDuration: timeoutMs, cooldownDuration: KEYS_COOLDOWN_MS })
+    this.#keys = createRemoteJWKSet(new URL(keysUrl), {
+      timeoutDuration: timeoutMs,
+      cooldownDuration: KEYS_COOLDOWN_MS
+    })
     this.#configuration = configuration
   }
 
@@ -93,7 +107,9 @@ export class OidcProvider {
     return { url, checks }
   }
 
-  /** Exchanges the code of the callback at `callbackUrl` and validates the ID token; rejects with the library's error. */
+  /**
+   * Exchanges the code of the callback at `callbackUrl` and validates the ID token; rejects with the library's error.
+   */
   async signIn (callbackUrl: URL, checks: AuthorizationChecks): Promise<SignedInPerson> {
     const tokens = await openid.authorizationCodeGrant(this.#discovered(), callbackUrl, {
       pkceCodeVerifier: checks.codeVerifier,
@@ -129,7 +145,10 @@ export class OidcProvider {
     }).href
   }
 
-  /** The sessions a logout token ends; rejects with InvalidLogoutTokenError for any token Back-Channel Logout 1.0 refuses. */
+  /**
+   * The sessions a logout token ends; rejects with InvalidLogoutTokenError for any token Back-Channel Logout
+   * 1.0 refuses.
+   */
   async verifyLogoutToken (token: string): Promise<LogoutTarget> {
     const configuration = this.#discovered()
     const { payload } = await jwtVerify(token, this.#keys!, {
@@ -139,7 +158,9 @@ export class OidcProvider {
       maxTokenAge: LOGOUT_TOKEN_MAX_AGE
     }).catch((error: unknown) => {
       // A provider whose keys cannot be fetched is no fault of the token.
-      if (error instanceof joseErrors.JOSEError && !(error instanceof joseErrors.JWKSTimeout)) throw new InvalidLogoutTokenError(error.code, { cause: error })
+      if (error instanceof joseErrors.JOSEError && !(error instanceof joseErrors.JWKSTimeout)) {
+        throw new InvalidLogoutTokenError(error.code, { cause: error })
+      }
       throw error
     })
     const events = payload.events as Record<string, unknown> | undefined

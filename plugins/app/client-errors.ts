@@ -6,7 +6,11 @@ import { CORRELATION_HEADER } from '../../lib/request-log.js'
 import type { ErrorResponse } from '../../schemas/error.js'
 
 const CLIENT_ERRORS: Record<string, { statusCode: number, code: string, message: string }> = {
-  ERR_HTTP_REQUEST_TIMEOUT: { statusCode: 408, code: 'REQUEST_TIMEOUT', message: 'The request did not arrive whole in time' },
+  ERR_HTTP_REQUEST_TIMEOUT: {
+    statusCode: 408,
+    code: 'REQUEST_TIMEOUT',
+    message: 'The request did not arrive whole in time'
+  },
   HPE_HEADER_OVERFLOW: { statusCode: 431, code: 'HEADERS_TOO_LARGE', message: 'The request headers are too large' }
 }
 const MALFORMED = { statusCode: 400, code: 'MALFORMED_REQUEST', message: 'The request is not valid HTTP' }
@@ -20,7 +24,10 @@ export function handleClientError (error: Error & { code?: string }, socket: Soc
   if (error.code === 'ECONNRESET' || socket.destroyed) return
   const { statusCode, code, message } = CLIENT_ERRORS[error.code ?? ''] ?? MALFORMED
   const correlationId = randomUUID()
-  log.info({ correlationId, statusCode, code, parserError: error.code, remoteAddress: socket.remoteAddress }, 'request refused before routing')
+  log.info(
+    { correlationId, statusCode, code, parserError: error.code, remoteAddress: socket.remoteAddress },
+    'request refused before routing'
+  )
   const status = STATUS_CODES[statusCode] ?? 'Error'
   const body = JSON.stringify({ statusCode, error: status, message, code, correlationId } satisfies ErrorResponse)
   if (socket.writable) {

@@ -1,6 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify'
-import { DatabaseUnavailableError, MethodNotAllowedError, NotFoundError, isDatabaseUnavailable, isPublicError } from '../../lib/errors.js'
+import {
+  DatabaseUnavailableError, MethodNotAllowedError, NotFoundError, isDatabaseUnavailable, isPublicError
+} from '../../lib/errors.js'
 import { EXPOSED_HEADERS, answeredDuringOutage } from '../../lib/request-log.js'
 import { ErrorResponse, errorBody } from '../../schemas/error.js'
 
@@ -26,7 +28,11 @@ const OUTAGE_CODES = new Set(['AUTH_UNAVAILABLE', 'DATABASE_UNAVAILABLE'])
  * other OPTIONS request on to this handler.
  */
 function methodsServedAt (fastify: FastifyInstance, methods: Iterable<string>, path: string): string[] {
-  return [...methods].filter((method) => method !== 'OPTIONS' && fastify.findRoute({ method: method as HTTPMethods, url: path }) !== null).sort()
+  return [...methods]
+    .filter(
+      (method) => method !== 'OPTIONS' && fastify.findRoute({ method: method as HTTPMethods, url: path }) !== null
+    )
+    .sort()
 }
 
 async function errorHandler (fastify: FastifyInstance) {
@@ -53,7 +59,10 @@ async function errorHandler (fastify: FastifyInstance) {
     const allowed = methodsServedAt(fastify, methods, path)
     if (allowed.length > 0) {
       const error = new MethodNotAllowedError(request.method, path)
-      return reply.code(405).header('allow', allowed.join(', ')).send(errorBody(request, 405, error.code, error.message))
+      return reply
+        .code(405)
+        .header('allow', allowed.join(', '))
+        .send(errorBody(request, 405, error.code, error.message))
     }
     const error = new NotFoundError(`${request.method} ${path}`)
     return reply.code(404).send(errorBody(request, 404, error.code, error.message))
@@ -61,12 +70,22 @@ async function errorHandler (fastify: FastifyInstance) {
 
   fastify.setErrorHandler((rawError: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const error = toServiceError(rawError)
-    const statusCode = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500
+    const statusCode =
+      error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500
     if (statusCode >= 500) {
       if (OUTAGE_CODES.has(rawError.code)) answeredDuringOutage(request)
       else request.log.error({ err: rawError }, 'request failed')
       const shown = isPublicError(error.code)
-      return reply.code(statusCode).send(errorBody(request, statusCode, shown ? error.code : 'INTERNAL_ERROR', shown ? error.message : 'Internal Server Error'))
+      return reply
+        .code(statusCode)
+        .send(
+          errorBody(
+            request,
+            statusCode,
+            shown ? error.code : 'INTERNAL_ERROR',
+            shown ? error.message : 'Internal Server Error'
+          )
+        )
     }
     // A request no route takes is a 404, whatever Fastify found wrong with it on the way (a QUERY
     // without a content type is refused before the not-found handler runs).

@@ -51,9 +51,15 @@ async function health (fastify: FastifyInstance) {
       name: 'portal_bff_health_check_up',
       help: 'Core health checks of GET /health: 1 ok, 0 fail',
       type: 'gauge',
-      samples: (core) => Object.entries(core.checks).map(([check, status]) => ({ labels: { check }, value: status === 'ok' ? 1 : 0 }))
+      samples: (core) =>
+        Object.entries(core.checks).map(([check, status]) => ({ labels: { check }, value: status === 'ok' ? 1 : 0 }))
     }]
   })
 }
 
-export default fp(health, { name: 'health', fastify: '5.x', dependencies: ['monitoring'], decorators: { fastify: ['config'] } })
+export default fp(health, {
+  name: 'health',
+  fastify: '5.x',
+  dependencies: ['monitoring'],
+  decorators: { fastify: ['config'] }
+})

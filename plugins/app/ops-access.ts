@@ -36,7 +36,12 @@ async function opsAccess (fastify: FastifyInstance) {
     const secret = offered(request.headers.authorization)
     if (secret !== undefined && timingSafeEqual(digest(secret), expected)) return
     // The page asks the browser for credentials; machines are told the scheme to use.
-    reply.header('www-authenticate', request.url.startsWith('/status') ? 'Basic realm="Portal BFF operations", charset="UTF-8"' : 'Bearer realm="Portal BFF operations"')
+    reply.header(
+      'www-authenticate',
+      request.url.startsWith('/status')
+        ? 'Basic realm="Portal BFF operations", charset="UTF-8"'
+        : 'Bearer realm="Portal BFF operations"'
+    )
     throw new OpsUnauthorizedError()
   })
 }

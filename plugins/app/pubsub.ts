@@ -23,7 +23,11 @@ export class PubSub {
     // once, which would end the process: the connection is made without it, and this does it.
     connection.on('ready', () => {
       if (this.#handlers.size === 0) return
-      connection.subscribe(...this.#handlers.keys()).catch((error: unknown) => log.warn({ err: error }, 'pub/sub: resubscription failed; retried on the next reconnection'))
+      connection
+        .subscribe(...this.#handlers.keys())
+        .catch((error: unknown) =>
+          log.warn({ err: error }, 'pub/sub: resubscription failed; retried on the next reconnection')
+        )
     })
     connection.on('close', () => { for (const listener of this.#lost) listener() })
   }

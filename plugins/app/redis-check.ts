@@ -9,7 +9,10 @@ async function redisCheck (fastify: FastifyInstance) {
 
   // One line when the connection is lost and one when it is back, with the failed reconnection
   // attempts between: the one error line of a Redis outage, whatever the traffic meanwhile.
-  const outage = new OutageLog(fastify.log, 'cache connection to Redis', { level: 'error', consequence: 'reconnecting' })
+  const outage = new OutageLog(fastify.log, 'cache connection to Redis', {
+    level: 'error',
+    consequence: 'reconnecting'
+  })
   redis.on('error', (error: Error) => outage.error(error))
   redis.on('ready', () => outage.recovered())
 }

@@ -64,13 +64,22 @@ export const orderStatusBacklogKey = (prefix: string, clientId: number) => `${pr
 /** Channel: every order status change, for every instance's SSE streams. */
 export const orderStatusChannel = (prefix: string, database: number) => `${prefix}db${database}:orders:status`
 
-/** An OpenID Connect sign-in under way: its PKCE verifier, state, nonce and return path, by the reference its browser's cookie holds. */
+/**
+ * An OpenID Connect sign-in under way: its PKCE verifier, state, nonce and return path, by the reference its
+ * browser's cookie holds.
+ */
 export const oidcLoginKey = (prefix: string, reference: string) => `${prefix}oidc:login:${reference}`
 
-/** A person the provider signed in who acts for several billing clients, until they pick one, by the reference its browser's cookie holds. */
+/**
+ * A person the provider signed in who acts for several billing clients, until they pick one, by the reference
+ * its browser's cookie holds.
+ */
 export const oidcChoiceKey = (prefix: string, reference: string) => `${prefix}oidc:choice:${reference}`
 
-/** The cookie sessions begun in one session of the provider, by the hash of its `sid`: what a back-channel logout for it ends. */
+/**
+ * The cookie sessions begun in one session of the provider, by the hash of its `sid`: what a back-channel
+ * logout for it ends.
+ */
 export const oidcSidSessionsKey = (prefix: string, hashedSid: string) => `${prefix}oidc:sid:${hashedSid}`
 
 /** The cookie sessions one person began at the provider, by the hash of their `sub`. */

@@ -8,7 +8,10 @@ export interface AccessTokenClaims {
   jti: string
 }
 
-/** Who mints the portal's access tokens (`iss`), and what they are for (`aud`): fixed, so a token of another issuer sharing the secret is refused. */
+/**
+ * Who mints the portal's access tokens (`iss`), and what they are for (`aud`): fixed, so a token of another
+ * issuer sharing the secret is refused.
+ */
 export const TOKEN_ISSUER = 'portal-bff'
 export const TOKEN_AUDIENCE = 'portal-api'
 /**
@@ -32,9 +35,18 @@ async function jwt (fastify: FastifyInstance) {
     secret: JWT_SECRET,
     // HS256 only: a token naming another algorithm, `none` included, is refused.
     sign: { algorithm: 'HS256', expiresIn: ACCESS_TOKEN_TTL_SECONDS, iss: TOKEN_ISSUER, aud: TOKEN_AUDIENCE },
-    verify: { algorithms: ['HS256'], requiredClaims: ['sub', 'jti', 'exp', 'iss', 'aud'], allowedIss: TOKEN_ISSUER, allowedAud: TOKEN_AUDIENCE, allowedSub: CLIENT_ID_SUB },
+    verify: {
+      algorithms: ['HS256'],
+      requiredClaims: ['sub', 'jti', 'exp', 'iss', 'aud'],
+      allowedIss: TOKEN_ISSUER,
+      allowedAud: TOKEN_AUDIENCE,
+      allowedSub: CLIENT_ID_SUB
+    },
     // Called only on claims verified as above: `sub` is a client id, `exp` is there, `iat` is signed in.
-    formatUser: (claims) => ({ ...claims as AccessTokenClaims & { exp: number, iat: number }, clientId: Number(claims.sub) })
+    formatUser: (claims) => ({
+      ...(claims as AccessTokenClaims & { exp: number, iat: number }),
+      clientId: Number(claims.sub)
+    })
   })
 }
 

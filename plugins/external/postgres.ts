@@ -45,8 +45,10 @@ async function postgres (fastify: FastifyInstance) {
   for (const [name, pool] of [['business', fastify.pg.pool], ['probe', fastify.pg.probe?.pool]] as const) {
     if (pool === undefined) continue
     // The error's message and code only: pg-pool hangs the whole client on it, settings included.
-    reportLostConnections(pool, (error) => fastify.log.warn({ pool: name, cause: describeCause(error), code: (error as { code?: unknown }).code },
-      'database connection lost: its query in flight fails, and the pool opens a new one when asked'))
+    reportLostConnections(pool, (error) => fastify.log.warn(
+      { pool: name, cause: describeCause(error), code: (error as { code?: unknown }).code },
+      'database connection lost: its query in flight fails, and the pool opens a new one when asked'
+    ))
     // pg-pool re-emits an idle connection's error on the pool, already reported by the connection's own listener.
     pool.on('error', () => {})
   }

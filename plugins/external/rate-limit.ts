@@ -20,18 +20,30 @@ declare module '../app/monitoring/index.js' {
   }
 }
 
-type RedisStoreConstructor = new (continueExceeding: boolean, exponentialBackoff: boolean, redis: unknown, key?: string) => FastifyRateLimitStore
+type RedisStoreConstructor = new (
+  continueExceeding: boolean,
+  exponentialBackoff: boolean,
+  redis: unknown,
+  key?: string
+) => FastifyRateLimitStore
 // The plugin's own Redis store: CommonJS, not exported by the package's entry point, and untyped.
 const RedisStore = createRequire(import.meta.url)('@fastify/rate-limit/store/RedisStore.js') as RedisStoreConstructor
 
-type Incr = (key: string, callback: (error: Error | null, result?: { current: number, ttl: number }) => void, ...rest: unknown[]) => void
+type Incr = (
+  key: string,
+  callback: (error: Error | null, result?: { current: number, ttl: number }) => void,
+  ...rest: unknown[]
+) => void
 
 /**
  * The plugin's Redis store, reporting each command's outcome: `skipOnError` otherwise swallows
  * Redis failures silently, and while Redis is down limiting stops (specification §7), which operators must see.
  */
 class ObservedStore implements FastifyRateLimitStore {
-  constructor (private readonly inner: FastifyRateLimitStore, private readonly observe: (error: Error | null) => void) {}
+  constructor (
+    private readonly inner: FastifyRateLimitStore,
+    private readonly observe: (error: Error | null) => void
+  ) {}
 
   incr (...[key, callback, ...rest]: Parameters<Incr>): void {
     (this.inner.incr as Incr).call(this.inner, key, (error, result) => {
@@ -46,7 +58,8 @@ class ObservedStore implements FastifyRateLimitStore {
    */
   child (routeOptions: Parameters<FastifyRateLimitStore['child']>[0]): FastifyRateLimitStore {
     const { groupId } = routeOptions as { groupId?: string }
-    const shared = groupId === undefined ? routeOptions : { ...routeOptions, routeInfo: { method: 'group:', url: groupId } }
+    const shared =
+      groupId === undefined ? routeOptions : { ...routeOptions, routeInfo: { method: 'group:', url: groupId } }
     return new ObservedStore(this.inner.child(shared), this.observe)
   }
 }
@@ -59,7 +72,10 @@ function rateLimitKey (request: FastifyRequest): string {
   return clientId !== undefined ? clientKey(clientId) : `ip:${request.ip}`
 }
 
-/** A request counted in its client's window, as the plugin's Redis store answers: the count so far, and the window's ms left. */
+/**
+ * A request counted in its client's window, as the plugin's Redis store answers: the count so far, and the
+ * window's ms left.
+ */
 export interface WindowCount { current: number, ttl: number }
 
 /**
@@ -70,9 +86,17 @@ export interface WindowCount { current: number, ttl: number }
 export class ClientRequestLimit {
   readonly #counted = new WeakSet<FastifyRequest>()
 
-  constructor (private readonly keyPrefix: string, readonly max: number, readonly windowMs: number, private readonly observe: (error: Error | null) => void) {}
+  constructor (
+    private readonly keyPrefix: string,
+    readonly max: number,
+    readonly windowMs: number,
+    private readonly observe: (error: Error | null) => void
+  ) {}
 
-  /** Whether the route's requests count in their client's window (a route of its own limit, or none, counts elsewhere or not at all). */
+  /**
+   * Whether the route's requests count in their client's window (a route of its own limit, or none, counts
+   * elsewhere or not at all).
+   */
   limits (request: FastifyRequest): boolean {
     return request.routeOptions.config.rateLimit === undefined
   }
@@ -82,7 +106,10 @@ export class ClientRequestLimit {
     return `${this.keyPrefix}${clientKey(clientId)}`
   }
 
-  /** Answers the request's count as the plugin's hook does: its headers, or 429 past the limit. A count Redis could not take passes, as `skipOnError` lets it. */
+  /**
+   * Answers the request's count as the plugin's hook does: its headers, or 429 past the limit. A count Redis
+   * could not take passes, as `skipOnError` lets it.
+   */
   apply (request: FastifyRequest, reply: FastifyReply, count: WindowCount | Error): void {
     this.#counted.add(request)
     this.observe(count instanceof Error ? count : null)
@@ -110,7 +137,9 @@ async function rateLimit (fastify: FastifyInstance) {
   let failing = false
   const observe = (error: Error | null) => {
     if (error !== null) bypassed++
-    if (error !== null && !failing) fastify.log.error({ err: error }, 'rate limiting stopped: Redis is unavailable, requests pass unlimited')
+    if (error !== null && !failing) {
+      fastify.log.error({ err: error }, 'rate limiting stopped: Redis is unavailable, requests pass unlimited')
+    }
     if (error === null && failing) fastify.log.info({ bypassed }, 'rate limiting resumed')
     failing = error !== null
   }
@@ -128,7 +157,15 @@ async function rateLimit (fastify: FastifyInstance) {
   fastify.decorate('clientRequestLimit', limit)
   const Store = class extends ObservedStore {
     constructor (options: FastifyRateLimitOptions & { continueExceeding?: boolean, exponentialBackoff?: boolean }) {
-      super(new RedisStore(options.continueExceeding ?? false, options.exponentialBackoff ?? false, fastify.redis, rateLimitPrefix(REDIS_KEY_PREFIX)), observe)
+      super(
+        new RedisStore(
+          options.continueExceeding ?? false,
+          options.exponentialBackoff ?? false,
+          fastify.redis,
+          rateLimitPrefix(REDIS_KEY_PREFIX)
+        ),
+        observe
+      )
     }
   }
 
@@ -153,4 +190,9 @@ async function rateLimit (fastify: FastifyInstance) {
   })
 }
 
-export default fp(rateLimit, { name: 'rate-limit', fastify: '5.x', dependencies: ['redis', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(rateLimit, {
+  name: 'rate-limit',
+  fastify: '5.x',
+  dependencies: ['redis', 'monitoring'],
+  decorators: { fastify: ['config'] }
+})

@@ -39,7 +39,8 @@ class TidySentinelConnector extends SentinelConnector {
     const stream = await super.connect(...args)
     const detector = () => (this as unknown as { failoverDetector: FailoverDetector | null }).failoverDetector
     // ioredis makes this stream's detector on the same event, in a listener added before this one.
-    const connected = this.options.enableTLSForSentinelMode === true && this.options.tls !== undefined ? 'secureConnect' : 'connect'
+    const connected =
+      this.options.enableTLSForSentinelMode === true && this.options.tls !== undefined ? 'secureConnect' : 'connect'
     let own: FailoverDetector | null = null
     stream.once(connected, () => {
       own = detector()
@@ -64,7 +65,9 @@ export const databaseOf = (redis: Pick<Redis, 'options'>): number => redis.optio
  * client adds its own command behaviour. With REDIS_SENTINELS the Sentinels name the primary and
  * REDIS_URL gives only the credentials and the database; otherwise REDIS_URL is Redis.
  */
-export function redisConnectionOptions (config: Pick<Config, 'REDIS_URL' | 'REDIS_COMMAND_TIMEOUT_MS' | 'redisSentinel'>): RedisOptions {
+export function redisConnectionOptions (
+  config: Pick<Config, 'REDIS_URL' | 'REDIS_COMMAND_TIMEOUT_MS' | 'redisSentinel'>
+): RedisOptions {
   const url = new URL(config.REDIS_URL)
   const tls = url.protocol === 'rediss:'
   const common: RedisOptions = {

@@ -21,25 +21,36 @@ async function configValue (client: Redis, name: string): Promise<string> {
  * queue requires noeviction) and no persistence at all.
  */
 async function volatility (client: Redis): Promise<string[]> {
-  const [policy, appendonly, save] = await Promise.all([configValue(client, 'maxmemory-policy'), configValue(client, 'appendonly'), configValue(client, 'save')])
+  const [policy, appendonly, save] = await Promise.all([
+    configValue(client, 'maxmemory-policy'),
+    configValue(client, 'appendonly'),
+    configValue(client, 'save')
+  ])
   const problems: string[] = []
   if (policy !== 'noeviction') {
     problems.push(`Redis may evict keys: maxmemory-policy is ${policy}, and the provisioning job queue (BullMQ), token revocations and sign-in limits must never be dropped; set maxmemory-policy noeviction`)
   }
   if (appendonly !== 'yes' && save.trim() === '') {
-    problems.push('Redis keeps nothing across a restart: appendonly is no and save is empty, so a restart loses queued provisioning jobs and sign-in limits; set appendonly yes')
+    problems.push(
+      'Redis keeps nothing across a restart: appendonly is no and save is empty, so a restart loses queued provisioning jobs and sign-in limits; set appendonly yes'
+    )
   }
   return problems
 }
 
-/** Warns of a Redis that may lose keys; in production refuses to start on one, unless REDIS_ALLOW_VOLATILE accepts it. */
+/**
+ * Warns of a Redis that may lose keys; in production refuses to start on one, unless REDIS_ALLOW_VOLATILE accepts it.
+ */
 async function checkWhatRedisKeeps (client: Redis, config: Config, log: FastifyBaseLogger): Promise<void> {
   let problems: string[]
   try {
     problems = await volatility(client)
   } catch (error) {
     // Managed Redis services often rename or forbid CONFIG.
-    log.warn({ err: error }, 'could not check what Redis keeps (CONFIG GET refused): make sure its maxmemory-policy is noeviction and appendonly or save is on')
+    log.warn(
+      { err: error },
+      'could not check what Redis keeps (CONFIG GET refused): make sure its maxmemory-policy is noeviction and appendonly or save is on'
+    )
     return
   }
   if (problems.length === 0) return
@@ -69,7 +80,10 @@ async function firstConnection (client: Redis, config: Config): Promise<void> {
   const onError = (error: unknown) => { cause = error }
   client.on('error', onError)
   try {
-    await abortable(new Promise<void>((resolve) => client.once('ready', () => resolve())), AbortSignal.timeout(STARTUP_CONNECT_MS))
+    await abortable(
+      new Promise<void>((resolve) => client.once('ready', () => resolve())),
+      AbortSignal.timeout(STARTUP_CONNECT_MS)
+    )
   } catch {
     client.disconnect()
     throw new Error(`${redisWhereabouts(config)} cannot be reached within ${STARTUP_CONNECT_MS / 1000} s: ${describeCause(cause) ?? 'no answer'}`)

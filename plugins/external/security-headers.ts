@@ -6,7 +6,9 @@ import type { FastifyInstance } from 'fastify'
 import { EXPOSED_HEADERS } from '../../lib/request-log.js'
 
 export interface SecurityHeadersOptions {
-  /** What the scope's routes answer: pages a browser renders, or API responses (JSON, an SSE stream) it never renders. */
+  /**
+   * What the scope's routes answer: pages a browser renders, or API responses (JSON, an SSE stream) it never renders.
+   */
   serves: 'pages' | 'api'
 }
 
@@ -40,7 +42,9 @@ const PRIVATE_ANSWER = { 'cache-control': 'no-store' }
 function helmetHeaders (options: Readonly<HelmetOptions> = {}): Record<string, string> {
   const headers: Record<string, string> = {}
   const recorder = {
-    setHeader (name: string, value: string | number | readonly string[]) { headers[name.toLowerCase()] = String(value) },
+    setHeader (name: string, value: string | number | readonly string[]) {
+      headers[name.toLowerCase()] = String(value)
+    },
     removeHeader (name: string) { Reflect.deleteProperty(headers, name.toLowerCase()) }
   }
   helmet(options)({} as IncomingMessage, recorder as unknown as ServerResponse, (error?: unknown) => {

@@ -2,7 +2,9 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { InvoiceDetails as BillingInvoiceDetails } from '../../integrations/billing/mapping.js'
 import { BillingUnavailableError, InvoiceNotFoundError, UpstreamFailure } from '../../lib/errors.js'
-import { authenticatedErrorResponses, BILLING_UNAVAILABLE, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../schemas/error.js'
+import {
+  authenticatedErrorResponses, BILLING_UNAVAILABLE, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE
+} from '../../schemas/error.js'
 import { Invoice, InvoiceDetails, InvoiceList, InvoiceParams, InvoiceQuery } from '../../schemas/invoices.js'
 
 const errors = {
@@ -27,7 +29,10 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'The caller\'s invoices, newest first, a page at a time',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       querystring: InvoiceQuery,
-      response: { 200: Type.Ref(InvoiceList, { description: 'one page of the caller\'s invoices, with the total' }), ...errors }
+      response: {
+        200: Type.Ref(InvoiceList, { description: 'one page of the caller\'s invoices, with the total' }),
+        ...errors
+      }
     }
   }, async (request) => {
     const clientId = request.user.clientId
@@ -46,7 +51,11 @@ const invoiceRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'One of the caller\'s invoices, with its lines',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       params: InvoiceParams,
-      response: { 200: Type.Ref(InvoiceDetails, { description: 'the invoice' }), ...errors, 404: errorResponse('The caller has no invoice with this id (`INVOICE_NOT_FOUND`)') }
+      response: {
+        200: Type.Ref(InvoiceDetails, { description: 'the invoice' }),
+        ...errors,
+        404: errorResponse('The caller has no invoice with this id (`INVOICE_NOT_FOUND`)')
+      }
     }
   }, async (request) => {
     const { id } = request.params

@@ -15,7 +15,10 @@ declare module 'fastify' {
     authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void>
     /** A live cookie session only, left as it is: asking about a session does not extend it. */
     authenticateSession (request: FastifyRequest, reply: FastifyReply): Promise<void>
-    /** onRequest hook of the cookie sign-in: refused from another site, so no page elsewhere can sign a browser in to an account of its choosing. */
+    /**
+     * onRequest hook of the cookie sign-in: refused from another site, so no page elsewhere can sign a
+     * browser in to an account of its choosing.
+     */
     requireSameSite (request: FastifyRequest, reply: FastifyReply): Promise<void>
   }
   interface FastifyRequest {
@@ -34,7 +37,10 @@ const renewIfSucceeded = new WeakSet<FastifyRequest>()
 /** Failed token checks are counted per client address over a minute. */
 const TOKEN_FAILURE_WINDOW_MS = 60_000
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
-/** The header a page must add to an unsafe request made with the cookie: a form cannot, and a cross-origin script must pass a CORS preflight to. */
+/**
+ * The header a page must add to an unsafe request made with the cookie: a form cannot, and a cross-origin
+ * script must pass a CORS preflight to.
+ */
 export const CSRF_HEADER = 'x-csrf'
 
 /**
@@ -86,7 +92,9 @@ function varyOnCredentials (reply: FastifyReply): void {
   let withCredentials = varyWithCredentials.get(vary)
   if (withCredentials === undefined) {
     const named = vary.split(',').map((name) => name.trim()).filter((name) => name !== '')
-    const added = CREDENTIAL_HEADERS.filter((name) => !named.some((known) => known.toLowerCase() === name.toLowerCase()))
+    const added = CREDENTIAL_HEADERS.filter(
+      (name) => !named.some((known) => known.toLowerCase() === name.toLowerCase())
+    )
     withCredentials = [...named, ...added].join(', ')
     if (varyWithCredentials.size < VARY_VALUES_KEPT) varyWithCredentials.set(vary, withCredentials)
   }
@@ -96,7 +104,10 @@ function varyOnCredentials (reply: FastifyReply): void {
 /** Refuses a request with 403 CSRF_REJECTED when a refusal was found, logging why. */
 function refuseIf (request: FastifyRequest, refusal: CsrfRefusal | undefined): void {
   if (refusal === undefined) return
-  request.log.warn({ reason: refusal, origin: request.headers.origin, secFetchSite: request.headers['sec-fetch-site'] }, 'request with the session cookie refused as cross-site')
+  request.log.warn(
+    { reason: refusal, origin: request.headers.origin, secFetchSite: request.headers['sec-fetch-site'] },
+    'request with the session cookie refused as cross-site'
+  )
   throw new CsrfRejectedError(refusal)
 }
 
@@ -109,7 +120,11 @@ class Authenticator {
   constructor (private readonly fastify: FastifyInstance) {
     const { REDIS_KEY_PREFIX, TOKEN_FAILURES_MAX, publicOrigins, corsOrigins } = fastify.config
     this.#clientRequestLimit = fastify.clientRequestLimit
-    this.#failures = new FailureLimiter(fastify.redis, { keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX), max: TOKEN_FAILURES_MAX, windowMs: TOKEN_FAILURE_WINDOW_MS })
+    this.#failures = new FailureLimiter(fastify.redis, {
+      keyPrefix: tokenFailuresPrefix(REDIS_KEY_PREFIX),
+      max: TOKEN_FAILURES_MAX,
+      windowMs: TOKEN_FAILURE_WINDOW_MS
+    })
     this.#allowedOrigins = new Set([...publicOrigins, ...corsOrigins])
   }
 
@@ -129,7 +144,10 @@ class Authenticator {
       return
     }
     // The request is counted against its client's limit in the same command (decision 0108).
-    const { revoked, count } = await this.fastify.tokenBlacklist.lookupAndCount(jti, { key: clientRequestLimit.key(clientId), windowMs: clientRequestLimit.windowMs })
+    const { revoked, count } = await this.fastify.tokenBlacklist.lookupAndCount(jti, {
+      key: clientRequestLimit.key(clientId),
+      windowMs: clientRequestLimit.windowMs
+    })
     if (revoked) await this.#refuse(request, reply)
     if (count !== undefined) clientRequestLimit.apply(request, reply, count)
   }
@@ -145,7 +163,13 @@ class Authenticator {
     refuseIf(request, refusal)
     request.session = session
     if (renew && request.routeOptions.config.renewsSession !== false) renewIfSucceeded.add(request)
-    request.user = { sub: String(session.clientId), clientId: session.clientId, jti: session.id, exp: Math.ceil(session.expiresAt / 1000), iat: 0 }
+    request.user = {
+      sub: String(session.clientId),
+      clientId: session.clientId,
+      jti: session.id,
+      exp: Math.ceil(session.expiresAt / 1000),
+      iat: 0
+    }
   }
 
   requireSameSite (request: FastifyRequest): void {
@@ -177,12 +201,22 @@ class Authenticator {
 async function authentication (fastify: FastifyInstance) {
   const authenticator = new Authenticator(fastify)
   fastify.decorateRequest('session', undefined)
-  fastify.decorate('authenticate', async (request: FastifyRequest, reply: FastifyReply) => await authenticator.authenticate(request, reply))
-  fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) => authenticator.bySession(request, reply, false))
+  fastify.decorate(
+    'authenticate',
+    async (request: FastifyRequest, reply: FastifyReply) => await authenticator.authenticate(request, reply)
+  )
+  fastify.decorate('authenticateSession', (request: FastifyRequest, reply: FastifyReply) =>
+    authenticator.bySession(request, reply, false)
+  )
   fastify.addHook('onResponse', async (request, reply) => {
     if (reply.statusCode < 400 && renewIfSucceeded.has(request)) fastify.sessions.renew(request.session!)
   })
   fastify.decorate('requireSameSite', async (request: FastifyRequest) => authenticator.requireSameSite(request))
 }
 
-export default fp(authentication, { name: 'authentication', fastify: '5.x', dependencies: ['jwt', 'blacklist', 'sessions', 'cookie', 'redis', 'rate-limit'], decorators: { fastify: ['config'] } })
+export default fp(authentication, {
+  name: 'authentication',
+  fastify: '5.x',
+  dependencies: ['jwt', 'blacklist', 'sessions', 'cookie', 'redis', 'rate-limit'],
+  decorators: { fastify: ['config'] }
+})

@@ -49,7 +49,13 @@ if tonumber(ARGV[2]) > epoch then redis.call('SET', KEYS[2], ARGV[2]) return ton
 return epoch`
 
 /** Stores a revocation in Redis until its token expires; answers the epoch, or null when Redis holds none. */
-export async function storeRevocation (redis: Redis, revokedKey: string, epochKey: string, expiresAtSeconds: number, number: string): Promise<number | null> {
+export async function storeRevocation (
+  redis: Redis,
+  revokedKey: string,
+  epochKey: string,
+  expiresAtSeconds: number,
+  number: string
+): Promise<number | null> {
   const epoch = await redis.eval(REVOKE, 2, revokedKey, epochKey, String(expiresAtSeconds), number)
   return epoch === null ? null : Number(epoch)
 }
@@ -66,7 +72,11 @@ export async function advanceEpoch (redis: Redis, epochKey: string, number: stri
 }
 
 /** Writes revocations to Redis, each until its token expires, a chunk of commands at a time. */
-export async function writeRevocations (redis: Redis, keyOf: (jti: string) => string, rows: Array<{ jti: string, expires: string }>): Promise<void> {
+export async function writeRevocations (
+  redis: Redis,
+  keyOf: (jti: string) => string,
+  rows: Array<{ jti: string, expires: string }>
+): Promise<void> {
   for (let start = 0; start < rows.length; start += REFILL_CHUNK) {
     const pipeline = redis.pipeline()
     for (const row of rows.slice(start, start + REFILL_CHUNK)) pipeline.set(keyOf(row.jti), '1', 'EXAT', row.expires)
@@ -97,7 +107,12 @@ return {found[1], found[2], current, ttl}`
 /** The client's window to count the request in, with the credential's check (decision 0108). */
 export interface CountIn { key: string, windowMs: number }
 
-export type LookupAndCount = (revokedKey: string, epochKey: string, countKey: string, windowMs: number) => Promise<[string | null, string | null, number?, number?]>
+export type LookupAndCount = (
+  revokedKey: string,
+  epochKey: string,
+  countKey: string,
+  windowMs: number
+) => Promise<[string | null, string | null, number?, number?]>
 
 /** The token check that counts the request in the same command (decision 0108), defined on `redis`. */
 export function defineLookupAndCount (redis: Redis): LookupAndCount {

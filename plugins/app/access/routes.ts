@@ -2,20 +2,30 @@ import { createHash, randomUUID } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
-import { BillingUnavailableError, InvalidCredentialsError, PasswordSignInOffError, NoClientAccountError, TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure } from '../../../lib/errors.js'
+import {
+  BillingUnavailableError, InvalidCredentialsError, PasswordSignInOffError, NoClientAccountError,
+  TooManyFailedSignInsError, TwoFactorRequiredError, UpstreamFailure
+} from '../../../lib/errors.js'
 import { FailureLimiter, type Limit } from '../../../lib/failure-limiter.js'
 import { SESSION_COOKIE } from './sessions.js'
 import { AccessToken, LoginRequest, LogoutAnswer, SessionInfo, SignInMethods } from '../../../schemas/auth.js'
 import { publicOriginOf, sessionInfo, signInRateLimitOf } from './sign-in-answers.js'
-import { authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse, TOKEN_CHECK_UNAVAILABLE, unsafeAuthenticatedErrorResponses } from '../../../schemas/error.js'
+import {
+  authenticatedErrorResponses, BILLING_UNAVAILABLE, bodyErrorResponses, commonErrorResponses, errorResponse,
+  TOKEN_CHECK_UNAVAILABLE, unsafeAuthenticatedErrorResponses
+} from '../../../schemas/error.js'
 import { signInFailuresPrefix } from '../redis-keys.js'
 
 const signInErrorResponses = {
   ...commonErrorResponses,
   ...bodyErrorResponses,
   401: errorResponse('The email and password do not match a billing account (`INVALID_CREDENTIALS`)'),
-  403: errorResponse('The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`), or no billing client account found acts for the user (`NO_CLIENT_ACCOUNT`)'),
-  429: errorResponse('More than `LOGIN_RATE_LIMIT_MAX` sign-ins (by token or session) from this address in a minute (`RATE_LIMITED`), or `LOGIN_ACCOUNT_FAILURES_MAX` failed sign-ins of this email from any address within `LOGIN_ACCOUNT_WINDOW_MS` (`TOO_MANY_FAILED_SIGN_INS`, whether or not the account exists); `retry-after` says when to try again'),
+  403: errorResponse(
+    'The account has two-factor authentication on, which sign-in through the billing API cannot complete (`TWO_FACTOR_REQUIRED`), or no billing client account found acts for the user (`NO_CLIENT_ACCOUNT`)'
+  ),
+  429: errorResponse(
+    'More than `LOGIN_RATE_LIMIT_MAX` sign-ins (by token or session) from this address in a minute (`RATE_LIMITED`), or `LOGIN_ACCOUNT_FAILURES_MAX` failed sign-ins of this email from any address within `LOGIN_ACCOUNT_WINDOW_MS` (`TOO_MANY_FAILED_SIGN_INS`, whether or not the account exists); `retry-after` says when to try again'
+  ),
   503: errorResponse(`${BILLING_UNAVAILABLE}; or Redis is unavailable and \`AUTH_BLACKLIST_FAIL_CLOSED\` is on, so no token or session could be checked (\`AUTH_UNAVAILABLE\`)`)
 }
 
@@ -26,8 +36,19 @@ const signOutErrorResponses = {
 
 const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [LoginRequest, AccessToken, SessionInfo, LogoutAnswer, SignInMethods]) fastify.addSchema(schema)
-  const { ACCESS_TOKEN_TTL_SECONDS, PASSWORD_SIGN_IN, LOGIN_RATE_LIMIT_MAX, LOGIN_ACCOUNT_FAILURES_MAX, LOGIN_ACCOUNT_WINDOW_MS, REDIS_KEY_PREFIX } = fastify.config
-  const accountFailures = new FailureLimiter(fastify.redis, { keyPrefix: signInFailuresPrefix(REDIS_KEY_PREFIX), max: LOGIN_ACCOUNT_FAILURES_MAX, windowMs: LOGIN_ACCOUNT_WINDOW_MS })
+  const {
+    ACCESS_TOKEN_TTL_SECONDS,
+    PASSWORD_SIGN_IN,
+    LOGIN_RATE_LIMIT_MAX,
+    LOGIN_ACCOUNT_FAILURES_MAX,
+    LOGIN_ACCOUNT_WINDOW_MS,
+    REDIS_KEY_PREFIX
+  } = fastify.config
+  const accountFailures = new FailureLimiter(fastify.redis, {
+    keyPrefix: signInFailuresPrefix(REDIS_KEY_PREFIX),
+    max: LOGIN_ACCOUNT_FAILURES_MAX,
+    windowMs: LOGIN_ACCOUNT_WINDOW_MS
+  })
   // The account's key: its email as billing compares it, hashed so that Redis holds no address.
   const accountOf = (email: string) => createHash('sha256').update(email.trim().toLowerCase()).digest('hex')
   // Redis away: sign-in goes on unlimited, as rate limiting does (the specification), and says so.
@@ -38,7 +59,11 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   const signInRateLimit = signInRateLimitOf(LOGIN_RATE_LIMIT_MAX)
 
   /** Checks the email and password with billing, within the sign-in limits; answers the billing client id. */
-  async function signIn (email: string, password: string, reply: FastifyReply): Promise<{ clientId: number, name: string | null }> {
+  async function signIn (
+    email: string,
+    password: string,
+    reply: FastifyReply
+  ): Promise<{ clientId: number, name: string | null }> {
     await fastify.tokenBlacklist.ensureCheckable()
     const account = accountOf(email)
     const limit = await accountFailures.check(account).catch(unlimited)
@@ -46,9 +71,11 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       reply.header('retry-after', limit.retryAfterSeconds)
       throw new TooManyFailedSignInsError(`${limit.retryAfterSeconds} seconds`)
     }
-    const outcome = await fastify.upstreams.billing.queue.run((deadline) => fastify.upstreams.billing.client.signIn(email, password, deadline)).catch((error: unknown) => {
-      throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
-    })
+    const outcome = await fastify.upstreams.billing.queue
+      .run((deadline) => fastify.upstreams.billing.client.signIn(email, password, deadline))
+      .catch((error: unknown) => {
+        throw error instanceof UpstreamFailure ? new BillingUnavailableError({ cause: error }) : error
+      })
     // One answer whatever was wrong: an unknown email and a wrong password look alike, and count alike.
     if (outcome.outcome === 'invalid_credentials') {
       await accountFailures.fail(account).catch(unlimited)
@@ -105,7 +132,11 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     // streams, rather than live on unseen (decision 0090).
     const { cookie: header } = request.headers
     await fastify.sessions.endHeldBy(header === undefined ? undefined : fastify.parseCookie(header)[SESSION_COOKIE])
-    const { cookie, session } = await fastify.sessions.start(clientId, { signIn: 'password', name, email: request.body.email })
+    const { cookie, session } = await fastify.sessions.start(clientId, {
+      signIn: 'password',
+      name,
+      email: request.body.email
+    })
     reply.header('set-cookie', fastify.sessionCookieHeader(cookie))
     return sessionInfo(session)
   })
@@ -146,7 +177,9 @@ const authRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Every instance ends the SSE streams opened with the session or token. With the cookie, the answer clears it.',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       response: {
-        200: Type.Ref(LogoutAnswer, { description: 'signed out of a session begun at the OpenID Connect provider: the page navigates to `logoutUrl` to sign out there too' }),
+        200: Type.Ref(LogoutAnswer, {
+          description: 'signed out of a session begun at the OpenID Connect provider: the page navigates to `logoutUrl` to sign out there too'
+        }),
         204: Type.Null({ description: 'signed out' }),
         ...signOutErrorResponses
       }

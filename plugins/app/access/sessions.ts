@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis'
 import type { Pool } from 'pg'
 import { AuthUnavailableError } from '../../../lib/errors.js'
 import { Periodic } from '../../../lib/periodic.js'
-import type { TokenBlacklist } from './blacklist.js'
+import type { TokenBlacklist } from './token-blacklist.js'
 import { revokedKey, sessionKey } from '../redis-keys.js'
 
 /** The portal's session cookie: `__Host-` makes the browser insist on Secure, Path=/ and no Domain. */
@@ -42,7 +42,10 @@ export interface SessionStoreOptions {
   log: FastifyBaseLogger
 }
 
-/** Renewals are spaced a tenth of the idle timeout apart, at most a minute: a session in use costs a write that often, not one a request. */
+/**
+ * Renewals are spaced a tenth of the idle timeout apart, at most a minute: a session in use costs a write
+ * that often, not one a request.
+ */
 const RENEWAL_SHARE = 10
 const RENEWAL_MAX_INTERVAL_MS = 60_000
 /** Sessions asked after in one MGET (two keys each). */
@@ -78,13 +81,21 @@ export class SessionStore {
   async start (clientId: number, identity: SessionIdentity): Promise<{ cookie: string, session: Session }> {
     const cookie = randomBytes(32).toString('base64url')
     const now = Date.now()
-    const session: Session = { id: hash(cookie), clientId, expiresAt: now + this.options.maxAgeMs, idleExpiresAt: 0, identity }
+    const session: Session = {
+      id: hash(cookie),
+      clientId,
+      expiresAt: now + this.options.maxAgeMs,
+      idleExpiresAt: 0,
+      identity
+    }
     session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
     // Recorded first: a session that exists is one that signing out everywhere can find.
     await this.#record(session.id, 'session', clientId, session.expiresAt)
-    await this.options.redis.set(this.#key(session.id), serialize(session), 'PX', session.idleExpiresAt - now).catch((error: unknown) => {
-      throw new AuthUnavailableError({ cause: error })
-    })
+    await this.options.redis
+      .set(this.#key(session.id), serialize(session), 'PX', session.idleExpiresAt - now)
+      .catch((error: unknown) => {
+        throw new AuthUnavailableError({ cause: error })
+      })
     return { cookie, session }
   }
 
@@ -109,7 +120,13 @@ export class SessionStore {
     const now = Date.now()
     if (read === undefined) return
     const renewedAt = session.idleExpiresAt - this.options.idleTimeoutMs
-    if (now - renewedAt < this.renewalIntervalMs || session.idleExpiresAt >= session.expiresAt || this.#renewing.has(session.id)) return
+    if (
+      now - renewedAt < this.renewalIntervalMs ||
+      session.idleExpiresAt >= session.expiresAt ||
+      this.#renewing.has(session.id)
+    ) {
+      return
+    }
     this.#renewing.add(session.id)
     session.idleExpiresAt = Math.min(now + this.options.idleTimeoutMs, session.expiresAt)
     // Written only over the value read: of the instances that read it at once, one writes, and a
@@ -130,12 +147,16 @@ export class SessionStore {
     const now = Date.now()
     for (let start = 0; start < ids.length; start += ENDED_CHUNK) {
       const chunk = ids.slice(start, start + ENDED_CHUNK)
-      const values = await this.options.redis.mget(chunk.flatMap((id) => [revokedKey(this.options.prefix, id), this.#key(id)]))
+      const values = await this.options.redis.mget(
+        chunk.flatMap((id) => [revokedKey(this.options.prefix, id), this.#key(id)])
+      )
       chunk.forEach((id, index) => {
         const [revoked, value] = [values[2 * index], values[2 * index + 1]]
         const session = value == null ? undefined : deserialize(id, value)
         if (revoked != null) ended.set(id, 'logged_out')
-        else if (session === undefined || now >= session.idleExpiresAt || now >= session.expiresAt) ended.set(id, 'expired')
+        else if (session === undefined || now >= session.idleExpiresAt || now >= session.expiresAt) {
+          ended.set(id, 'expired')
+        }
       })
     }
     return ended
@@ -176,8 +197,10 @@ export class SessionStore {
   }
 
   async #record (id: string, kind: 'session' | 'token', clientId: number, expiresAtMs: number): Promise<void> {
-    await this.options.pool.query('INSERT INTO credentials (id, kind, client_id, expires_at) VALUES ($1, $2, $3, to_timestamp($4::double precision / 1000))',
-      [id, kind, clientId, expiresAtMs])
+    await this.options.pool.query(
+      'INSERT INTO credentials (id, kind, client_id, expires_at) VALUES ($1, $2, $3, to_timestamp($4::double precision / 1000))',
+      [id, kind, clientId, expiresAtMs]
+    )
   }
 
   #key (id: string): string {
@@ -196,7 +219,13 @@ function deserialize (id: string, value: string): Session | undefined {
   const [clientId, expiresAt, idleExpiresAt, identity] = value.split(':')
   const times = [clientId, expiresAt, idleExpiresAt].map(Number)
   if (!times.every(Number.isSafeInteger)) return undefined
-  return { id, clientId: times[0]!, expiresAt: times[1]!, idleExpiresAt: times[2]!, identity: identity === undefined ? UNNAMED : identityOf(identity) }
+  return {
+    id,
+    clientId: times[0]!,
+    expiresAt: times[1]!,
+    idleExpiresAt: times[2]!,
+    identity: identity === undefined ? UNNAMED : identityOf(identity)
+  }
 }
 
 function identityOf (encoded: string): SessionIdentity {
@@ -241,4 +270,9 @@ async function sessions (fastify: FastifyInstance) {
   fastify.addHook('onClose', () => sweep.stop())
 }
 
-export default fp(sessions, { name: 'sessions', fastify: '5.x', dependencies: ['redis', 'postgres', 'database', 'blacklist', 'cookie'], decorators: { fastify: ['config'] } })
+export default fp(sessions, {
+  name: 'sessions',
+  fastify: '5.x',
+  dependencies: ['redis', 'postgres', 'database', 'blacklist', 'cookie'],
+  decorators: { fastify: ['config'] }
+})

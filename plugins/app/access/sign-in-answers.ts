@@ -5,7 +5,14 @@ import type { Session } from './sessions.js'
 
 /** What a session answers the page: never a token. */
 export function sessionInfo ({ clientId, expiresAt, idleExpiresAt, identity: { name, email, signIn } }: Session) {
-  return { clientId, name, email, signIn, expiresAt: new Date(expiresAt).toISOString(), idleExpiresAt: new Date(idleExpiresAt).toISOString() }
+  return {
+    clientId,
+    name,
+    email,
+    signIn,
+    expiresAt: new Date(expiresAt).toISOString(),
+    idleExpiresAt: new Date(idleExpiresAt).toISOString()
+  }
 }
 
 /** The origin the provider sends browsers back to: the first PUBLIC_ORIGIN, or the request's own. */

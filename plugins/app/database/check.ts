@@ -15,14 +15,22 @@ export interface DatabaseCheckOptions {
 /** The `database` check: SELECT 1 on the probe pool, bounded by the check's signal. */
 export function databaseCheck ({ probe, pool, log }: DatabaseCheckOptions): HealthCheck {
   // The one error line of a database outage: the API's refusals meanwhile are not logged each.
-  const outage = new OutageLog(log, 'database: PostgreSQL', { level: 'error', consequence: 'the API answers 500 DATABASE_UNAVAILABLE' })
+  const outage = new OutageLog(log, 'database: PostgreSQL', {
+    level: 'error',
+    consequence: 'the API answers 500 DATABASE_UNAVAILABLE'
+  })
   const lent = new LentConnections(pool)
   // A server that does not answer the probe within the check's bound, in its connect or its SELECT 1,
   // answers no query: fail the business queries waiting on the same server now rather than at their
   // query timeout (the gate refuses new ones from now on).
   const dropLent = () => {
     const dropped = lent.drop()
-    if (dropped > 0) log.warn({ connections: dropped }, 'database not answering: queries in flight failed at once instead of at DATABASE_QUERY_TIMEOUT_MS')
+    if (dropped > 0) {
+      log.warn(
+        { connections: dropped },
+        'database not answering: queries in flight failed at once instead of at DATABASE_QUERY_TIMEOUT_MS'
+      )
+    }
   }
   const selectOne = async (signal: AbortSignal) => {
     const client = await probe.connect()

@@ -16,7 +16,10 @@ const poolMetric = (name: string, help: string, value: (usage: PoolUsage) => num
   ({ name, help, type: 'gauge' as const, samples: (usage: PoolUsage) => [{ value: value(usage) }] })
 
 /** The business pool's usage and its queries over the recent window. */
-export function databasePart (pool: pg.Pool, queries: SlidingWindow): MonitoringSource<PoolUsage & { queries: WindowSummary }> {
+export function databasePart (
+  pool: pg.Pool,
+  queries: SlidingWindow
+): MonitoringSource<PoolUsage & { queries: WindowSummary }> {
   return {
     description: 'the database pool',
     read: () => ({ ...poolUsage(pool), queries: queries.summary() }),
@@ -25,10 +28,22 @@ export function databasePart (pool: pg.Pool, queries: SlidingWindow): Monitoring
       query_duration: ({ queries }) => windowed(queries.p95, queries.count, 'queries')
     },
     metrics: [
-      poolMetric('portal_bff_db_pool_connections_in_use', 'Connections of the business pool lent out', (usage) => usage.inUse),
+      poolMetric(
+        'portal_bff_db_pool_connections_in_use',
+        'Connections of the business pool lent out',
+        (usage) => usage.inUse
+      ),
       poolMetric('portal_bff_db_pool_connections_idle', 'Idle connections of the business pool', (usage) => usage.idle),
-      poolMetric('portal_bff_db_pool_connections_max', 'Size of the business pool (DATABASE_POOL_MAX)', (usage) => usage.max),
-      poolMetric('portal_bff_db_pool_waiting_requests', 'Callers waiting for a connection of the business pool', (usage) => usage.waiting)
+      poolMetric(
+        'portal_bff_db_pool_connections_max',
+        'Size of the business pool (DATABASE_POOL_MAX)',
+        (usage) => usage.max
+      ),
+      poolMetric(
+        'portal_bff_db_pool_waiting_requests',
+        'Callers waiting for a connection of the business pool',
+        (usage) => usage.waiting
+      )
     ]
   }
 }

@@ -8,7 +8,9 @@ import { projectRoot } from '../../../lib/project-root.js'
 const MIGRATION_LOCK_ID = 4_242_001
 
 export interface MigrationBounds {
-  /** DATABASE_CONNECT_TIMEOUT_MS: the connect, and the first answer (behind PgBouncer the connect alone proves nothing). */
+  /**
+   * DATABASE_CONNECT_TIMEOUT_MS: the connect, and the first answer (behind PgBouncer the connect alone proves nothing).
+   */
   connectTimeoutMs: number
   /** DATABASE_MIGRATION_TIMEOUT_MS: the wait for another instance's migration, then this one's own, each. */
   migrationTimeoutMs: number
@@ -36,7 +38,10 @@ function migrationTimedOut (error: unknown, step: 'lock' | 'migration'): unknown
  * Every query is bounded (docs/decisions/0080): a stalled server fails the start within the connect
  * bound, a slow migration of another instance is waited for, within the migration bound.
  */
-export async function migrate (connectionString: string, { connectTimeoutMs, migrationTimeoutMs }: MigrationBounds): Promise<string> {
+export async function migrate (
+  connectionString: string,
+  { connectTimeoutMs, migrationTimeoutMs }: MigrationBounds
+): Promise<string> {
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: connectTimeoutMs })
   // A lost connection fails the query in flight too, which reports it; unheard, the event would end the process.
   client.on('error', () => {})
@@ -45,18 +50,26 @@ export async function migrate (connectionString: string, { connectTimeoutMs, mig
     const config: pg.QueryConfig & { query_timeout: number } = { text, values, query_timeout: timeoutMs }
     return client.query(config)
   }
-  // The server gives up first (statement_timeout, lock_timeout); the connect bound more without its answer is a stalled server.
+  // The server gives up first (statement_timeout, lock_timeout); the connect bound more without its answer is
+  // a stalled server.
   const serverBoundMs = migrationTimeoutMs + connectTimeoutMs
   await client.connect()
   try {
-    // The first answer: a PgBouncer that is PAUSEd, or whose server is stalled, accepts the connect and holds the query.
+    // The first answer: a PgBouncer that is PAUSEd, or whose server is stalled, accepts the connect and holds
+    // the query.
     await query(`BEGIN; SET LOCAL statement_timeout = ${migrationTimeoutMs}; SET LOCAL lock_timeout = ${migrationTimeoutMs}`, undefined, connectTimeoutMs)
     try {
-      await query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_ID], serverBoundMs).catch((error: unknown) => { throw migrationTimedOut(error, 'lock') })
+      await query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_ID], serverBoundMs).catch((error: unknown) => {
+        throw migrationTimedOut(error, 'lock')
+      })
       const deadline = performance.now() + migrationTimeoutMs
       const left = () => Math.max(1, deadline - performance.now()) + connectTimeoutMs
       // The connection's search_path decides where the tables live; postgrator would assume public.
-      const { rows } = await query('SELECT current_schema() AS schema, current_setting(\'search_path\') AS "searchPath"', undefined, left())
+      const { rows } = await query(
+        'SELECT current_schema() AS schema, current_setting(\'search_path\') AS "searchPath"',
+        undefined,
+        left()
+      )
       const session = rows[0] as { schema: string | null, searchPath: string }
       const postgrator = new Postgrator({
         currentSchema: session.schema ?? 'public',

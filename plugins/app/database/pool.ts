@@ -4,7 +4,10 @@ import { SpanKind, failSpan, recording, startChildSpan } from '../../../lib/trac
 type Observe = (durationMs: number, failed: boolean) => void
 type AnyQuery = (...args: unknown[]) => unknown
 
-/** A statement with its literal values elided, its placeholders (`$1`) kept: parameters are never in the text, and literals may be personal too. */
+/**
+ * A statement with its literal values elided, its placeholders (`$1`) kept: parameters are never in the text,
+ * and literals may be personal too.
+ */
 export function elidedStatement (text: string): string {
   return text.replace(/'(?:[^']|'')*'/g, '?').replace(/(?<!\$)\b\d+(\.\d+)?\b/g, '?').replace(/\s+/g, ' ').trim()
 }
@@ -22,7 +25,11 @@ function querySpan (query: unknown) {
   const operation = text?.trim().split(/\s+/, 1)[0]?.toUpperCase() ?? 'QUERY'
   return startChildSpan(`pg ${operation}`, {
     kind: SpanKind.CLIENT,
-    attributes: { 'db.system.name': 'postgresql', 'db.operation.name': operation, ...(text !== undefined && { 'db.query.text': elidedStatement(text) }) }
+    attributes: {
+      'db.system.name': 'postgresql',
+      'db.operation.name': operation,
+      ...(text !== undefined && { 'db.query.text': elidedStatement(text) })
+    }
   })
 }
 

@@ -3,7 +3,9 @@ import { round } from '../../../lib/numbers.js'
 import type { WindowSummary } from '../../../lib/sliding-window.js'
 import { THRESHOLDS, type MeasureName } from './thresholds.js'
 import { levelAgainst, priorityOf, worstLevel, type Level, type Limits } from './levels.js'
-import { INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, type Comparison, type Priority, type Threshold, type Unit } from './threshold-row.js'
+import {
+  INCIDENT_PRIORITIES, POST_INCIDENT_REVIEW_BUSINESS_DAYS, type Comparison, type Priority, type Threshold, type Unit
+} from './threshold-row.js'
 
 /** A measure's value in its row's unit, or why there is none. */
 export interface Reading {
@@ -52,7 +54,14 @@ export interface Judgement {
 
 /** A reading of fewer samples than its row needs has no value yet, and says why. */
 function withEnoughSamples ({ minSamples }: Threshold, reading: Reading): Reading {
-  if (minSamples === undefined || reading.value === null || reading.samples === undefined || reading.samples >= minSamples) return reading
+  if (
+    minSamples === undefined ||
+    reading.value === null ||
+    reading.samples === undefined ||
+    reading.samples >= minSamples
+  ) {
+    return reading
+  }
   return { value: null, samples: reading.samples, note: `too few samples to judge: ${reading.samples} of the ${minSamples} needed in the last 5 minutes` }
 }
 
@@ -63,7 +72,10 @@ function withEnoughSamples ({ minSamples }: Threshold, reading: Reading): Readin
 export function judge (readings: Readings, limits: Limits = {}, rows: readonly Threshold[] = THRESHOLDS): Judgement {
   const alerts = rows.map((row): Alert => {
     const measure = row.measure as MeasureName
-    const { value, note } = withEnoughSamples(row, readings[measure] ?? { value: null, note: 'no data: not measured by this service' })
+    const { value, note } = withEnoughSamples(
+      row,
+      readings[measure] ?? { value: null, note: 'no data: not measured by this service' }
+    )
     const moved = limits[measure]
     const level = levelAgainst(row, value, moved)
     const { warning, critical } = moved ?? row
@@ -83,10 +95,17 @@ export function judge (readings: Readings, limits: Limits = {}, rows: readonly T
 }
 
 /** The incident priorities of the specification, as /health/alerts reports them. */
-export const PRIORITIES = Object.fromEntries(Object.entries(INCIDENT_PRIORITIES).map(([priority, { respondWithinMinutes, postIncidentReview }]) => [
-  priority,
-  { respondWithinMinutes, postIncidentReviewWithinBusinessDays: postIncidentReview ? POST_INCIDENT_REVIEW_BUSINESS_DAYS : null }
-])) as Record<keyof typeof INCIDENT_PRIORITIES, { respondWithinMinutes: number, postIncidentReviewWithinBusinessDays: number | null }>
+export const PRIORITIES = Object.fromEntries(
+  Object.entries(INCIDENT_PRIORITIES).map(([priority, { respondWithinMinutes, postIncidentReview }]) => [
+    priority,
+    {
+      respondWithinMinutes,
+      postIncidentReviewWithinBusinessDays: postIncidentReview ? POST_INCIDENT_REVIEW_BUSINESS_DAYS : null
+    }
+  ])) as Record<
+    keyof typeof INCIDENT_PRIORITIES,
+    { respondWithinMinutes: number, postIncidentReviewWithinBusinessDays: number | null }
+  >
 
 /** The core health a change of which is logged. */
 export interface CoreStatus {
@@ -114,7 +133,9 @@ export class ChangeLog {
     if (level !== this.#level) {
       const previous = this.#level
       this.#level = level
-      const alerting = alerts.filter((alert) => alert.level !== 'ok').map(({ measure, value, unit, level }) => ({ measure, value, unit, level }))
+      const alerting = alerts
+        .filter((alert) => alert.level !== 'ok')
+        .map(({ measure, value, unit, level }) => ({ measure, value, unit, level }))
       const details = { alertLevel: level, previousAlertLevel: previous, alerts: alerting }
       if (level === 'critical') this.log.error(details, 'alert level critical')
       else if (level === 'warning') this.log.warn(details, 'alert level warning')

@@ -12,13 +12,19 @@ export function crosses (comparison: Comparison, value: number, limit: number): 
   return comparison === 'above' ? value > limit : value < limit
 }
 
-/** The level of a value against a row of the table (or the limits given for it); `ok` when there is no value to judge. */
+/**
+ * The level of a value against a row of the table (or the limits given for it); `ok` when there is no value to judge.
+ */
 export function levelOf (measure: MeasureName, value: number | null, limits: Limits = {}): Level {
   return levelAgainst(threshold(measure), value, limits[measure])
 }
 
 /** The level of a value against a row (or the limits given for it); `ok` when there is no value to judge. */
-export function levelAgainst (row: Threshold, value: number | null, limits: { warning: number, critical: number } = row): Level {
+export function levelAgainst (
+  row: Threshold,
+  value: number | null,
+  limits: { warning: number, critical: number } = row
+): Level {
   if (value === null) return 'ok'
   if (crosses(row.comparison, value, limits.critical)) return 'critical'
   if (crosses(row.comparison, value, limits.warning)) return 'warning'

@@ -1,4 +1,6 @@
-import { Histogram, Registry, collectDefaultMetrics, type LabelValues, type Metric, type OpenMetricsContentType } from 'prom-client'
+import {
+  Histogram, Registry, collectDefaultMetrics, type LabelValues, type Metric, type OpenMetricsContentType
+} from 'prom-client'
 import { UPSTREAMS } from '../../../integrations/registry.js'
 import { FAILURE_CLASSES } from '../../../lib/errors.js'
 import { SlidingWindow } from '../../../lib/sliding-window.js'
@@ -53,11 +55,22 @@ export interface Sample {
 class LiveMetric {
   readonly aggregator = 'sum'
 
-  constructor (readonly name: string, readonly help: string, readonly type: 'gauge' | 'counter', private readonly read: () => Promise<Sample[]>) {}
+  constructor (
+    readonly name: string,
+    readonly help: string,
+    readonly type: 'gauge' | 'counter',
+    private readonly read: () => Promise<Sample[]>
+  ) {}
 
   async get () {
     const values = await this.read()
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: values.map(({ labels = {}, value }) => ({ labels, value })) }
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values: values.map(({ labels = {}, value }) => ({ labels, value }))
+    }
   }
 
   reset (): void {}
@@ -135,12 +148,38 @@ export class ServiceMetrics {
     const registers = [this.registry]
     this.#exemplars = exemplars
     // prom-client refuses exemplars on a Prometheus-text registry: registered by hand, it leaves them out of that text.
-    this.#http = new Histogram({ ...HISTOGRAMS.http, labelNames: [...HISTOGRAMS.http.labelNames], buckets: [...HISTOGRAMS.http.buckets], enableExemplars: exemplars, registers: [] })
+    this.#http = new Histogram({
+      ...HISTOGRAMS.http,
+      labelNames: [...HISTOGRAMS.http.labelNames],
+      buckets: [...HISTOGRAMS.http.buckets],
+      enableExemplars: exemplars,
+      registers: []
+    })
     this.registry.registerMetric(this.#http)
-    this.#upstream = new Histogram({ ...HISTOGRAMS.upstream, labelNames: [...HISTOGRAMS.upstream.labelNames], buckets: [...HISTOGRAMS.upstream.buckets], registers })
-    this.#cacheCommand = new Histogram({ ...HISTOGRAMS.cacheCommand, labelNames: [], buckets: [...HISTOGRAMS.cacheCommand.buckets], registers })
-    this.#query = new Histogram({ ...HISTOGRAMS.query, labelNames: [...HISTOGRAMS.query.labelNames], buckets: [...HISTOGRAMS.query.buckets], registers })
-    this.#provisioningLag = new Histogram({ ...HISTOGRAMS.provisioningLag, labelNames: [], buckets: [...HISTOGRAMS.provisioningLag.buckets], registers })
+    this.#upstream = new Histogram({
+      ...HISTOGRAMS.upstream,
+      labelNames: [...HISTOGRAMS.upstream.labelNames],
+      buckets: [...HISTOGRAMS.upstream.buckets],
+      registers
+    })
+    this.#cacheCommand = new Histogram({
+      ...HISTOGRAMS.cacheCommand,
+      labelNames: [],
+      buckets: [...HISTOGRAMS.cacheCommand.buckets],
+      registers
+    })
+    this.#query = new Histogram({
+      ...HISTOGRAMS.query,
+      labelNames: [...HISTOGRAMS.query.labelNames],
+      buckets: [...HISTOGRAMS.query.buckets],
+      registers
+    })
+    this.#provisioningLag = new Histogram({
+      ...HISTOGRAMS.provisioningLag,
+      labelNames: [],
+      buckets: [...HISTOGRAMS.provisioningLag.buckets],
+      registers
+    })
     // Every known label set starts at 0: a series born on its first failure has no earlier sample,
     // so rate() and increase() would not see that failure.
     for (const outcome of ['ok', 'error']) this.#query.zero({ outcome })
@@ -168,12 +207,22 @@ export class ServiceMetrics {
       return
     }
     // OpenTelemetry's and Grafana's names; prom-client types exemplar labels as the metric's own.
-    const exemplarLabels = (trace === undefined ? {} : { trace_id: trace.traceId, span_id: trace.spanId }) as LabelValues<HttpLabel>
+    const exemplarLabels = (
+      trace === undefined ? {} : { trace_id: trace.traceId, span_id: trace.spanId }
+    ) as LabelValues<HttpLabel>
     this.#http.observe({ labels, value: durationMs / 1000, exemplarLabels })
   }
 
   /** `outcome` is `ok` or the failure class. */
-  observeUpstreamCall ({ upstream, outcome, durationMs }: { upstream: string, outcome: string, durationMs: number }): void {
+  observeUpstreamCall ({
+    upstream,
+    outcome,
+    durationMs
+  }: {
+    upstream: string
+    outcome: string
+    durationMs: number
+  }): void {
     this.#upstream.observe({ upstream, outcome }, durationMs / 1000)
   }
 
@@ -210,7 +259,9 @@ export class ServiceMetrics {
   openMetricsText (): Promise<string> {
     const openMetrics = new Registry<OpenMetricsContentType>()
     openMetrics.setContentType(Registry.OPENMETRICS_CONTENT_TYPE)
-    for (const metric of this.registry.getMetricsAsArray() as unknown as RegisteredMetric[]) openMetrics.registerMetric(forOpenMetrics(metric) as unknown as Metric)
+    for (const metric of this.registry.getMetricsAsArray() as unknown as RegisteredMetric[]) {
+      openMetrics.registerMetric(forOpenMetrics(metric) as unknown as Metric)
+    }
     return openMetrics.metrics()
   }
 }

@@ -45,7 +45,13 @@ export type PrometheusSource =
    * A gauge as it is: `sum without (labels) (metric{match})`. `recent`: the counter of what the gauge
    * counts over a window of its own, whose increase says the condition still holds now.
    */
-  | { kind: 'gauge', metric: string, match?: Matchers, without?: readonly string[], recent?: { counter: string, match?: Matchers, without?: readonly string[] } }
+  | {
+    kind: 'gauge',
+    metric: string,
+    match?: Matchers,
+    without?: readonly string[],
+    recent?: { counter: string, match?: Matchers, without?: readonly string[] }
+  }
   /** Checks that are down, from a 1/0 gauge: `sum without (labels) (1 - metric)`. */
   | { kind: 'failing', metric: string, without: readonly string[] }
   /** A share of a limit, in percent: `100 * numerator / denominator`. */
@@ -54,7 +60,14 @@ export type PrometheusSource =
    * The share of a counter's increase over 5 minutes whose `label` matches `part`, in percent.
    * `part.not` counts every value but that one; `example` is a value on the other side, for tests.
    */
-  | { kind: 'ratio', metric: string, label: string, part: { is: string } | { not: string }, example: { part: string, rest: string }, without: readonly string[] }
+  | {
+    kind: 'ratio',
+    metric: string,
+    label: string,
+    part: { is: string } | { not: string },
+    example: { part: string, rest: string },
+    without: readonly string[]
+  }
   /**
    * The 95th percentile of a histogram over 5 minutes, in ms; with `maxOver`, the highest of the
    * percentiles of each value of that label. Thresholds must be bucket boundaries.

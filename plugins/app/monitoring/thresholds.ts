@@ -35,7 +35,11 @@ const SERVICE_ROWS = [
     priority: { warning: 'P4', critical: 'P3' },
     dependency: 'crm',
     shared: true,
-    prometheus: { kind: 'quotient', numerator: 'portal_bff_crm_daily_api_requests', denominator: 'portal_bff_crm_daily_api_limit' }
+    prometheus: {
+      kind: 'quotient',
+      numerator: 'portal_bff_crm_daily_api_requests',
+      denominator: 'portal_bff_crm_daily_api_limit'
+    }
   },
   {
     measure: 'job_queue_waiting',
@@ -46,7 +50,12 @@ const SERVICE_ROWS = [
     critical: 50,
     priority: { warning: 'P4', critical: 'P2' },
     shared: true,
-    prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_jobs', match: { queue: 'provisioning', state: 'waiting' }, without: ['queue', 'state'] }
+    prometheus: {
+      kind: 'gauge',
+      metric: 'portal_bff_job_queue_jobs',
+      match: { queue: 'provisioning', state: 'waiting' },
+      without: ['queue', 'state']
+    }
   },
   {
     measure: 'job_queue_failed',
@@ -57,7 +66,12 @@ const SERVICE_ROWS = [
     critical: 20,
     priority: { warning: 'P4', critical: 'P2' },
     shared: true,
-    prometheus: { kind: 'gauge', metric: 'portal_bff_job_queue_recent_failed_jobs', match: { queue: 'provisioning' }, without: ['queue'] }
+    prometheus: {
+      kind: 'gauge',
+      metric: 'portal_bff_job_queue_recent_failed_jobs',
+      match: { queue: 'provisioning' },
+      without: ['queue']
+    }
   },
   {
     measure: 'orders_pending_age',
@@ -115,7 +129,14 @@ const SERVICE_ROWS = [
     priority: { warning: 'P3', critical: 'P1' },
     note: 'every request but the probes (health, metrics, status page)',
     minSamples: 20,
-    prometheus: { kind: 'ratio', metric: 'portal_bff_http_request_duration_seconds_count', label: 'status_class', part: { is: '5xx' }, example: { part: '5xx', rest: '2xx' }, without: HTTP_LABELS }
+    prometheus: {
+      kind: 'ratio',
+      metric: 'portal_bff_http_request_duration_seconds_count',
+      label: 'status_class',
+      part: { is: '5xx' },
+      example: { part: '5xx', rest: '2xx' },
+      without: HTTP_LABELS
+    }
   },
   {
     measure: 'crm_billing_response_time',
@@ -126,7 +147,13 @@ const SERVICE_ROWS = [
     critical: 5000,
     priority: { warning: 'P4', critical: 'P3' },
     minSamples: 10,
-    prometheus: { kind: 'quantile', histogram: 'portal_bff_upstream_request_duration_seconds', match: { upstream: ['billing', 'crm'] }, without: ['outcome'], maxOver: 'upstream' }
+    prometheus: {
+      kind: 'quantile',
+      histogram: 'portal_bff_upstream_request_duration_seconds',
+      match: { upstream: ['billing', 'crm'] },
+      without: ['outcome'],
+      maxOver: 'upstream'
+    }
   },
   {
     measure: 'external_error_rate',
@@ -137,7 +164,14 @@ const SERVICE_ROWS = [
     critical: 5,
     priority: { warning: 'P4', critical: 'P3' },
     minSamples: 20,
-    prometheus: { kind: 'ratio', metric: 'portal_bff_upstream_request_duration_seconds_count', label: 'outcome', part: { not: 'ok' }, example: { part: 'http_5xx', rest: 'ok' }, without: ['upstream', 'outcome'] }
+    prometheus: {
+      kind: 'ratio',
+      metric: 'portal_bff_upstream_request_duration_seconds_count',
+      label: 'outcome',
+      part: { not: 'ok' },
+      example: { part: 'http_5xx', rest: 'ok' },
+      without: ['upstream', 'outcome']
+    }
   },
   {
     measure: 'cache_hit_rate',
@@ -151,7 +185,14 @@ const SERVICE_ROWS = [
     minSamples: 20,
     // A read a second: at a few reads a minute, portal users seldom read one page twice within its TTL.
     costVolume: 300,
-    prometheus: { kind: 'ratio', metric: 'portal_bff_cache_reads_total', label: 'result', part: { is: 'hit' }, example: { part: 'hit', rest: 'miss' }, without: ['result'] }
+    prometheus: {
+      kind: 'ratio',
+      metric: 'portal_bff_cache_reads_total',
+      label: 'result',
+      part: { is: 'hit' },
+      example: { part: 'hit', rest: 'miss' },
+      without: ['result']
+    }
   },
   {
     measure: 'cache_latency',
@@ -176,7 +217,11 @@ const SERVICE_ROWS = [
     priority: { warning: 'P4', critical: 'P3' },
     dependency: 'redis',
     shared: true,
-    prometheus: { kind: 'quotient', numerator: 'portal_bff_cache_memory_used_bytes', denominator: 'portal_bff_cache_memory_max_bytes' }
+    prometheus: {
+      kind: 'quotient',
+      numerator: 'portal_bff_cache_memory_used_bytes',
+      denominator: 'portal_bff_cache_memory_max_bytes'
+    }
   },
   {
     measure: 'database_pool_usage',
@@ -188,7 +233,11 @@ const SERVICE_ROWS = [
     // A full pool makes API requests wait, then fail with HTTP 500: the latency and 5xx rows page on that.
     priority: { warning: 'P4', critical: 'P3' },
     dependency: 'database',
-    prometheus: { kind: 'quotient', numerator: 'portal_bff_db_pool_connections_in_use', denominator: 'portal_bff_db_pool_connections_max' }
+    prometheus: {
+      kind: 'quotient',
+      numerator: 'portal_bff_db_pool_connections_in_use',
+      denominator: 'portal_bff_db_pool_connections_max'
+    }
   },
   {
     measure: 'query_duration',
@@ -213,7 +262,13 @@ type ServiceMeasure = typeof SERVICE_ROWS[number]['measure']
 export function thresholdsOf (upstreams: readonly RowSource[]): readonly Threshold[] {
   const [core, ...rest] = SERVICE_ROWS
   const afterResponseTimes = rest.findIndex((row) => row.measure === 'crm_billing_response_time') + 1
-  return [core, ...queueRows(upstreams), ...rest.slice(0, afterResponseTimes), ...responseTimeRows(upstreams), ...rest.slice(afterResponseTimes)]
+  return [
+    core,
+    ...queueRows(upstreams),
+    ...rest.slice(0, afterResponseTimes),
+    ...responseTimeRows(upstreams),
+    ...rest.slice(afterResponseTimes)
+  ]
 }
 
 type QueuedName = QueuedUpstream['name']

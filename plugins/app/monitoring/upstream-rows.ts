@@ -68,6 +68,11 @@ export function responseTimeRows (upstreams: readonly RowSource[]): Threshold[] 
         ...limitsOf(responseTime),
         dependency: name,
         minSamples: 10,
-        prometheus: { kind: 'quantile', histogram: 'portal_bff_upstream_request_duration_seconds', match: { upstream: name }, without: ['outcome', 'upstream'] }
+        prometheus: {
+          kind: 'quantile',
+          histogram: 'portal_bff_upstream_request_duration_seconds',
+          match: { upstream: name },
+          without: ['outcome', 'upstream']
+        }
       }])
 }

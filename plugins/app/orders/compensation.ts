@@ -21,15 +21,22 @@ export class Compensation {
   async compensate (placement: Placement): Promise<void> {
     const { upstreams, placements, log } = this.options
     const { id } = placement.order
-    const billingOrderId = placement.order.billingOrderId ?? (await this.findLostBillingOrder(placement))?.orderId ?? null
+    const billingOrderId =
+      placement.order.billingOrderId ?? (await this.findLostBillingOrder(placement))?.orderId ?? null
     if (billingOrderId !== null) {
       try {
         const outcome = await upstreams.cancelBillingOrder(billingOrderId)
-        log.warn({ orderId: id, billingOrderId, outcome }, 'cancelled the billing order of a placement that did not go on')
+        log.warn(
+          { orderId: id, billingOrderId, outcome },
+          'cancelled the billing order of a placement that did not go on'
+        )
       } catch (error) {
         if (!(error instanceof OrderNotPendingError)) throw error
         // Accepted meanwhile, though no CRM order exists: an operator must look at it.
-        log.error({ orderId: id, billingOrderId }, 'the billing order of a placement that did not go on was accepted in billing and cannot be cancelled')
+        log.error(
+          { orderId: id, billingOrderId },
+          'the billing order of a placement that did not go on was accepted in billing and cannot be cancelled'
+        )
       }
     }
     const published = await placements.compensated(id)
@@ -43,7 +50,10 @@ export class Compensation {
       this.options.log.warn({ billingOrderId }, 'cancelled a billing order whose placement could not be recorded')
     } catch (error) {
       // The recovery finds it among the client's pending orders.
-      this.options.log.error({ billingOrderId, failure: classifyFailure(error) }, 'a billing order whose placement could not be recorded is left to the recovery')
+      this.options.log.error(
+        { billingOrderId, failure: classifyFailure(error) },
+        'a billing order whose placement could not be recorded is left to the recovery'
+      )
     }
   }
 
@@ -57,7 +67,10 @@ export class Compensation {
     const clientId = placement.order.billingClientId!
     if (placement.billingFloor === null) {
       // No billing order was known yet: any of the client's pending orders could be one placed elsewhere.
-      this.options.log.error({ orderId: placement.order.id, billingClientId: clientId }, 'the billing order of an interrupted placement cannot be told apart: check the client\'s pending orders in billing')
+      this.options.log.error(
+        { orderId: placement.order.id, billingClientId: clientId },
+        'the billing order of an interrupted placement cannot be told apart: check the client\'s pending orders in billing'
+      )
       return null
     }
     const pending = (await upstreams.pendingBillingOrders(clientId))
@@ -66,7 +79,9 @@ export class Compensation {
     if (pending.length === 0) return null
     const held = await placements.heldBillingOrderIds(pending.map((order) => order.orderId))
     for (const candidate of pending) {
-      if (!held.has(candidate.orderId) && await placements.adoptBillingOrder(placement.order.id, candidate.orderId)) return candidate
+      if (!held.has(candidate.orderId) && (await placements.adoptBillingOrder(placement.order.id, candidate.orderId))) {
+        return candidate
+      }
     }
     return null
   }

@@ -53,20 +53,30 @@ export class CrmStatusRounds {
   async failedToAsk (error: unknown): Promise<void> {
     this.#failed++
     const { redis, key } = this.#options
-    await redis.multi().hincrby(key, 'failedInRow', 1).hset(key, 'lastFailure', classifyFailure(error), 'lastFailedAt', new Date().toISOString()).exec()
+    await redis.multi()
+      .hincrby(key, 'failedInRow', 1)
+      .hset(key, 'lastFailure', classifyFailure(error), 'lastFailedAt', new Date().toISOString())
+      .exec()
       .then(() => this.#keptAgain(), (failure: unknown) => this.#notKept(failure))
   }
 
   async read (): Promise<CrmRoundsReport> {
     const fields = await this.#options.redis.hgetall(this.#options.key)
     const lastFailure = FAILURE_KINDS.find((known) => known === fields.lastFailure) ?? null
-    return { failedInRow: count(fields.failedInRow), lastFailure, lastFailedAt: fields.lastFailedAt === '' ? null : fields.lastFailedAt ?? null }
+    return {
+      failedInRow: count(fields.failedInRow),
+      lastFailure,
+      lastFailedAt: fields.lastFailedAt === '' ? null : (fields.lastFailedAt ?? null)
+    }
   }
 
   #notKept (error: unknown): void {
     if (!this.#kept) return
     this.#kept = false
-    this.#options.log.warn({ failure: classifyFailure(error) }, 'the outcomes of the CRM status rounds cannot be kept in Redis: their run of failures is not counted until it answers')
+    this.#options.log.warn(
+      { failure: classifyFailure(error) },
+      'the outcomes of the CRM status rounds cannot be kept in Redis: their run of failures is not counted until it answers'
+    )
   }
 
   #keptAgain (): void {

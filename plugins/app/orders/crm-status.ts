@@ -75,22 +75,38 @@ export class CrmStatusReconciliation implements ReconciliationTask {
     // Nothing to ask is not blind: the run of failed rounds ends as when the CRM answers.
     const statuses = due.length === 0
       ? new Map<string, string>()
-      : await crmStatuses(due.map((order) => order.crmOrderId)).catch(async (error: unknown) => { await rounds.failedToAsk(error); throw error })
+      : await crmStatuses(due.map((order) => order.crmOrderId)).catch(async (error: unknown) => {
+        await rounds.failedToAsk(error)
+        throw error
+      })
     await rounds.asked()
     if (due.length > 0) await this.#judge(due, statuses, signal)
   }
 
-  async #judge (due: Array<{ id: string, crmOrderId: string }>, statuses: Map<string, string>, signal: AbortSignal): Promise<void> {
+  async #judge (
+    due: Array<{ id: string, crmOrderId: string }>,
+    statuses: Map<string, string>,
+    signal: AbortSignal
+  ): Promise<void> {
     const { pending, log } = this.options
     const seen: CrmStatusSeen[] = due.map(({ id, crmOrderId }) => {
       const status = statuses.get(caseSafeId(crmOrderId))
       return { id, crmStatus: status ?? null, approved: verdictOf(status, this.#cancelled) === 'approved' }
     })
     const recorded = await pending.recordCrmStatuses(seen)
-    const byVerdict = (verdict: CrmVerdict) => recorded.filter((order) => verdictOf(order.crmStatus ?? undefined, this.#cancelled) === verdict)
+    const byVerdict = (verdict: CrmVerdict) =>
+      recorded.filter((order) => verdictOf(order.crmStatus ?? undefined, this.#cancelled) === verdict)
     const approved = byVerdict('approved')
     const cancelled = byVerdict('cancelled')
-    log.debug({ asked: due.length, awaitingApproval: byVerdict('awaiting_approval').length, approved: approved.length, cancelled: cancelled.length }, 'CRM status of the orders in Pending Review read')
+    log.debug(
+      {
+        asked: due.length,
+        awaitingApproval: byVerdict('awaiting_approval').length,
+        approved: approved.length,
+        cancelled: cancelled.length
+      },
+      'CRM status of the orders in Pending Review read'
+    )
     this.#warnOfStrays(byVerdict('activated'), byVerdict('unknown'))
     for (const order of approved) {
       if (signal.aborted) return
@@ -131,10 +147,18 @@ export class CrmStatusReconciliation implements ReconciliationTask {
     const log = this.options.logFor(orderWorkId(crmOrderId))
     try {
       const order = await this.options.cancel(id, `crm_${crmStatus ?? ''}: the CRM order's Status is ${crmStatus ?? ''}`)
-      if (order !== null) log.warn({ orderId: id, crmOrderId, crmStatus }, 'the CRM cancelled an order in Pending Review: cancelled here, with its billing order')
+      if (order !== null) {
+        log.warn(
+          { orderId: id, crmOrderId, crmStatus },
+          'the CRM cancelled an order in Pending Review: cancelled here, with its billing order'
+        )
+      }
     } catch (error) {
       // Cancelled here already; its billing order is the recovery's once the claim runs out.
-      log.warn({ orderId: id, crmOrderId, crmStatus, failure: classifyFailure(error) }, 'the billing order of an order the CRM cancelled could not be cancelled yet; the recovery tries again')
+      log.warn(
+        { orderId: id, crmOrderId, crmStatus, failure: classifyFailure(error) },
+        'the billing order of an order the CRM cancelled could not be cancelled yet; the recovery tries again'
+      )
     }
   }
 
@@ -142,10 +166,20 @@ export class CrmStatusReconciliation implements ReconciliationTask {
   #warnOfStrays (activated: CrmStatusRecorded[], unknown: CrmStatusRecorded[]): void {
     const { logFor } = this.options
     for (const { id, crmOrderId, statusChanged } of activated) {
-      if (statusChanged) logFor(orderWorkId(crmOrderId)).warn({ orderId: id, crmOrderId }, 'the CRM says Activated an order that was never provisioned here: it stays in Pending Review; check it in the CRM')
+      if (statusChanged) {
+        logFor(orderWorkId(crmOrderId)).warn(
+          { orderId: id, crmOrderId },
+          'the CRM says Activated an order that was never provisioned here: it stays in Pending Review; check it in the CRM'
+        )
+      }
     }
     for (const { id, crmOrderId, statusChanged } of unknown) {
-      if (statusChanged) logFor(orderWorkId(crmOrderId)).warn({ orderId: id, crmOrderId }, 'the CRM has no order with this id: the order stays in Pending Review; check it in the CRM')
+      if (statusChanged) {
+        logFor(orderWorkId(crmOrderId)).warn(
+          { orderId: id, crmOrderId },
+          'the CRM has no order with this id: the order stays in Pending Review; check it in the CRM'
+        )
+      }
     }
   }
 }
@@ -186,7 +220,10 @@ async function orderCrmStatus (fastify: FastifyInstance) {
     approvedNotReceived: async () => {
       // Redis away: the subscription is down anyway, and subscribes from the stored position when it is back.
       await eventSubscription.requestResubscribe(config.ORDERS_PENDING_WARNING_S * 1000)
-        .catch((error: unknown) => log.warn({ failure: classifyFailure(error) }, 'the platform-event subscription could not be asked to subscribe again'))
+        .catch((error: unknown) => log.warn(
+          { failure: classifyFailure(error) },
+          'the platform-event subscription could not be asked to subscribe again'
+        ))
     },
     log,
     logFor: fastify.logFor

@@ -28,7 +28,10 @@ export interface IdempotencyKeysOptions {
 }
 
 /** What makes two order requests the same: the product and the billing cycle. */
-export function requestFingerprint ({ productId, billingCycle }: Pick<NewPlacement, 'productId' | 'billingCycle'>): string {
+export function requestFingerprint ({
+  productId,
+  billingCycle
+}: Pick<NewPlacement, 'productId' | 'billingCycle'>): string {
   return createHash('sha256').update(`${productId}\n${billingCycle}`).digest('hex')
 }
 
@@ -41,7 +44,14 @@ export function requestFingerprint ({ productId, billingCycle }: Pick<NewPlaceme
 export class IdempotencyKeys {
   constructor (private readonly options: IdempotencyKeysOptions) {}
 
-  async reserve (clientId: number, key: string, fingerprint: string, request: NewPlacement, claimMs: number, leaseMs: number): Promise<Reservation> {
+  async reserve (
+    clientId: number,
+    key: string,
+    fingerprint: string,
+    request: NewPlacement,
+    claimMs: number,
+    leaseMs: number
+  ): Promise<Reservation> {
     const { pool, placements, retentionSeconds } = this.options
     const lease = { holder: randomUUID(), leaseMs }
     const client = await pool.connect()
@@ -49,7 +59,10 @@ export class IdempotencyKeys {
     try {
       await client.query('BEGIN')
       try {
-        await client.query('DELETE FROM order_idempotency_keys WHERE billing_client_id = $1 AND key = $2 AND expires_at <= now()', [clientId, key])
+        await client.query(
+          'DELETE FROM order_idempotency_keys WHERE billing_client_id = $1 AND key = $2 AND expires_at <= now()',
+          [clientId, key]
+        )
         // A concurrent first use of the key waits here until that one commits, then sees its row.
         const inserted = await client.query(
           `INSERT INTO order_idempotency_keys (billing_client_id, key, request_hash, expires_at)
@@ -57,18 +70,26 @@ export class IdempotencyKeys {
           [clientId, key, fingerprint, retentionSeconds])
         let reservation: Reservation | undefined
         if (inserted.rowCount === 0) {
-          const { rows } = await client.query<{ request_hash: string, order_id: string | null, response_status: number | null, response_body: unknown }>(
-            'SELECT request_hash, order_id, response_status, response_body FROM order_idempotency_keys WHERE billing_client_id = $1 AND key = $2 FOR UPDATE',
-            [clientId, key])
+          const { rows } = await client.query<{
+            request_hash: string, order_id: string | null, response_status: number | null, response_body: unknown
+          }>(
+            'SELECT request_hash, order_id, response_status, response_body FROM order_idempotency_keys ' +
+            'WHERE billing_client_id = $1 AND key = $2 FOR UPDATE',
+            [clientId, key]
+          )
           const stored = rows[0]!
           const placement = stored.order_id === null ? null : await placements.find(stored.order_id, client)
           if (stored.request_hash !== fingerprint) reservation = { kind: 'mismatch' }
-          else if (stored.response_status !== null) reservation = { kind: 'replay', statusCode: stored.response_status, body: stored.response_body }
-          else if (placement !== null) reservation = await this.#existing(placement, lease, client)
+          else if (stored.response_status !== null) {
+            reservation = { kind: 'replay', statusCode: stored.response_status, body: stored.response_body }
+          } else if (placement !== null) reservation = await this.#existing(placement, lease, client)
         }
         if (reservation === undefined) {
           const placement = await placements.begin(request, claimMs, client, lease)
-          await client.query('UPDATE order_idempotency_keys SET order_id = $3 WHERE billing_client_id = $1 AND key = $2', [clientId, key, placement.order.id])
+          await client.query(
+            'UPDATE order_idempotency_keys SET order_id = $3 WHERE billing_client_id = $1 AND key = $2',
+            [clientId, key, placement.order.id]
+          )
           reservation = { kind: 'new', placement, lease }
         }
         await client.query('COMMIT')

@@ -63,4 +63,9 @@ async function orders (fastify: FastifyInstance) {
   fastify.decorate('orders', { store, pending, statusChanges, jobs })
 }
 
-export default fp(orders, { name: 'orders', fastify: '5.x', dependencies: ['database', 'redis', 'pubsub', 'monitoring', 'upstreams'], decorators: { fastify: ['config'] } })
+export default fp(orders, {
+  name: 'orders',
+  fastify: '5.x',
+  dependencies: ['database', 'redis', 'pubsub', 'monitoring', 'upstreams'],
+  decorators: { fastify: ['config'] }
+})

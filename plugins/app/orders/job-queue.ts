@@ -30,7 +30,12 @@ export class ProvisioningJobQueue {
     // A producer span (messaging conventions) under the work that queues the job; the job links to it.
     await inSpan(`send ${PROVISIONING_QUEUE}`, {
       kind: SpanKind.PRODUCER,
-      attributes: { ...JOB_MESSAGING, 'messaging.operation.type': 'send', 'messaging.message.id': jobId, 'crm.order_id': crmOrderId }
+      attributes: {
+        ...JOB_MESSAGING,
+        'messaging.operation.type': 'send',
+        'messaging.message.id': jobId,
+        'crm.order_id': crmOrderId
+      }
     }, async () => {
       const traceparent = currentTraceparent()
       const data: ProvisioningJob = traceparent === undefined ? { crmOrderId } : { crmOrderId, traceparent }
@@ -43,7 +48,14 @@ export class ProvisioningJobQueue {
       this.queue.getJobCounts(...JOB_STATES),
       this.#recentlyFailed()
     ]), AbortSignal.timeout(this.bounds.countsTimeoutMs))
-    return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, delayed: counts.delayed ?? 0, failed: counts.failed ?? 0, completed: counts.completed ?? 0, recentFailed }
+    return {
+      waiting: counts.waiting ?? 0,
+      active: counts.active ?? 0,
+      delayed: counts.delayed ?? 0,
+      failed: counts.failed ?? 0,
+      completed: counts.completed ?? 0,
+      recentFailed
+    }
   }
 
   /**
@@ -59,7 +71,12 @@ export class ProvisioningJobQueue {
   /** The counts and the queue's health, judged on the waiting jobs and the recent failures. */
   async report (): Promise<JobCounts & { health: QueueHealth }> {
     const counts = await this.counts()
-    return { health: healthOf(worstLevel([levelOf('job_queue_waiting', counts.waiting), levelOf('job_queue_failed', counts.recentFailed)])), ...counts }
+    return {
+      health: healthOf(
+        worstLevel([levelOf('job_queue_waiting', counts.waiting), levelOf('job_queue_failed', counts.recentFailed)])
+      ),
+      ...counts
+    }
   }
 }
 
@@ -84,7 +101,8 @@ function jobsPart (jobs: ProvisioningJobQueue): MonitoringSource<JobCounts> {
         name: 'portal_bff_job_queue_jobs',
         help: 'Jobs of the provisioning job queue by state; absent while the queue does not answer',
         type: 'gauge',
-        samples: (counts) => JOB_STATES.map((state) => ({ labels: { queue: PROVISIONING_QUEUE, state }, value: counts[state] }))
+        samples: (counts) =>
+          JOB_STATES.map((state) => ({ labels: { queue: PROVISIONING_QUEUE, state }, value: counts[state] }))
       },
       {
         name: 'portal_bff_job_queue_recent_failed_jobs',
@@ -100,7 +118,10 @@ function jobsPart (jobs: ProvisioningJobQueue): MonitoringSource<JobCounts> {
  * Opens the provisioning worker and the queue it takes its jobs from, part of the orders plugin
  * (index.ts): the worker closes when the instance does.
  */
-export async function openJobQueue (fastify: FastifyInstance, orders: { store: OrderStore, statusChanges: OrderStatusChanges }): Promise<ProvisioningJobQueue> {
+export async function openJobQueue (
+  fastify: FastifyInstance,
+  orders: { store: OrderStore, statusChanges: OrderStatusChanges }
+): Promise<ProvisioningJobQueue> {
   const { config } = fastify
   const worker = await ProvisioningWorker.open({
     config,

@@ -36,7 +36,11 @@ function busy (landingMs: number): Busy {
  * from where it stopped, taking it over once the lease has run out.
  */
 export class KeyedPlacement {
-  constructor (private readonly placement: OrderPlacement, private readonly compensation: Compensation, private readonly options: KeyedPlacementOptions) {}
+  constructor (
+    private readonly placement: OrderPlacement,
+    private readonly compensation: Compensation,
+    private readonly options: KeyedPlacementOptions
+  ) {}
 
   get leaseMs (): number {
     return this.options.leaseMs
@@ -57,7 +61,9 @@ export class KeyedPlacement {
    * again (`Busy`) while a create sent earlier may still land.
    */
   async resume (placement: Placement, lease: Lease): Promise<Order | Busy> {
-    return await this.#held(placement, lease, () => placement.step === 'billing' ? this.#resumeBilling(placement) : this.#resumeCrm(placement))
+    return await this.#held(placement, lease, () =>
+      placement.step === 'billing' ? this.#resumeBilling(placement) : this.#resumeCrm(placement)
+    )
   }
 
   async #resumeBilling (placement: Placement): Promise<Order | Busy> {
@@ -65,7 +71,10 @@ export class KeyedPlacement {
     const { order } = placement
     let found: { orderId: number, invoiceId: number | null } | null
     try {
-      found = order.billingOrderId !== null ? { orderId: order.billingOrderId, invoiceId: placement.billingInvoiceId } : await this.compensation.findLostBillingOrder(placement)
+      found =
+        order.billingOrderId !== null
+          ? { orderId: order.billingOrderId, invoiceId: placement.billingInvoiceId }
+          : await this.compensation.findLostBillingOrder(placement)
     } catch (error) {
       throw new BillingUnavailableError({ cause: error })
     }
@@ -74,9 +83,16 @@ export class KeyedPlacement {
       // service can tell apart, which it logged for an operator, as the recovery would).
       if (placement.createLandingMs > 0) return busy(placement.createLandingMs)
       await placements.createSent(order.id, claimMs)
-      return await this.placement.run(placement, { clientId: order.billingClientId!, productId: Number(order.productId), billingCycle: order.billingCycle! }, true)
+      return await this.placement.run(
+        placement,
+        { clientId: order.billingClientId!, productId: Number(order.productId), billingCycle: order.billingCycle! },
+        true
+      )
     }
-    const recorded = await placements.recordBilling(order.id, found.orderId, found.invoiceId, { createLandingMs: claimMs, resumableMs })
+    const recorded = await placements.recordBilling(order.id, found.orderId, found.invoiceId, {
+      createLandingMs: claimMs,
+      resumableMs
+    })
     if (recorded === null) throw new OrderIncompleteError()
     return await this.placement.createCrm(recorded, true)
   }
@@ -105,7 +121,12 @@ export class KeyedPlacement {
     const { id } = placement.order
     const renewal = setInterval(() => {
       placements.renewLease(id, lease).then((held) => {
-        if (!held) log.warn({ orderId: id }, 'an order placement\'s hold ran out before it was renewed: a retry may take it over')
+        if (!held) {
+          log.warn(
+            { orderId: id },
+            'an order placement\'s hold ran out before it was renewed: a retry may take it over'
+          )
+        }
       }, () => {})
     }, lease.leaseMs / 3).unref()
     try {
@@ -113,7 +134,10 @@ export class KeyedPlacement {
     } finally {
       clearInterval(renewal)
       await placements.releaseLease(id, lease, this.options.resumableMs)
-        .catch(() => log.warn({ orderId: id }, 'an order placement\'s hold could not be given up; a retry takes it over once it runs out'))
+        .catch(() => log.warn(
+          { orderId: id },
+          'an order placement\'s hold could not be given up; a retry takes it over once it runs out'
+        ))
     }
   }
 }

@@ -37,16 +37,20 @@ async function orderPlacement (fastify: FastifyInstance) {
   const { statusChanges } = fastify.orders
   const placements = new PlacementStore(fastify.pg.pool)
   // Long enough for every step of a request's placement to have run out its own bound.
-  const claimMs = 3 * config.DATABASE_QUERY_TIMEOUT_MS + 2 * config.BILLING_QUEUE_TIMEOUT_MS + 2 * config.CRM_QUEUE_TIMEOUT_MS
+  const claimMs =
+    3 * config.DATABASE_QUERY_TIMEOUT_MS + 2 * config.BILLING_QUEUE_TIMEOUT_MS + 2 * config.CRM_QUEUE_TIMEOUT_MS
   const placement = new OrderPlacement({
     placements,
     statusChanges,
     upstreams: {
       addBillingOrder: (order) => billing.queue.run((deadline) => billing.client.addOrder(order, deadline)),
       createCrmOrder: (fields) => crm.queue.run((deadline) => crm.client.createOrder(fields, deadline)),
-      findCrmOrder: (billingOrderId) => crm.queue.run((deadline) => crm.client.findOrderIdByBillingOrderId(billingOrderId, deadline)),
-      cancelBillingOrder: (billingOrderId) => billing.queue.run((deadline) => billing.client.cancelOrder(billingOrderId, deadline)),
-      pendingBillingOrders: (clientId) => billing.queue.run((deadline) => billing.client.getPendingOrders(clientId, deadline))
+      findCrmOrder: (billingOrderId) =>
+        crm.queue.run((deadline) => crm.client.findOrderIdByBillingOrderId(billingOrderId, deadline)),
+      cancelBillingOrder: (billingOrderId) =>
+        billing.queue.run((deadline) => billing.client.cancelOrder(billingOrderId, deadline)),
+      pendingBillingOrders: (clientId) =>
+        billing.queue.run((deadline) => billing.client.getPendingOrders(clientId, deadline))
     },
     crmAccountId: config.CRM_ORDER_ACCOUNT_ID,
     claimMs,
@@ -54,7 +58,11 @@ async function orderPlacement (fastify: FastifyInstance) {
     resumableMs: config.ORDERS_PLACEMENT_RESUME_S * 1000,
     log: fastify.log
   })
-  const idempotencyKeys = new IdempotencyKeys({ pool: fastify.pg.pool, placements, retentionSeconds: config.ORDERS_IDEMPOTENCY_KEY_TTL_S })
+  const idempotencyKeys = new IdempotencyKeys({
+    pool: fastify.pg.pool,
+    placements,
+    retentionSeconds: config.ORDERS_IDEMPOTENCY_KEY_TTL_S
+  })
   const reconciliation = new Reconciliation({
     pool: fastify.pg.pool,
     intervalMs: config.ORDERS_RECONCILE_INTERVAL_S * 1000,

@@ -10,7 +10,10 @@ export interface Counted {
 export interface PendingOrders {
   /** Their CRM order still in `Pending Review`, awaiting someone's approval: aged from when placed. */
   awaitingApproval: Counted
-  /** The CRM has not told their Status yet (not asked yet, or it did not answer): never taken for awaiting approval; aged from when placed. */
+  /**
+   * The CRM has not told their Status yet (not asked yet, or it did not answer): never taken for awaiting
+   * approval; aged from when placed.
+   */
   unknown: Counted
   /** Approved in the CRM, their platform event not received: aged from when the reconciliation found them approved. */
   approvedNotReceived: Counted
@@ -44,7 +47,14 @@ export class PendingOrderStore {
 
   /** How many wait, and since when, told apart by the CRM's word. */
   async count (): Promise<PendingOrders> {
-    type Row = { awaiting: number, awaiting_oldest: number | null, approved: number, approved_oldest: number | null, unknown: number, unknown_oldest: number | null }
+    type Row = {
+      awaiting: number
+      awaiting_oldest: number | null
+      approved: number
+      approved_oldest: number | null
+      unknown: number
+      unknown_oldest: number | null
+    }
     const awaiting = "crm_approved_at IS NULL AND crm_status = 'Pending Review'"
     const unknown = 'crm_approved_at IS NULL AND crm_status_checked_at IS NULL'
     const { rows } = await this.pool.query<Row>(
@@ -85,7 +95,13 @@ export class PendingOrderStore {
    * newly approved once: concurrent runs wait for each other's rows, and see the first one's mark.
    */
   async recordCrmStatuses (seen: readonly CrmStatusSeen[]): Promise<CrmStatusRecorded[]> {
-    type Row = { id: string, crm_order_id: string, crm_status: string | null, newly_approved: boolean, status_changed: boolean }
+    type Row = {
+      id: string
+      crm_order_id: string
+      crm_status: string | null
+      newly_approved: boolean
+      status_changed: boolean
+    }
     const { rows } = await this.pool.query<Row>(
       `WITH seen AS (
          SELECT * FROM unnest($1::uuid[], $2::text[], $3::boolean[]) AS seen (id, crm_status, approved)
@@ -101,6 +117,12 @@ export class PendingOrderStore {
          seen.approved AND previous.crm_approved_at IS NULL AS newly_approved,
          previous.crm_status_checked_at IS NULL OR previous.crm_status IS DISTINCT FROM seen.crm_status AS status_changed`,
       [seen.map((order) => order.id), seen.map((order) => order.crmStatus), seen.map((order) => order.approved)])
-    return rows.map((row) => ({ id: row.id, crmOrderId: row.crm_order_id, crmStatus: row.crm_status, newlyApproved: row.newly_approved, statusChanged: row.status_changed }))
+    return rows.map((row) => ({
+      id: row.id,
+      crmOrderId: row.crm_order_id,
+      crmStatus: row.crm_status,
+      newlyApproved: row.newly_approved,
+      statusChanged: row.status_changed
+    }))
   }
 }

@@ -35,7 +35,11 @@ export interface NewPlacement {
 }
 
 type PlacementRow = OrderRow & {
-  placement: PlacementStep, billing_floor: number | null, billing_invoice_id: number | null, lease_remaining_ms: number, create_landing_ms: number
+  placement: PlacementStep,
+  billing_floor: number | null,
+  billing_invoice_id: number | null,
+  lease_remaining_ms: number,
+  create_landing_ms: number
 }
 
 const remainingMs = (column: string) => `ceil(extract(epoch FROM greatest(${column}, now()) - now()) * 1000)::int`
@@ -82,7 +86,10 @@ export class PlacementStore {
        VALUES ($1, $3, $4, 'billing', ${CLAIM}, (SELECT max(billing_order_id) FROM orders), $5, ${AFTER('$6::int')}, ${AFTER('$7::int')}, $8)
        RETURNING ${PLACEMENT_COLUMNS}`,
       // The placement's span, kept with the order: its later work links to it.
-      [order.billingClientId, claimMs, order.productId, order.billingCycle, lease?.holder ?? null, lease?.leaseMs ?? null, lease === undefined ? null : claimMs, currentTraceparent() ?? null])
+      [
+        order.billingClientId, claimMs, order.productId, order.billingCycle, lease?.holder ?? null,
+        lease?.leaseMs ?? null, lease === undefined ? null : claimMs, currentTraceparent() ?? null
+      ])
     return toPlacement(rows[0]!)
   }
 
@@ -125,7 +132,12 @@ export class PlacementStore {
    * Billing placed the order: null when the placement had left the billing step (a recovery took it).
    * A keyed one waits for a retry from now on, and its CRM create, sent next, may land for `createLandingMs`.
    */
-  async recordBilling (id: string, billingOrderId: number, billingInvoiceId: number | null, keyed?: KeyedTimes): Promise<Placement | null> {
+  async recordBilling (
+    id: string,
+    billingOrderId: number,
+    billingInvoiceId: number | null,
+    keyed?: KeyedTimes
+  ): Promise<Placement | null> {
     return this.#step(id, ['billing'], `placement = 'crm', billing_order_id = $3, billing_invoice_id = $4,
       create_landing_until = ${AFTER('$5::int')}, placement_resumable_until = ${AFTER('$6::int')}`,
     [billingOrderId, billingInvoiceId, keyed?.createLandingMs ?? null, keyed?.resumableMs ?? null])
@@ -133,12 +145,17 @@ export class PlacementStore {
 
   /** The CRM order exists: the placement is done. Null when it had left the CRM step. */
   async link (id: string, crmOrderId: string): Promise<Placement | null> {
-    return this.#step(id, ['crm'], 'placement = \'placed\', crm_order_id = $3, placement_claimed_until = NULL', [crmOrderId])
+    return this.#step(id, ['crm'], 'placement = \'placed\', crm_order_id = $3, placement_claimed_until = NULL', [
+      crmOrderId
+    ])
   }
 
   /** The order will not go on: `Failed` with the reason, its billing order to be cancelled. */
   async abandon (id: string, failureReason: string): Promise<Placement | null> {
-    return this.#step(id, ['billing', 'crm'], 'placement = \'compensating\', status = \'Failed\', failure_reason = $3', [failureReason])
+    const assignments = 'placement = \'compensating\', status = \'Failed\', failure_reason = $3'
+    return this.#step(id, ['billing', 'crm'], assignments, [
+      failureReason
+    ])
   }
 
   /**
@@ -159,8 +176,12 @@ export class PlacementStore {
 
   /** Its billing order is cancelled (or none was placed): nothing is left to do. */
   async compensated (id: string): Promise<Placement | null> {
-    return this.#step(id, ['compensating'],
-      'placement = \'compensated\', placement_claimed_until = NULL, billing_cancelled_at = CASE WHEN billing_order_id IS NULL THEN NULL ELSE now() END', [])
+    return this.#step(
+      id,
+      ['compensating'],
+      'placement = \'compensated\', placement_claimed_until = NULL, billing_cancelled_at = CASE WHEN billing_order_id IS NULL THEN NULL ELSE now() END',
+      []
+    )
   }
 
   /** Billing refused the order or surely never saw it: the row goes, as if never placed. */
@@ -174,7 +195,10 @@ export class PlacementStore {
    */
   async adoptBillingOrder (id: string, billingOrderId: number): Promise<boolean> {
     try {
-      const { rowCount } = await this.pool.query('UPDATE orders SET billing_order_id = $2, updated_at = now() WHERE id = $1 AND billing_order_id IS NULL', [id, billingOrderId])
+      const { rowCount } = await this.pool.query(
+        'UPDATE orders SET billing_order_id = $2, updated_at = now() WHERE id = $1 AND billing_order_id IS NULL',
+        [id, billingOrderId]
+      )
       return rowCount === 1
     } catch (error) {
       if ((error as { code?: string }).code === '23505') return false
@@ -184,7 +208,10 @@ export class PlacementStore {
 
   /** Which of these billing orders a stored order holds. */
   async heldBillingOrderIds (billingOrderIds: number[]): Promise<Set<number>> {
-    const { rows } = await this.pool.query<{ billing_order_id: number }>('SELECT billing_order_id FROM orders WHERE billing_order_id = ANY($1)', [billingOrderIds])
+    const { rows } = await this.pool.query<{ billing_order_id: number }>(
+      'SELECT billing_order_id FROM orders WHERE billing_order_id = ANY($1)',
+      [billingOrderIds]
+    )
     return new Set(rows.map((row) => row.billing_order_id))
   }
 

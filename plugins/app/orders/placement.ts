@@ -1,5 +1,6 @@
 import {
-  BillingUnavailableError, OrderCancelledError, OrderIncompleteError, OrderRejectedError, UpstreamFailure, UpstreamRefusal, classifyFailure
+  BillingUnavailableError, OrderCancelledError, OrderIncompleteError, OrderRejectedError, UpstreamFailure,
+  UpstreamRefusal, classifyFailure
 } from '../../../lib/errors.js'
 import { QueueFullError } from '../../../lib/request-queue.js'
 import { CrmApiError } from '../../../integrations/crm/errors.js'
@@ -31,14 +32,14 @@ function causeOf (error: unknown): string {
 }
 
 /**
- * Placing an order, step by step, each step recorded before the next: the order row (placement
- * `billing`), billing AddOrder (`crm`), the CRM order in `Pending Review`, linked (`placed`). An order
- * that will not go on is `Failed` and `compensating` until its billing order is cancelled
- * (`compensated`). `place` runs the steps for a request; `keyed` for one with an Idempotency-Key,
- * whose placement a retry with the key completes. `resume` finishes or undoes a placement that was interrupted (a crash, a database that
- * stalled, an upstream that did not answer, a key nobody retried), and is what the recovery runs:
- * the CRM order is looked up by its billing order id before anything is decided, and a create is
- * sent only when none sent before can still land, so no placement ever makes two.
+ * Placing an order, step by step, each step recorded before the next: the order row (placement `billing`),
+ * billing AddOrder (`crm`), the CRM order in `Pending Review`, linked (`placed`). An order that will not go
+ * on is `Failed` and `compensating` until its billing order is cancelled (`compensated`). `place` runs the
+ * steps for a request; `keyed` for one with an Idempotency-Key, whose placement a retry with the key
+ * completes. `resume` finishes or undoes a placement that was interrupted (a crash, a database that stalled,
+ * an upstream that did not answer, a key nobody retried), and is what the recovery runs: the CRM order is
+ * looked up by its billing order id before anything is decided, and a create is sent only when none sent
+ * before can still land, so no placement ever makes two.
  */
 export class OrderPlacement {
   readonly #compensation: Compensation
@@ -56,7 +57,11 @@ export class OrderPlacement {
 
   /** Begins a placement (the order row, claimed by the caller) and runs it. */
   async place (request: OrderRequest): Promise<Order> {
-    return await this.run(await this.options.placements.begin(toNewPlacement(request), this.options.claimMs), request, false)
+    return await this.run(
+      await this.options.placements.begin(toNewPlacement(request), this.options.claimMs),
+      request,
+      false
+    )
   }
 
   /**
@@ -77,7 +82,12 @@ export class OrderPlacement {
     let recorded: Placement | null
     try {
       const { claimMs, resumableMs } = this.options
-      recorded = await placements.recordBilling(id, placed.orderId, placed.invoiceId, keyed ? { createLandingMs: claimMs, resumableMs } : undefined)
+      recorded = await placements.recordBilling(
+        id,
+        placed.orderId,
+        placed.invoiceId,
+        keyed ? { createLandingMs: claimMs, resumableMs } : undefined
+      )
     } catch (error) {
       // Only this request knows the billing order: undo it now, while it can.
       await this.#compensation.cancelUnrecorded(placed.orderId)
@@ -86,7 +96,9 @@ export class OrderPlacement {
     if (recorded === null) {
       // A recovery undid it meanwhile; unless a retry with its key, taking over a hold this request
       // failed to renew, found this very billing order and goes on with it.
-      if ((await placements.find(id).catch(() => null))?.order.billingOrderId !== placed.orderId) await this.#compensation.cancelUnrecorded(placed.orderId)
+      if ((await placements.find(id).catch(() => null))?.order.billingOrderId !== placed.orderId) {
+        await this.#compensation.cancelUnrecorded(placed.orderId)
+      }
       throw new OrderIncompleteError()
     }
     return await this.createCrm(recorded, keyed)
@@ -99,7 +111,10 @@ export class OrderPlacement {
     log.warn({ orderId: id, billingOrderId, placement: placement.step }, 'resuming an interrupted order placement')
     if (placement.step === 'billing') {
       // AddOrder was sent, its answer never recorded: whatever billing placed is undone.
-      const abandoned = await this.options.placements.abandon(id, 'placement_interrupted: the billing order was not recorded')
+      const abandoned = await this.options.placements.abandon(
+        id,
+        'placement_interrupted: the billing order was not recorded'
+      )
       if (abandoned !== null) await this.#compensation.compensate(abandoned)
     } else if (placement.step === 'crm') {
       await this.#settleCrm(placement, 'placement_interrupted: the CRM order was not created', true)
@@ -125,9 +140,15 @@ export class OrderPlacement {
   async #billingFailed (placement: Placement, error: unknown, keyed: boolean): Promise<never> {
     const { placements } = this.options
     const cause = causeOf(error)
-    if (error instanceof UpstreamRefusal || error instanceof PaymentMethodRefusedError || BILLING_NOT_REACHED.has(cause)) {
+    if (
+      error instanceof UpstreamRefusal ||
+      error instanceof PaymentMethodRefusedError ||
+      BILLING_NOT_REACHED.has(cause)
+    ) {
       await placements.discard(placement.order.id)
-      throw error instanceof UpstreamRefusal ? new OrderRejectedError({ cause: error }) : new BillingUnavailableError({ cause: error })
+      throw error instanceof UpstreamRefusal
+        ? new OrderRejectedError({ cause: error })
+        : new BillingUnavailableError({ cause: error })
     }
     if (keyed) {
       // Billing may have placed it: a retry with the key finds it, or sends AddOrder again once none can land.
@@ -138,7 +159,9 @@ export class OrderPlacement {
     // timeout billing may still be placing it: the recovery looks once the claim has run out.
     const abandoned = await placements.abandon(placement.order.id, `billing_${cause}: the billing order could not be confirmed`)
     if (abandoned !== null && cause !== 'timeout') await this.#compensation.compensate(abandoned).catch(() => {})
-    throw error instanceof UpstreamFailure || error instanceof QueueFullError ? new BillingUnavailableError({ cause: error }) : error
+    throw error instanceof UpstreamFailure || error instanceof QueueFullError
+      ? new BillingUnavailableError({ cause: error })
+      : error
   }
 
   /** Creates the placement's CRM order and links it. */
@@ -161,9 +184,13 @@ export class OrderPlacement {
     // Timed out: the CRM may still be creating it, until the bound recorded with the create.
     if (cause === 'timeout') throw new OrderIncompleteError({ cause: error })
     const refused = CRM_REFUSED.has(cause) || (error instanceof CrmApiError && error.status < 500)
-    const found = refused ? null : await this.options.upstreams.findCrmOrder(placement.order.billingOrderId!).catch(() => undefined)
+    const found = refused
+      ? null
+      : await this.options.upstreams.findCrmOrder(placement.order.billingOrderId!).catch(() => undefined)
     if (typeof found === 'string') return await this.link(placement, found, false)
-    if (found === null || error instanceof CrmApiError) await this.options.placements.createSent(placement.order.id, null)
+    if (found === null || error instanceof CrmApiError) {
+      await this.options.placements.createSent(placement.order.id, null)
+    }
     throw new OrderIncompleteError({ cause: error })
   }
 
@@ -172,7 +199,9 @@ export class OrderPlacement {
     const reason = `crm_${cause}: the CRM order could not be created`
     if (CRM_REFUSED.has(cause) || (error instanceof CrmApiError && error.status < 500)) {
       const abandoned = await this.options.placements.abandon(placement.order.id, reason)
-      if (abandoned !== null && await this.#compensation.compensate(abandoned).then(() => true, () => false)) throw new OrderCancelledError({ cause: error })
+      const compensated = abandoned !== null &&
+        await this.#compensation.compensate(abandoned).then(() => true, () => false)
+      if (compensated) throw new OrderCancelledError({ cause: error })
       throw new OrderIncompleteError({ cause: error })
     }
     // Timed out: the CRM may still be creating it. The recovery decides once the claim runs out.
@@ -200,11 +229,18 @@ export class OrderPlacement {
     const linked = await this.options.placements.link(placement.order.id, crmOrderId)
     if (linked === null) {
       // Its claim ran out and a recovery undid it meanwhile: the CRM order names a cancelled billing order.
-      this.options.log.error({ orderId: placement.order.id, crmOrderId, billingOrderId: placement.order.billingOrderId },
-        'a CRM order was created for a placement already undone: set its Status to Cancelled')
+      this.options.log.error(
+        { orderId: placement.order.id, crmOrderId, billingOrderId: placement.order.billingOrderId },
+        'a CRM order was created for a placement already undone: set its Status to Cancelled'
+      )
       throw new OrderIncompleteError()
     }
-    if (byRecovery) this.options.log.warn({ orderId: linked.order.id, crmOrderId }, 'the recovery linked an order placement to the CRM order it found')
+    if (byRecovery) {
+      this.options.log.warn(
+        { orderId: linked.order.id, crmOrderId },
+        'the recovery linked an order placement to the CRM order it found'
+      )
+    }
     await this.options.statusChanges.publish(linked.order)
     return linked.order
   }

@@ -1,7 +1,9 @@
 /** The provisioning job of one order: its queue, its id and data, the work id of its lines, its lock. */
 export const PROVISIONING_QUEUE = 'provisioning'
 
-/** OpenTelemetry's messaging attributes of the job's spans: BullMQ is the messaging system, the queue its destination. */
+/**
+ * OpenTelemetry's messaging attributes of the job's spans: BullMQ is the messaging system, the queue its destination.
+ */
 export const JOB_MESSAGING = { 'messaging.system': 'bullmq', 'messaging.destination.name': PROVISIONING_QUEUE } as const
 
 export interface ProvisioningJob {
@@ -27,7 +29,12 @@ export function jobIdOf (crmOrderId: string): string {
  * cheap): the job runs again within a lock and a half. A job whose worker died with it twice is
  * failed (maxStalledCount 1, BullMQ's default): an order that kills its worker each time stops there.
  */
-export function lockOptions (lockMs: number): { lockDuration: number, lockRenewTime: number, stalledInterval: number, maxStalledCount: number } {
+export function lockOptions (lockMs: number): {
+  lockDuration: number
+  lockRenewTime: number
+  stalledInterval: number
+  maxStalledCount: number
+} {
   const quarter = Math.floor(lockMs / 4)
   return { lockDuration: lockMs, lockRenewTime: quarter, stalledInterval: quarter, maxStalledCount: 1 }
 }

@@ -14,8 +14,9 @@ import { failOrder, provisionOrder, type ProvisioningDependencies } from './prov
 import { JOB_MESSAGING, PROVISIONING_QUEUE, lockOptions, type ProvisioningJob } from './provisioning-job.js'
 
 export interface ProvisioningWorkerOptions {
-  config: Pick<Config, 'REDIS_URL' | 'REDIS_COMMAND_TIMEOUT_MS' | 'redisSentinel' | 'REDIS_KEY_PREFIX' | 'PROVISIONING_ATTEMPTS' |
-    'PROVISIONING_BACKOFF_MS' | 'PROVISIONING_CONCURRENCY' | 'PROVISIONING_LOCK_MS' | 'CRM_QUEUE_TIMEOUT_MS'>
+  config: Pick<Config, 'REDIS_URL' | 'REDIS_COMMAND_TIMEOUT_MS' | 'redisSentinel' | 'REDIS_KEY_PREFIX' |
+    'PROVISIONING_ATTEMPTS' | 'PROVISIONING_BACKOFF_MS' | 'PROVISIONING_CONCURRENCY' | 'PROVISIONING_LOCK_MS' |
+    'CRM_QUEUE_TIMEOUT_MS'>
   deps: ProvisioningDependencies
   /** Told how long each provisioned order waited since its job was queued (seconds). */
   observeLag: (seconds: number) => void
@@ -43,8 +44,18 @@ export class ProvisioningWorker {
     // the caller. BullMQ duplicates the consumer for its blocking commands; the duplicates inherit this
     // strategy, which stops reconnecting once the service is closing.
     const retryStrategy = (attempt: number) => this.#closing ? null : Math.min(attempt * 100, 2000)
-    this.#producer = new Redis({ ...redisConnectionOptions(config), maxRetriesPerRequest: 1, retryStrategy, disableClientInfo: true })
-    this.#consumer = new Redis({ ...redisConnectionOptions(config), maxRetriesPerRequest: null, retryStrategy, disableClientInfo: true })
+    this.#producer = new Redis({
+      ...redisConnectionOptions(config),
+      maxRetriesPerRequest: 1,
+      retryStrategy,
+      disableClientInfo: true
+    })
+    this.#consumer = new Redis({
+      ...redisConnectionOptions(config),
+      maxRetriesPerRequest: null,
+      retryStrategy,
+      disableClientInfo: true
+    })
     for (const connection of [this.#producer, this.#consumer]) connection.on('error', () => {})
 
     this.queue = new Queue<ProvisioningJob>(PROVISIONING_QUEUE, {
@@ -57,8 +68,12 @@ export class ProvisioningWorker {
         removeOnFail: { age: 30 * 86_400 }
       }
     })
-    this.#worker = new Worker<ProvisioningJob>(PROVISIONING_QUEUE, (job) => this.#track(this.#run(job)),
-      { connection: this.#consumer, prefix, concurrency: config.PROVISIONING_CONCURRENCY, ...lockOptions(config.PROVISIONING_LOCK_MS) })
+    this.#worker = new Worker<ProvisioningJob>(PROVISIONING_QUEUE, (job) => this.#track(this.#run(job)), {
+      connection: this.#consumer,
+      prefix,
+      concurrency: config.PROVISIONING_CONCURRENCY,
+      ...lockOptions(config.PROVISIONING_LOCK_MS)
+    })
     // A job whose worker ended with it more often than BullMQ allows (a process killed each time it
     // provisions this order) is failed by BullMQ without being run: the order must say so, as after a
     // last failed attempt, or it would stay Provisioning.
@@ -67,7 +82,9 @@ export class ProvisioningWorker {
       const { crmOrderId } = job.data
       const reason = `stalled: ${error.message}`
       options.logFor(orderWorkId(crmOrderId)).error({ crmOrderId, reason }, 'provisioning failed for good')
-      failOrder(options.deps, crmOrderId, reason).catch((failure: unknown) => log.error({ err: failure, crmOrderId }, 'a stalled order could not be marked failed'))
+      failOrder(options.deps, crmOrderId, reason).catch((failure: unknown) =>
+        log.error({ err: failure, crmOrderId }, 'a stalled order could not be marked failed')
+      )
     })
     // BullMQ re-emits connection errors on the queue and the worker (unheard, an 'error' event throws),
     // one per reconnection attempt: an outage is one line, and its end another.
@@ -94,14 +111,17 @@ export class ProvisioningWorker {
   async close (): Promise<void> {
     const { config, log } = this.options
     this.#closing = true
-    const redisUp = await abortable(this.#consumer.ping(), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS)).then(() => true, () => false)
+    const redisUp = await abortable(this.#consumer.ping(), AbortSignal.timeout(config.REDIS_COMMAND_TIMEOUT_MS))
+      .then(() => true, () => false)
     if (redisUp) {
       const deadline = AbortSignal.timeout(config.CRM_QUEUE_TIMEOUT_MS)
       // Not BullMQ's pause(), which waits for the jobs too but then connects its blocking client
       // again: a job finishing past the deadline would open a connection that nothing closes.
       await this.#worker.pause(true)
       const finished = await abortable(Promise.allSettled([...this.#running]), deadline).then(() => true, () => false)
-      if (!finished) log.warn('provisioning jobs did not finish in time; left to another instance once their lock expires')
+      if (!finished) {
+        log.warn('provisioning jobs did not finish in time; left to another instance once their lock expires')
+      }
       // Forced either way: a graceful close can wait on BullMQ's blocking client past any bound,
       // leaving it open. The finished jobs' results are already sent on the shared connection,
       // which closes after (QUIT waits for them). Each close has its own bound: the jobs' deadline
@@ -134,7 +154,14 @@ export class ProvisioningWorker {
       kind: SpanKind.CONSUMER,
       root: true,
       links: link === undefined ? [] : [link],
-      attributes: { ...JOB_MESSAGING, 'messaging.operation.type': 'process', 'messaging.message.id': job.id ?? '', 'crm.order_id': crmOrderId, 'job.id': job.id ?? '', 'job.attempt': job.attemptsMade + 1 }
+      attributes: {
+        ...JOB_MESSAGING,
+        'messaging.operation.type': 'process',
+        'messaging.message.id': job.id ?? '',
+        'crm.order_id': crmOrderId,
+        'job.id': job.id ?? '',
+        'job.attempt': job.attemptsMade + 1
+      }
     }, () => runInContext({ correlationId, log: this.options.logFor(correlationId) }, () => this.#provision(job)))
   }
 
@@ -148,7 +175,10 @@ export class ProvisioningWorker {
     } catch (error) {
       const reason = `${classifyFailure(error)}: ${error instanceof Error ? error.message : String(error)}`
       const last = job.attemptsMade + 1 >= (job.opts.attempts ?? 1)
-      log[last ? 'error' : 'warn']({ crmOrderId, attempt: job.attemptsMade + 1, reason }, last ? 'provisioning failed for good' : 'provisioning attempt failed; it will be retried')
+      log[last ? 'error' : 'warn'](
+        { crmOrderId, attempt: job.attemptsMade + 1, reason },
+        last ? 'provisioning failed for good' : 'provisioning attempt failed; it will be retried'
+      )
       if (last) await failOrder(deps, crmOrderId, reason)
       throw error
     }

@@ -45,7 +45,12 @@ export class OrderNotStoredError extends Error {
   }
 }
 
-async function changeStatus (deps: ProvisioningDependencies, order: Order, status: OrderStatus, failureReason: string | null = null): Promise<Order> {
+async function changeStatus (
+  deps: ProvisioningDependencies,
+  order: Order,
+  status: OrderStatus,
+  failureReason: string | null = null
+): Promise<Order> {
   const changed = await deps.orders.changeStatus(order.id, status, failureReason)
   if (changed === null) return order
   await deps.statusChanges.publish(changed)
@@ -91,7 +96,11 @@ export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId
 
   await step('telecom activation', order.telecomActivationId !== null, async () => {
     // The CRM order id is the idempotency key: a repeat returns the first activation.
-    const activation = await deps.telecom.activate({ orderId: crmOrderId, productId: order.productId, idempotencyKey: crmOrderId })
+    const activation = await deps.telecom.activate({
+      orderId: crmOrderId,
+      productId: order.productId,
+      idempotencyKey: crmOrderId
+    })
     order = await deps.orders.recordActivation(order.id, activation.id, activation.msisdn)
   })
 
@@ -107,11 +116,19 @@ export async function provisionOrder (deps: ProvisioningDependencies, crmOrderId
         const status = await deps.billing.getOrderStatus(billingOrderId, deadline).catch((lookupError: unknown) => {
           // GetOrders refused as an action (not in the contract's list, so an API role may not allow
           // it): the order this service placed, now not pending, is most likely the one it accepted.
-          if (lookupError instanceof BillingRefusal || (lookupError instanceof UpstreamFailure && lookupError.failure === 'auth_failed')) return undefined
+          if (
+            lookupError instanceof BillingRefusal ||
+            (lookupError instanceof UpstreamFailure && lookupError.failure === 'auth_failed')
+          ) {
+            return undefined
+          }
           throw lookupError
         })
         if (status === undefined) {
-          deps.log.warn({ crmOrderId, billingOrderId }, 'AcceptOrder: the billing order is not pending, and GetOrders is refused: taken as accepted')
+          deps.log.warn(
+            { crmOrderId, billingOrderId },
+            'AcceptOrder: the billing order is not pending, and GetOrders is refused: taken as accepted'
+          )
         } else if (status !== 'Active') {
           throw new UpstreamFailure('upstream_error', 'billing', `billing order ${billingOrderId} is ${status ?? 'missing'}, not pending or active`)
         }
@@ -137,5 +154,7 @@ export async function failOrder (deps: ProvisioningDependencies, crmOrderId: str
   const order = await deps.orders.findByCrmId(crmOrderId)
   if (order === null || order.status === 'Active') return
   await changeStatus(deps, order, 'Failed', reason)
-  await deps.crmQueue.run((deadline) => deps.crm.updateOrder(crmOrderId, { Provisioning_Error__c: reason.slice(0, 255) }, deadline)).catch(() => {})
+  await deps.crmQueue
+    .run((deadline) => deps.crm.updateOrder(crmOrderId, { Provisioning_Error__c: reason.slice(0, 255) }, deadline))
+    .catch(() => {})
 }

@@ -69,7 +69,10 @@ export class Reconciliation {
       try {
         if (await this.#takeLease(task.name)) await task.run(this.#stopping.signal)
       } catch (error) {
-        log.warn({ task: task.name, failure: classifyFailure(error) }, 'a reconciliation round did not finish; the next one takes it up')
+        log.warn(
+          { task: task.name, failure: classifyFailure(error) },
+          'a reconciliation round did not finish; the next one takes it up'
+        )
       }
     }
   }

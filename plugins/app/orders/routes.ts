@@ -1,13 +1,25 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { IdempotencyKeyInUseError, IdempotencyKeyReusedError, OrderNotFoundError, OrderPlacementCancelledError, OrderRejectedError } from '../../../lib/errors.js'
+import {
+  IdempotencyKeyInUseError, IdempotencyKeyReusedError, OrderNotFoundError, OrderPlacementCancelledError,
+  OrderRejectedError
+} from '../../../lib/errors.js'
 import { requestFingerprint } from './idempotency.js'
 import { toNewPlacement } from './placement.js'
 import type { OrderRequest } from './placement-upstreams.js'
-import { authenticatedErrorResponses, bodyErrorResponses, unsafeAuthenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE, errorBody } from '../../../schemas/error.js'
-import { NewOrderRequest, NewOrderHeaders, Order, OrderList, OrderParams, OrderQuery, OrderStatus } from '../../../schemas/orders.js'
+import {
+  authenticatedErrorResponses, bodyErrorResponses, unsafeAuthenticatedErrorResponses, errorResponse,
+  invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE, errorBody
+} from '../../../schemas/error.js'
+import {
+  NewOrderRequest, NewOrderHeaders, Order, OrderList, OrderParams, OrderQuery, OrderStatus
+} from '../../../schemas/orders.js'
 
-const errors = { ...authenticatedErrorResponses, ...invalidRequestResponse, 503: errorResponse(TOKEN_CHECK_UNAVAILABLE) }
+const errors = {
+  ...authenticatedErrorResponses,
+  ...invalidRequestResponse,
+  503: errorResponse(TOKEN_CHECK_UNAVAILABLE)
+}
 
 const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const schema of [NewOrderRequest, OrderStatus, Order, OrderList]) fastify.addSchema(schema)
@@ -31,19 +43,29 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       headers: NewOrderHeaders,
       body: Type.Ref(NewOrderRequest),
       response: {
-        201: Type.Ref(Order, { description: 'ordered: the order, Pending Review (or the first answer to this Idempotency-Key)' }),
+        201: Type.Ref(Order, {
+          description: 'ordered: the order, Pending Review (or the first answer to this Idempotency-Key)'
+        }),
         ...errors,
         ...bodyErrorResponses,
         403: unsafeAuthenticatedErrorResponses[403],
-        409: errorResponse('A request with this Idempotency-Key is still running, or an upstream has yet to show what an earlier attempt did ' +
-          '(`IDEMPOTENCY_KEY_IN_USE`): retry with the same key after `retry-after` seconds'),
-        422: errorResponse('The billing system refused the order: an unknown product, say (`ORDER_REJECTED`); this Idempotency-Key came with a different body ' +
-          '(`IDEMPOTENCY_KEY_REUSED`); or the order of this key was not completed within ORDERS_PLACEMENT_RESUME_S and is cancelled (`ORDER_PLACEMENT_CANCELLED`). ' +
-          'The same key answers the same: send a new one'),
-        503: errorResponse('The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`); ' +
+        409: errorResponse(
+          'A request with this Idempotency-Key is still running, or an upstream has yet to show what an earlier attempt did ' +
+          '(`IDEMPOTENCY_KEY_IN_USE`): retry with the same key after `retry-after` seconds'
+        ),
+        422: errorResponse(
+          'The billing system refused the order: an unknown product, say (`ORDER_REJECTED`); ' +
+          'this Idempotency-Key came with a different body (`IDEMPOTENCY_KEY_REUSED`); ' +
+          'or the order of this key was not completed within ORDERS_PLACEMENT_RESUME_S and is cancelled ' +
+          '(`ORDER_PLACEMENT_CANCELLED`). The same key answers the same: send a new one'
+        ),
+        503: errorResponse(
+          'The billing system is unavailable, did not answer in time, or its request queue is full (`BILLING_UNAVAILABLE`); ' +
           'the order could not be completed now (`ORDER_INCOMPLETE`: a retry with the same Idempotency-Key completes it); ' +
-          'without an Idempotency-Key, the CRM could not take the order (`ORDER_CANCELLED`: kept as Failed with the reason, its billing order and invoice cancelled); ' +
-          `or ${TOKEN_CHECK_UNAVAILABLE}. Retry with the same Idempotency-Key: it never places a second order`)
+          'without an Idempotency-Key, the CRM could not take the order ' +
+          '(`ORDER_CANCELLED`: kept as Failed with the reason, its billing order and invoice cancelled); ' +
+          `or ${TOKEN_CHECK_UNAVAILABLE}. Retry with the same Idempotency-Key: it never places a second order`
+        )
       }
     }
   }, async (request, reply) => {
@@ -56,9 +78,19 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     // The draft's form is a structured-field string, quoted; a bare token is taken too.
     const key = header.replace(/^"(.*)"$/, '$1')
     const newPlacement = toNewPlacement(order)
-    const reservation = await orderIdempotencyKeys.reserve(clientId, key, requestFingerprint(newPlacement), newPlacement, orderPlacement.claimMs, orderPlacement.keyed.leaseMs)
+    const reservation = await orderIdempotencyKeys.reserve(
+      clientId,
+      key,
+      requestFingerprint(newPlacement),
+      newPlacement,
+      orderPlacement.claimMs,
+      orderPlacement.keyed.leaseMs
+    )
     const keep = (statusCode: number, body: unknown) => orderIdempotencyKeys.keepAnswer(clientId, key, statusCode, body)
-      .catch(() => request.log.warn({ idempotencyKey: key }, 'the answer to an Idempotency-Key could not be kept; the key finds its order again'))
+      .catch(() => request.log.warn(
+        { idempotencyKey: key },
+        'the answer to an Idempotency-Key could not be kept; the key finds its order again'
+      ))
     const inUse = (retryAfterSeconds: number) => {
       reply.header('retry-after', retryAfterSeconds)
       return new IdempotencyKeyInUseError()
@@ -78,7 +110,10 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
     try {
       const { placement, lease } = reservation
-      const placed = reservation.kind === 'new' ? await orderPlacement.keyed.place(placement, order, lease) : await orderPlacement.keyed.resume(placement, lease)
+      const placed =
+        reservation.kind === 'new'
+          ? await orderPlacement.keyed.place(placement, order, lease)
+          : await orderPlacement.keyed.resume(placement, lease)
       if ('retryAfterSeconds' in placed) throw inUse(placed.retryAfterSeconds)
       await keep(201, placed)
       return reply.code(201).send(placed)
@@ -96,7 +131,10 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'The caller\'s orders, newest first',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       querystring: OrderQuery,
-      response: { 200: Type.Ref(OrderList, { description: 'one page of the caller\'s orders, with the total' }), ...errors }
+      response: {
+        200: Type.Ref(OrderList, { description: 'one page of the caller\'s orders, with the total' }),
+        ...errors
+      }
     }
   }, async (request) => {
     const { page, limit } = request.query
@@ -111,7 +149,11 @@ const orderRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'One of the caller\'s orders and its status',
       security: [{ bearerAuth: [] }, { sessionCookie: [] }],
       params: OrderParams,
-      response: { 200: Type.Ref(Order, { description: 'the order' }), ...errors, 404: errorResponse('The caller has no order with this id (`ORDER_NOT_FOUND`)') }
+      response: {
+        200: Type.Ref(Order, { description: 'the order' }),
+        ...errors,
+        404: errorResponse('The caller has no order with this id (`ORDER_NOT_FOUND`)')
+      }
     }
   }, async (request) => {
     const order = await orders.findForClient(request.user.clientId, request.params.id)

@@ -15,8 +15,16 @@ export interface OrderStatusChange extends OrderStatusEvent {
 }
 
 /** The `order.status` event of an order, checked against its schema: one that breaks it is refused before Redis. */
-export function orderStatusEvent (order: Pick<Order, 'id' | 'crmOrderId' | 'status' | 'failureReason' | 'updatedAt'>): OrderStatusEvent {
-  const event = { orderId: order.id, crmOrderId: order.crmOrderId, status: order.status, failureReason: order.failureReason, at: order.updatedAt }
+export function orderStatusEvent (
+  order: Pick<Order, 'id' | 'crmOrderId' | 'status' | 'failureReason' | 'updatedAt'>
+): OrderStatusEvent {
+  const event = {
+    orderId: order.id,
+    crmOrderId: order.crmOrderId,
+    status: order.status,
+    failureReason: order.failureReason,
+    at: order.updatedAt
+  }
   const problems = sseFrameProblems('order.status', event)
   if (problems.length > 0) throw new SseFrameRefusedError('order.status', problems.join('; '))
   return event
@@ -26,7 +34,9 @@ export function orderStatusEvent (order: Pick<Order, 'id' | 'crmOrderId' | 'stat
 function readEvent (id: unknown, json: string | undefined): OrderStatusChange | undefined {
   try {
     const data: unknown = JSON.parse(json ?? '')
-    return typeof id === 'string' && sseFrameProblems('order.status', data).length === 0 ? { id, ...data as OrderStatusEvent } : undefined
+    return typeof id === 'string' && sseFrameProblems('order.status', data).length === 0
+      ? { id, ...(data as OrderStatusEvent) }
+      : undefined
   } catch {
     return undefined
   }
@@ -108,20 +118,36 @@ export class OrderStatusChanges {
         .exec()
       // One [error, result] pair a command; null when the transaction was discarded.
       const failed = results?.find(([error]) => error !== null)
-      if (results == null || failed !== undefined) throw failed?.[0] ?? new Error('the backlog transaction was discarded')
+      if (results == null || failed !== undefined) {
+        throw failed?.[0] ?? new Error('the backlog transaction was discarded')
+      }
       const id = results[0]![1] as string
-      await this.#redis.publish(this.#channel, JSON.stringify({ clientId: order.billingClientId, event: { id, ...event } }))
+      await this.#redis.publish(
+        this.#channel,
+        JSON.stringify({ clientId: order.billingClientId, event: { id, ...event } })
+      )
     } catch (error) {
-      this.#options.log.warn({ err: error, orderId: order.id, status: order.status }, 'order status change not announced: Redis unavailable')
+      this.#options.log.warn(
+        { err: error, orderId: order.id, status: order.status },
+        'order status change not announced: Redis unavailable'
+      )
     }
   }
 
-  /** The client's changes after `lastEventId`, oldest first; an entry that is no `order.status` event is skipped, and logged. */
+  /**
+   * The client's changes after `lastEventId`, oldest first; an entry that is no `order.status` event is
+   * skipped, and logged.
+   */
   async backlog (clientId: number, lastEventId: string): Promise<OrderStatusChange[]> {
     const entries = await this.#redis.xrange(this.#backlogKey(clientId), `(${lastEventId}`, '+')
     return entries.flatMap(([id, fields]) => {
       const event = readEvent(id, fields[1])
-      if (event === undefined) this.#options.log.warn({ clientId, entryId: id }, 'order status backlog entry skipped: it is no order.status event')
+      if (event === undefined) {
+        this.#options.log.warn(
+          { clientId, entryId: id },
+          'order status backlog entry skipped: it is no order.status event'
+        )
+      }
       return event ?? []
     })
   }
@@ -162,7 +188,8 @@ export class OrderStatusChanges {
       ping.catch(() => {})
       this.#unanswered = ping
     }
-    const answered = await abortable(this.#unanswered, AbortSignal.timeout(this.#options.commandTimeoutMs)).then(() => true, () => false)
+    const answered = await abortable(this.#unanswered, AbortSignal.timeout(this.#options.commandTimeoutMs))
+      .then(() => true, () => false)
     if (!answered) this.#dropAll('Redis not answering')
   }
 

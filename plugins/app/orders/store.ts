@@ -110,7 +110,10 @@ export class OrderStore {
          RETURNING ${COLUMNS}
        )
        SELECT * FROM linked UNION ALL SELECT * FROM stored`,
-      [order.billingClientId, order.productId, order.billingCycle, order.billingOrderId, order.crmOrderId, provisioningRequested])
+      [
+        order.billingClientId, order.productId, order.billingCycle, order.billingOrderId, order.crmOrderId,
+        provisioningRequested
+      ])
     return toOrder(rows[0]!)
   }
 
@@ -128,7 +131,11 @@ export class OrderStore {
    * One page of a client's orders, newest first, and how many there are: one statement, so one
    * pooled connection and one snapshot (a page past the end still gives the total).
    */
-  async listForClient (billingClientId: number, limit: number, offset: number): Promise<{ orders: Order[], total: number }> {
+  async listForClient (
+    billingClientId: number,
+    limit: number,
+    offset: number
+  ): Promise<{ orders: Order[], total: number }> {
     // A page past the end is one row of the total alone, its order columns null.
     const { rows } = await this.pool.query<Omit<OrderRow, 'id'> & { id: string | null, total: string }>(
       `SELECT counted.total, page.* FROM (SELECT count(*) AS total FROM orders WHERE billing_client_id = $1) AS counted
@@ -163,7 +170,10 @@ export class OrderStore {
   }
 
   async placementTrace (crmOrderIds: string[]): Promise<string | null> {
-    const { rows } = await this.pool.query<{ placement_trace: string | null }>('SELECT placement_trace FROM orders WHERE crm_order_id = ANY($1) AND placement_trace IS NOT NULL LIMIT 1', [crmOrderIds])
+    const { rows } = await this.pool.query<{ placement_trace: string | null }>(
+      'SELECT placement_trace FROM orders WHERE crm_order_id = ANY($1) AND placement_trace IS NOT NULL LIMIT 1',
+      [crmOrderIds]
+    )
     return rows[0]?.placement_trace ?? null
   }
 

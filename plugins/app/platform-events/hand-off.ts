@@ -56,7 +56,10 @@ export class OrderHandOff {
       await runInContext({ correlationId, log: this.options.logFor(correlationId) }, async () => {
         try {
           const order = await this.#provision(crmOrderId, replayId)
-          span?.setAttributes({ 'order.id': order.id, ...(order.billingOrderId !== null && { 'billing.order_id': order.billingOrderId }) })
+          span?.setAttributes({
+            'order.id': order.id,
+            ...(order.billingOrderId !== null && { 'billing.order_id': order.billingOrderId })
+          })
         } catch (error) {
           if (!(error instanceof HandOffRefused)) throw error
           const parked = await this.options.parked.park(this.options.channel, caseSafeId(crmOrderId), event, error)
@@ -77,29 +80,43 @@ export class OrderHandOff {
     const event = await parked.find(id)
     if (event === null) return null
     const correlationId = orderWorkId(caseSafeId(event.crmOrderId))
-    return await this.#inSpan(event.channel, event.replayId, event.crmOrderId, async () => await runInContext({ correlationId, log: logFor(correlationId) }, async () => {
-      try {
-        const order = await this.#provision(event.crmOrderId, event.replayId)
-        await parked.remove(id)
-        log.info({ parkedEventId: id, crmOrderId: event.crmOrderId }, 'parked platform event retried: handed off')
-        return { handedOff: true, order }
-      } catch (error) {
-        if (!(error instanceof HandOffRefused)) throw error
-        const still = await parked.retryRefused(id, error)
-        log.warn({ parkedEventId: id, crmOrderId: event.crmOrderId, reason: error.reason }, `parked platform event retried, still refused: ${error.message}`)
-        return still === null ? null : { handedOff: false, parked: still }
-      }
-    }))
+    return await this.#inSpan(
+      event.channel,
+      event.replayId,
+      event.crmOrderId,
+      async () => await runInContext({ correlationId, log: logFor(correlationId) }, async () => {
+        try {
+          const order = await this.#provision(event.crmOrderId, event.replayId)
+          await parked.remove(id)
+          log.info({ parkedEventId: id, crmOrderId: event.crmOrderId }, 'parked platform event retried: handed off')
+          return { handedOff: true, order }
+        } catch (error) {
+          if (!(error instanceof HandOffRefused)) throw error
+          const still = await parked.retryRefused(id, error)
+          log.warn({ parkedEventId: id, crmOrderId: event.crmOrderId, reason: error.reason }, `parked platform event retried, still refused: ${error.message}`)
+          return still === null ? null : { handedOff: false, parked: still }
+        }
+      }))
   }
 
   /** A hand-off's span: a trace of its own, linked to the order's placement, whose sampling decision it follows. */
-  async #inSpan<T> (channel: string, replayId: number, crmOrderId: string | undefined, work: (span: Span | undefined) => Promise<T>): Promise<T> {
+  async #inSpan<T> (
+    channel: string,
+    replayId: number,
+    crmOrderId: string | undefined,
+    work: (span: Span | undefined) => Promise<T>
+  ): Promise<T> {
     const placement = crmOrderId === undefined ? undefined : await this.options.orders.placementLink(crmOrderId)
     return await inSpan('platform event hand-off', {
       kind: SpanKind.CONSUMER,
       root: true,
       links: placement === undefined ? [] : [placement],
-      attributes: { ...EVENT_MESSAGING, 'messaging.destination.name': channel, 'messaging.message.id': String(replayId), ...(crmOrderId !== undefined && { 'crm.order_id': crmOrderId }) }
+      attributes: {
+        ...EVENT_MESSAGING,
+        'messaging.destination.name': channel,
+        'messaging.message.id': String(replayId),
+        ...(crmOrderId !== undefined && { 'crm.order_id': crmOrderId })
+      }
     }, work)
   }
 
@@ -108,7 +125,15 @@ export class OrderHandOff {
     // The stored id, not the event's form of it: one job per order, whichever form events carry.
     const storedId = order.crmOrderId ?? crmOrderId
     await this.options.jobQueue.enqueue(storedId)
-    this.options.log.info({ replayId, crmOrderId: storedId, ...(storedId === crmOrderId ? {} : { eventOrderId: crmOrderId }), orderId: order.id }, 'provisioning requested')
+    this.options.log.info(
+      {
+        replayId,
+        crmOrderId: storedId,
+        ...(storedId === crmOrderId ? {} : { eventOrderId: crmOrderId }),
+        orderId: order.id
+      },
+      'provisioning requested'
+    )
     return order
   }
 
@@ -121,7 +146,9 @@ export class OrderHandOff {
   async #requestProvisioning (crmOrderId: string): Promise<Order> {
     const { orders, crm, crmQueue, parked } = this.options
     const caseSafe = caseSafeId(crmOrderId)
-    const stored = await orders.markProvisioningRequested(crmOrderId) ?? (caseSafe === crmOrderId ? null : await orders.markProvisioningRequested(caseSafe))
+    const stored =
+      (await orders.markProvisioningRequested(crmOrderId)) ??
+      (caseSafe === crmOrderId ? null : await orders.markProvisioningRequested(caseSafe))
     if (stored !== null) return stored
     const record = await crmQueue.run((deadline) => crm.getOrder(crmOrderId, deadline))
     if (record === null) throw new HandOffRefused('order_unknown', `the CRM does not have order ${crmOrderId}`)

@@ -8,7 +8,10 @@ export type SubscriptionState = typeof SUBSCRIPTION_STATES[number]
 /** The stream's own figures (SubscriberStats), with this instance's part in the subscription as its state. */
 export interface SubscriptionStats extends Omit<SubscriberStats, 'state'> {
   state: SubscriptionState
-  /** Times the CRM no longer retained the stored replay position, so the subscription fell back to new (or all retained) events. */
+  /**
+   * Times the CRM no longer retained the stored replay position, so the subscription fell back to new (or all
+   * retained) events.
+   */
   replayFallbacks: number
 }
 

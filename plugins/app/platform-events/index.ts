@@ -44,7 +44,16 @@ async function platformEvents (fastify: FastifyInstance) {
   const { store: orders, jobs: jobQueue } = fastify.orders
 
   const parked = new ParkedEvents(fastify.pg.pool)
-  const handOffs = new OrderHandOff({ channel: ORDER_PROVISION_CHANNEL, orders, crm: crm.client, crmQueue: crm.queue, jobQueue, parked, log, logFor: fastify.logFor })
+  const handOffs = new OrderHandOff({
+    channel: ORDER_PROVISION_CHANNEL,
+    orders,
+    crm: crm.client,
+    crmQueue: crm.queue,
+    jobQueue,
+    parked,
+    log,
+    logFor: fastify.logFor
+  })
 
   // Resubscriptions this instance made as the holder, asked for by the reconciliation (orders/crm-status.ts).
   let resubscribes = 0
@@ -71,7 +80,13 @@ async function platformEvents (fastify: FastifyInstance) {
   fastify.monitoring.register('parkedEvents', parkedEventsPart(parked))
   fastify.monitoring.register('subscriber', subscriberPart(subscription, () => resubscribes))
 
-  const lostJobs = new LostJobs({ redis: fastify.redis, epochKey: jobsEpochKey(config.REDIS_KEY_PREFIX), orders, jobQueue, log })
+  const lostJobs = new LostJobs({
+    redis: fastify.redis,
+    epochKey: jobsEpochKey(config.REDIS_KEY_PREFIX),
+    orders,
+    jobQueue,
+    log
+  })
   fastify.addHook('onReady', async () => {
     await lostJobs.start()
     subscription.start()
@@ -81,4 +96,9 @@ async function platformEvents (fastify: FastifyInstance) {
   })
 }
 
-export default fp(platformEvents, { name: 'platform-events', fastify: '5.x', dependencies: ['orders', 'upstreams', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(platformEvents, {
+  name: 'platform-events',
+  fastify: '5.x',
+  dependencies: ['orders', 'upstreams', 'monitoring'],
+  decorators: { fastify: ['config'] }
+})

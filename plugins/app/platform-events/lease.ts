@@ -65,7 +65,10 @@ export class SubscriptionLease {
     return renewed === 2 ? 'resubscribe' : renewed === 1 ? 'renewed' : 'lost'
   }
 
-  /** Lets the lease go at once, if it is still this instance's, so that another takes over without waiting for it to expire. */
+  /**
+   * Lets the lease go at once, if it is still this instance's, so that another takes over without waiting for
+   * it to expire.
+   */
   async release (): Promise<void> {
     const value = this.#value
     this.#value = undefined

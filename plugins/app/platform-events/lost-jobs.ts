@@ -62,7 +62,9 @@ export class LostJobs {
       log[atStart && crmOrderIds.length === 0 ? 'info' : 'warn']({ orders: crmOrderIds.length },
         `Redis holds no job queue epoch (new, restarted empty or emptied): queueing again the jobs of ${crmOrderIds.length} orders awaiting provisioning`)
       for (let start = 0; start < crmOrderIds.length; start += REQUEUE_CHUNK) {
-        await Promise.all(crmOrderIds.slice(start, start + REQUEUE_CHUNK).map((crmOrderId) => jobQueue.enqueue(crmOrderId)))
+        await Promise.all(
+          crmOrderIds.slice(start, start + REQUEUE_CHUNK).map((crmOrderId) => jobQueue.enqueue(crmOrderId))
+        )
       }
       await redis.set(epochKey, new Date().toISOString())
     } catch (error) {

@@ -10,7 +10,10 @@ function stateSamples (states: readonly string[], current: string) {
   return states.map((state) => ({ labels: { state }, value: state === current ? 1 : 0 }))
 }
 
-/** The `events` check: fails while no instance holds a connected subscription, the specification's silent outage made loud. */
+/**
+ * The `events` check: fails while no instance holds a connected subscription, the specification's silent
+ * outage made loud.
+ */
 export function eventsCheck (subscription: Pick<EventSubscription, 'holder'>): HealthCheck {
   return async () => {
     const holder = await subscription.holder()
@@ -47,18 +50,31 @@ export function holderPart (subscription: Pick<EventSubscription, 'holderView'>)
   }
 }
 
-/** The parked platform events: a part of its own, so that a slow database does not take the subscription's figures with it. */
+/**
+ * The parked platform events: a part of its own, so that a slow database does not take the subscription's
+ * figures with it.
+ */
 export function parkedEventsPart (parked: Pick<ParkedEvents, 'count'>): MonitoringSource<number> {
   return {
     description: 'the parked platform events',
     read: () => parked.count(),
     queriesDatabase: true,
-    metrics: [{ name: 'portal_bff_events_parked', help: 'Platform events set aside because their hand-off failed for good (data conflict, incomplete or unknown order), awaiting an operator', type: 'gauge', samples: (count) => [{ value: count }] }]
+    metrics: [
+      {
+        name: 'portal_bff_events_parked',
+        help: 'Platform events set aside because their hand-off failed for good (data conflict, incomplete or unknown order), awaiting an operator',
+        type: 'gauge',
+        samples: (count) => [{ value: count }]
+      }
+    ]
   }
 }
 
 /** This instance's subscription; `resubscribes` counts those it made as the holder, asked for by the reconciliation. */
-export function subscriberPart (subscription: Pick<EventSubscription, 'stats'>, resubscribes: () => number): MonitoringSource<SubscriptionStats> {
+export function subscriberPart (
+  subscription: Pick<EventSubscription, 'stats'>,
+  resubscribes: () => number
+): MonitoringSource<SubscriptionStats> {
   return {
     description: 'the platform-event subscription',
     read: () => subscription.stats(),
@@ -69,9 +85,24 @@ export function subscriberPart (subscription: Pick<EventSubscription, 'stats'>, 
         type: 'gauge',
         samples: ({ state }) => stateSamples(SUBSCRIPTION_STATES, state)
       },
-      { name: 'portal_bff_event_subscriber_events_received_total', help: 'Platform events received', type: 'counter', samples: ({ received }) => [{ value: received }] },
-      { name: 'portal_bff_event_subscriber_reconnects_total', help: 'Reconnections of the platform-event subscription', type: 'counter', samples: ({ reconnects }) => [{ value: reconnects }] },
-      { name: 'portal_bff_event_subscriber_events_dropped_total', help: 'Platform events delivered without a replayId or a payload, skipped', type: 'counter', samples: ({ dropped }) => [{ value: dropped }] },
+      {
+        name: 'portal_bff_event_subscriber_events_received_total',
+        help: 'Platform events received',
+        type: 'counter',
+        samples: ({ received }) => [{ value: received }]
+      },
+      {
+        name: 'portal_bff_event_subscriber_reconnects_total',
+        help: 'Reconnections of the platform-event subscription',
+        type: 'counter',
+        samples: ({ reconnects }) => [{ value: reconnects }]
+      },
+      {
+        name: 'portal_bff_event_subscriber_events_dropped_total',
+        help: 'Platform events delivered without a replayId or a payload, skipped',
+        type: 'counter',
+        samples: ({ dropped }) => [{ value: dropped }]
+      },
       {
         name: 'portal_bff_event_subscriber_replay_fallbacks_total',
         help: 'Times the CRM no longer retained the stored replay position, so this instance subscribed from the fallback position: events of the gap may be lost',

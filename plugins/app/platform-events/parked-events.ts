@@ -82,7 +82,12 @@ export class ParkedEvents {
   constructor (private readonly pool: Pool) {}
 
   /** Sets the event aside; a later event for the same order replaces the earlier one. */
-  async park (channel: string, crmOrderId: string, event: PlatformEventMessage, refusal: HandOffRefused): Promise<ParkedEvent> {
+  async park (
+    channel: string,
+    crmOrderId: string,
+    event: PlatformEventMessage,
+    refusal: HandOffRefused
+  ): Promise<ParkedEvent> {
     const { rows } = await this.pool.query<ParkedRow>(
       `INSERT INTO parked_events (channel, replay_id, crm_order_id, event, reason, detail) VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (crm_order_id) DO UPDATE SET channel = EXCLUDED.channel, replay_id = EXCLUDED.replay_id, event = EXCLUDED.event,

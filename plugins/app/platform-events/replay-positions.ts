@@ -8,7 +8,10 @@ export class ReplayPositions {
   constructor (private readonly pool: Pool) {}
 
   async read (channel: string): Promise<number | null> {
-    const { rows } = await this.pool.query<{ replay_id: string }>('SELECT replay_id FROM event_replay_positions WHERE channel = $1', [channel])
+    const { rows } = await this.pool.query<{ replay_id: string }>(
+      'SELECT replay_id FROM event_replay_positions WHERE channel = $1',
+      [channel]
+    )
     return rows[0] === undefined ? null : Number(rows[0].replay_id)
   }
 
@@ -28,6 +31,9 @@ export class ReplayPositions {
 
   /** Fenced as `advance` is. */
   async forget (channel: string, fencingToken: string): Promise<void> {
-    await this.pool.query('DELETE FROM event_replay_positions WHERE channel = $1 AND fencing_token <= $2', [channel, fencingToken])
+    await this.pool.query('DELETE FROM event_replay_positions WHERE channel = $1 AND fencing_token <= $2', [
+      channel,
+      fencingToken
+    ])
   }
 }

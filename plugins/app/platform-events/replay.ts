@@ -122,7 +122,9 @@ export class SubscriptionReplay {
     this.#fallbacks++
     this.#unstoredFloor = undefined
     const token = this.#fencingToken()
-    if (await redis.eval(FORGET_FENCED, 3, keys.replay, keys.floor, keys.fence, token) === -1) throw new LeaseLost(channel)
+    if ((await redis.eval(FORGET_FENCED, 3, keys.replay, keys.floor, keys.fence, token)) === -1) {
+      throw new LeaseLost(channel)
+    }
     await positions.forget(channel, token)
   }
 
@@ -142,14 +144,18 @@ export class SubscriptionReplay {
       } catch (error) {
         // Only the first refusal sets it (NX), and it counts only while no position is stored.
         const floor = chunk[0]!.data.event.replayId
-        await redis.set(keys.floor, String(floor), 'PX', RETENTION_MS, 'NX').catch(() => { this.#unstoredFloor ??= floor })
+        await redis.set(keys.floor, String(floor), 'PX', RETENTION_MS, 'NX').catch(() => {
+          this.#unstoredFloor ??= floor
+        })
         throw error
       }
       const lastReplayId = Math.max(...chunk.map((event) => event.data.event.replayId))
       // Redis says whether this instance still holds the lease, then PostgreSQL's mirror checks the
       // token too: a write that was late past the check still never follows the next holder's.
       const token = this.#fencingToken()
-      if (await redis.eval(ADVANCE_REPLAY_FENCED, 2, keys.replay, keys.fence, String(lastReplayId), token) === -1) throw new LeaseLost(channel)
+      if ((await redis.eval(ADVANCE_REPLAY_FENCED, 2, keys.replay, keys.fence, String(lastReplayId), token)) === -1) {
+        throw new LeaseLost(channel)
+      }
       await positions.advance(channel, lastReplayId, token)
     }
   }
@@ -165,7 +171,10 @@ export class SubscriptionReplay {
     const mirrored = await positions.read(channel)
     if (mirrored === null) return null
     await redis.eval(ADVANCE_REPLAY, 1, keys.replay, String(mirrored))
-    log.warn({ channel, replayId: mirrored }, 'platform events: Redis holds no replay position (restarted empty or failed over); resuming from the one PostgreSQL mirrors')
+    log.warn(
+      { channel, replayId: mirrored },
+      'platform events: Redis holds no replay position (restarted empty or failed over); resuming from the one PostgreSQL mirrors'
+    )
     return String(mirrored)
   }
 }

@@ -1,10 +1,18 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { ParkedEventNotFoundError, ParkedEventRefusedError, ParkedEventRetryUnavailableError } from '../../../lib/errors.js'
-import { ParkedEventList, ParkedEventParams, ParkedEventQuery, ParkedEventRetried, parkedEventSchemas } from '../../../schemas/parked-events.js'
-import { errorResponse, invalidRequestResponse, opsUnauthorizedResponse, unexpectedErrorResponse } from '../../../schemas/error.js'
+import {
+  ParkedEventNotFoundError, ParkedEventRefusedError, ParkedEventRetryUnavailableError
+} from '../../../lib/errors.js'
+import {
+  ParkedEventList, ParkedEventParams, ParkedEventQuery, ParkedEventRetried, parkedEventSchemas
+} from '../../../schemas/parked-events.js'
+import {
+  errorResponse, invalidRequestResponse, opsUnauthorizedResponse, unexpectedErrorResponse
+} from '../../../schemas/error.js'
 
-const notParked = { 404: errorResponse('No event is parked under this id (`PARKED_EVENT_NOT_FOUND`): handed off or discarded already') }
+const notParked = {
+  404: errorResponse('No event is parked under this id (`PARKED_EVENT_NOT_FOUND`): handed off or discarded already')
+}
 
 /**
  * The operator's hand on the platform events whose hand-off failed for good: list them, retry one
@@ -25,7 +33,12 @@ const parkedEventRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       security: [{ opsToken: [] }],
       summary: 'The platform events set aside because their hand-off failed for good, with the reason',
       querystring: ParkedEventQuery,
-      response: { 200: Type.Ref(ParkedEventList, { description: 'one page of parked events, the oldest first' }), ...invalidRequestResponse, ...opsUnauthorizedResponse, ...unexpectedErrorResponse }
+      response: {
+        200: Type.Ref(ParkedEventList, { description: 'one page of parked events, the oldest first' }),
+        ...invalidRequestResponse,
+        ...opsUnauthorizedResponse,
+        ...unexpectedErrorResponse
+      }
     }
   }, async (request) => {
     const { page, limit } = request.query
@@ -42,13 +55,19 @@ const parkedEventRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Reads the order from the CRM again. Handed off, the event is no longer parked and its order is provisioned, once: the job id is the CRM order id, so a repeated retry or a replayed event never makes a second job. Safe to repeat.',
       params: ParkedEventParams,
       response: {
-        200: Type.Ref(ParkedEventRetried, { description: 'handed off: the order is stored and its provisioning job queued' }),
+        200: Type.Ref(ParkedEventRetried, {
+          description: 'handed off: the order is stored and its provisioning job queued'
+        }),
         ...invalidRequestResponse,
         ...opsUnauthorizedResponse,
         ...notParked,
-        409: errorResponse('Refused again for good (`PARKED_EVENT_REFUSED`, the reason in the message): the event stays parked, its reason updated'),
+        409: errorResponse(
+          'Refused again for good (`PARKED_EVENT_REFUSED`, the reason in the message): the event stays parked, its reason updated'
+        ),
         ...unexpectedErrorResponse,
-        503: errorResponse('The CRM, the database or Redis did not answer (`PARKED_EVENT_RETRY_UNAVAILABLE`): the event stays parked as it was; retry shortly')
+        503: errorResponse(
+          'The CRM, the database or Redis did not answer (`PARKED_EVENT_RETRY_UNAVAILABLE`): the event stays parked as it was; retry shortly'
+        )
       }
     }
   }, async (request) => {
@@ -69,7 +88,13 @@ const parkedEventRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       security: [{ opsToken: [] }],
       summary: 'Discards a parked event that will never be handed off (its order was cancelled, or never existed)',
       params: ParkedEventParams,
-      response: { 204: Type.Null({ description: 'discarded' }), ...invalidRequestResponse, ...opsUnauthorizedResponse, ...notParked, ...unexpectedErrorResponse }
+      response: {
+        204: Type.Null({ description: 'discarded' }),
+        ...invalidRequestResponse,
+        ...opsUnauthorizedResponse,
+        ...notParked,
+        ...unexpectedErrorResponse
+      }
     }
   }, async (request, reply) => {
     if (!await parked.remove(request.params.id)) throw new ParkedEventNotFoundError()

@@ -2,11 +2,16 @@ import { hostname } from 'node:os'
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
-import { PlatformEventSubscriber, type SubscriberState, type SubscriberStats } from '../../../integrations/crm/bayeux.js'
+import {
+  PlatformEventSubscriber, type SubscriberState, type SubscriberStats
+} from '../../../integrations/crm/bayeux.js'
 import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
 import type { CrmClient } from '../../../integrations/crm/client.js'
 import type { ReplayPositions } from './replay-positions.js'
-import { HolderReports, subscriptionHealth, type HolderReport, type HolderView, type SubscriptionHealth, type SubscriptionState, type SubscriptionStats } from './holder-state.js'
+import {
+  HolderReports, subscriptionHealth, type HolderReport, type HolderView, type SubscriptionHealth,
+  type SubscriptionState, type SubscriptionStats
+} from './holder-state.js'
 import { LeaseLost, SubscriptionReplay } from './replay.js'
 import { SubscriptionLease } from './lease.js'
 import { subscriptionKeys } from '../redis-keys.js'
@@ -14,7 +19,15 @@ import { subscriptionKeys } from '../redis-keys.js'
 export const ORDER_PROVISION_CHANNEL = '/event/OrderProvisionRequested__e'
 
 /** The figures of a subscription with no stream running. */
-const NO_STREAM: Omit<SubscriberStats, 'state'> = { lastEventAt: null, replayId: null, received: 0, reconnects: 0, dropped: 0, replaySupported: null, lastError: null }
+const NO_STREAM: Omit<SubscriberStats, 'state'> = {
+  lastEventAt: null,
+  replayId: null,
+  received: 0,
+  reconnects: 0,
+  dropped: 0,
+  replaySupported: null,
+  lastError: null
+}
 
 export interface EventSubscriptionOptions {
   enabled: boolean
@@ -74,8 +87,23 @@ export class EventSubscription {
     this.#lease = new SubscriptionLease({ redis, keys, instance: this.instance, ttlMs: leaseTtlMs })
     this.#resubscribeKey = keys.resubscribe
     this.#state = options.enabled ? 'standby' : 'disabled'
-    this.#replay = new SubscriptionReplay({ channel: ORDER_PROVISION_CHANNEL, replay, redis, keys, positions, handOff, handOffConcurrency, log })
-    this.#holders = new HolderReports({ redis, key: keys.state, instance: this.instance, leaseTtlMs, renewEveryMs: this.renewEveryMs })
+    this.#replay = new SubscriptionReplay({
+      channel: ORDER_PROVISION_CHANNEL,
+      replay,
+      redis,
+      keys,
+      positions,
+      handOff,
+      handOffConcurrency,
+      log
+    })
+    this.#holders = new HolderReports({
+      redis,
+      key: keys.state,
+      instance: this.instance,
+      leaseTtlMs,
+      renewEveryMs: this.renewEveryMs
+    })
   }
 
   /** A quarter of the lease: a renewal may take a Redis command's whole timeout and still land inside it. */
@@ -96,7 +124,10 @@ export class EventSubscription {
     this.#timer = setInterval(tick, this.renewEveryMs)
   }
 
-  /** Stops subscribing and lets the lease go at once: another instance takes over at its next attempt, not once the lease expires. */
+  /**
+   * Stops subscribing and lets the lease go at once: another instance takes over at its next attempt, not
+   * once the lease expires.
+   */
   async stop (): Promise<void> {
     clearInterval(this.#timer)
     await this.#ticking
@@ -156,7 +187,10 @@ export class EventSubscription {
       if (this.#subscriber !== undefined) {
         const renewal = await this.#lease.renew()
         if (renewal === 'resubscribe') {
-          log.warn({ channel: ORDER_PROVISION_CHANNEL }, 'platform events: the CRM approved orders that this connected subscription did not deliver; subscribing again from the stored replay position (every retained event when none is stored)')
+          log.warn(
+            { channel: ORDER_PROVISION_CHANNEL },
+            'platform events: the CRM approved orders that this connected subscription did not deliver; subscribing again from the stored replay position (every retained event when none is stored)'
+          )
           await this.resubscribe()
           this.options.onResubscribe?.()
         }
@@ -164,13 +198,19 @@ export class EventSubscription {
           await this.#report()
           return
         }
-        log.warn({ instance: this.instance }, 'platform-event subscription lease lost: another instance holds it, or Redis lost it with its data; standing by')
+        log.warn(
+          { instance: this.instance },
+          'platform-event subscription lease lost: another instance holds it, or Redis lost it with its data; standing by'
+        )
         await this.#stopSubscriber('standby')
         return
       }
       const token = await this.#lease.acquire()
       if (token !== null) {
-        log.info({ instance: this.instance, fencingToken: token }, 'platform-event subscription lease acquired: subscribing')
+        log.info(
+          { instance: this.instance, fencingToken: token },
+          'platform-event subscription lease acquired: subscribing'
+        )
         this.#replay.holding(token)
         this.#startSubscriber()
         await this.#report()
@@ -201,7 +241,10 @@ export class EventSubscription {
           // Another instance began while this one was paused: it stops here, without waiting for its
           // next renewal (nor for this stream, which is delivering this very batch).
           if (error instanceof LeaseLost && this.#subscriber === subscriber) {
-            log.warn({ instance: this.instance }, 'platform-event subscription: another instance took the lease, the replay position was not written; standing by')
+            log.warn(
+              { instance: this.instance },
+              'platform-event subscription: another instance took the lease, the replay position was not written; standing by'
+            )
             this.#stopSubscriber('standby').catch(() => {})
           }
           throw error
@@ -213,8 +256,14 @@ export class EventSubscription {
         const next = localState(state)
         if (next === this.#state) return
         this.#state = next
-        if (next === 'connected') log.info({ channel: ORDER_PROVISION_CHANNEL }, 'platform-event subscription connected')
-        else if (next === 'failed') log.error({ channel: ORDER_PROVISION_CHANNEL, lastError: details.lastError, retryInMs: details.retryInMs }, 'platform-event subscription interrupted; reconnecting')
+        if (next === 'connected') {
+          log.info({ channel: ORDER_PROVISION_CHANNEL }, 'platform-event subscription connected')
+        } else if (next === 'failed') {
+          log.error(
+            { channel: ORDER_PROVISION_CHANNEL, lastError: details.lastError, retryInMs: details.retryInMs },
+            'platform-event subscription interrupted; reconnecting'
+          )
+        }
         this.#report().catch(() => {})
       },
       log,

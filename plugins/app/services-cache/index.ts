@@ -5,6 +5,7 @@ import { abortable } from '../../../lib/abortable.js'
 import { percentOf, round } from '../../../lib/numbers.js'
 import { SlidingWindow } from '../../../lib/sliding-window.js'
 import { windowed } from '../monitoring/alerts.js'
+import type { PartMetric } from '../monitoring/index.js'
 import { servicesCachePrefix } from '../redis-keys.js'
 
 /** The cache probe, registered on the root outside the browser-facing scope (app.ts). */
@@ -57,7 +58,12 @@ export class ServicesCache {
   /** Reads over the recent window, a miss flagged as failed: the hit rate that alerts judge. */
   readonly #reads = new SlidingWindow()
 
-  constructor (private readonly redis: Redis, private readonly prefix: string, private readonly log: Pick<FastifyBaseLogger, 'info' | 'warn'>, private readonly options: ServicesCacheOptions = {}) {}
+  constructor (
+    private readonly redis: Redis,
+    private readonly prefix: string,
+    private readonly log: Pick<FastifyBaseLogger, 'info' | 'warn'>,
+    private readonly options: ServicesCacheOptions = {}
+  ) {}
 
   async getOrLoad<T> (kind: CacheKind, key: string, load: () => Promise<T>): Promise<T> {
     const cacheKey = `${this.prefix}${kind}:${key}`
@@ -146,6 +152,28 @@ declare module '../monitoring/index.js' {
   }
 }
 
+/** Redis's memory as gauges; absent while Redis does not answer. */
+const CACHE_MEMORY_METRICS: Array<PartMetric<RedisMemory>> = [
+  {
+    name: 'portal_bff_cache_memory_used_bytes',
+    help: 'Redis used_memory; absent while Redis does not answer',
+    type: 'gauge',
+    samples: (memory) => [{ value: memory.usedBytes }]
+  },
+  {
+    name: 'portal_bff_cache_memory_max_bytes',
+    help: 'Redis maxmemory; absent when Redis has no limit',
+    type: 'gauge',
+    samples: (memory) => (memory.maxBytes === null ? [] : [{ value: memory.maxBytes }])
+  },
+  {
+    name: 'portal_bff_cache_keys',
+    help: 'Keys in the Redis database',
+    type: 'gauge',
+    samples: (memory) => [{ value: memory.keys }]
+  }
+]
+
 async function servicesCache (fastify: FastifyInstance) {
   const { REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT_MS } = fastify.config
   const onCommand = (durationMs: number) => fastify.metrics.observeCacheCommand(durationMs)
@@ -164,9 +192,17 @@ async function servicesCache (fastify: FastifyInstance) {
         name: 'portal_bff_cache_reads_total',
         help: 'Services cache reads by result (a Redis failure is a miss)',
         type: 'counter',
-        samples: ({ hits, misses }) => [{ labels: { result: 'hit' }, value: hits }, { labels: { result: 'miss' }, value: misses }]
+        samples: ({ hits, misses }) => [
+          { labels: { result: 'hit' }, value: hits },
+          { labels: { result: 'miss' }, value: misses }
+        ]
       },
-      { name: 'portal_bff_cache_errors_total', help: 'Services cache commands Redis did not answer', type: 'counter', samples: ({ errors }) => [{ value: errors }] }
+      {
+        name: 'portal_bff_cache_errors_total',
+        help: 'Services cache commands Redis did not answer',
+        type: 'counter',
+        samples: ({ errors }) => [{ value: errors }]
+      }
     ]
   })
   fastify.monitoring.register('cacheMemory', {
@@ -177,12 +213,13 @@ async function servicesCache (fastify: FastifyInstance) {
         ? { value: null, note: 'Redis has no maxmemory limit: there is no limit to judge memory against' }
         : { value: (100 * memory.usedBytes) / memory.maxBytes }
     },
-    metrics: [
-      { name: 'portal_bff_cache_memory_used_bytes', help: 'Redis used_memory; absent while Redis does not answer', type: 'gauge', samples: (memory) => [{ value: memory.usedBytes }] },
-      { name: 'portal_bff_cache_memory_max_bytes', help: 'Redis maxmemory; absent when Redis has no limit', type: 'gauge', samples: (memory) => memory.maxBytes === null ? [] : [{ value: memory.maxBytes }] },
-      { name: 'portal_bff_cache_keys', help: 'Keys in the Redis database', type: 'gauge', samples: (memory) => [{ value: memory.keys }] }
-    ]
+    metrics: CACHE_MEMORY_METRICS
   })
 }
 
-export default fp(servicesCache, { name: 'services-cache', fastify: '5.x', dependencies: ['redis', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(servicesCache, {
+  name: 'services-cache',
+  fastify: '5.x',
+  dependencies: ['redis', 'monitoring'],
+  decorators: { fastify: ['config'] }
+})

@@ -14,7 +14,10 @@ const servicesCacheRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['health'],
       security: [],
       summary: 'Services cache: hits, misses, hit rate, latency, memory and keys',
-      response: { 200: Type.Ref(ServicesCacheReport, { description: 'the services cache' }), ...unexpectedErrorResponse }
+      response: {
+        200: Type.Ref(ServicesCacheReport, { description: 'the services cache' }),
+        ...unexpectedErrorResponse
+      }
     }
   }, async () => {
     const stats = fastify.servicesCache.stats()
@@ -22,7 +25,11 @@ const servicesCacheRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     return {
       status: memory === null ? 'fail' as const : 'ok' as const,
       ...stats,
-      memory: { usedBytes: memory?.usedBytes ?? null, maxBytes: memory?.maxBytes ?? null, percent: memory?.percent ?? null },
+      memory: {
+        usedBytes: memory?.usedBytes ?? null,
+        maxBytes: memory?.maxBytes ?? null,
+        percent: memory?.percent ?? null
+      },
       keys: memory?.keys ?? null,
       ttlSeconds: CACHE_TTL_SECONDS
     }

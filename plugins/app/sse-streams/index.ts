@@ -1,28 +1,21 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import type { ServerResponse } from 'node:http'
-import type { StatusChangeListener, OrderStatusChanges, OrderStatusChange } from '../orders/status-changes.js'
 import { revocationChannel } from '../redis-keys.js'
 import { databaseOf } from '../../external/redis-connection.js'
 
 /** `GET /api/events`, registered in the portal API (app.ts). */
 export { default as eventRoutes } from './routes.js'
 
-/** Redis stream ids are `<ms>-<seq>`; compares them in order. */
-function streamIdAfter (a: string, b: string): boolean {
-  const [aMs = 0, aSeq = 0] = a.split('-').map(Number)
-  const [bMs = 0, bSeq = 0] = b.split('-').map(Number)
-  return aMs !== bMs ? aMs > bMs : aSeq > bSeq
-}
-
-/** Who holds a stream: the portal user and the access token or cookie session it was opened with. */
 export interface StreamOwner {
   clientId: number
   /** The token's `jti`, or the session's id. */
   jti: string
   /** The token's expiry, or the session's absolute end, in seconds since the epoch. */
   exp: number
-  /** Opened with a cookie session, which may end at any time (idle, lost with Redis's data): asked after every few seconds. */
+  /**
+   * Opened with a cookie session, which may end at any time (idle, lost with Redis's data): asked after every
+   * few seconds.
+   */
   session?: boolean
 }
 
@@ -47,7 +40,10 @@ export interface RegisteredStream {
 
 /** A comment line every 15 s keeps proxies from closing an idle stream. */
 export const HEARTBEAT_MS = 15_000
-/** How often the sessions of open streams are asked after: a stream ends within this long (and a Redis round trip) of its session. */
+/**
+ * How often the sessions of open streams are asked after: a stream ends within this long (and a Redis round
+ * trip) of its session.
+ */
 const SESSION_CHECK_MS = 2000
 /** The streams take turns for their heartbeat, a slice a second: all at once would hold the event loop. */
 const HEARTBEAT_SLICES = 15
@@ -85,7 +81,9 @@ export class SseStreams {
       for (const stream of this.#slices[this.#beat++ % HEARTBEAT_SLICES]!) stream.heartbeat()
     }, (limits.heartbeatMs ?? HEARTBEAT_MS) / HEARTBEAT_SLICES).unref()
     if (limits.endedSessions !== undefined) {
-      this.#sessionCheck = setInterval(() => { this.#endStreamsOfEndedSessions().catch(() => {}) }, SESSION_CHECK_MS).unref()
+      this.#sessionCheck = setInterval(() => {
+        this.#endStreamsOfEndedSessions().catch(() => {})
+      }, SESSION_CHECK_MS).unref()
     }
   }
 
@@ -171,85 +169,6 @@ export class SseStreams {
   }
 }
 
-function frame (event: OrderStatusChange): string {
-  const { id, ...data } = event
-  return `id: ${id}\nevent: order.status\ndata: ${JSON.stringify(data)}\n\n`
-}
-
-/**
- * One open `/api/events` response: its user's order changes, in id order, each once, from the
- * backlog first and then live. An object a stream with its methods on the prototype, rather than a
- * closure for each callback: an instance holds ten thousand of them.
- */
-export class SseStream implements RegisteredStream, StatusChangeListener {
-  #lastSent: string
-  /** Changes heard while the backlog is read, sent after it; undefined once the stream is live. */
-  #pending: OrderStatusChange[] | undefined = []
-
-  constructor (
-    readonly owner: StreamOwner,
-    private readonly response: ServerResponse,
-    private readonly registry: SseStreams,
-    private readonly statusChanges: OrderStatusChanges,
-    resumeFrom: string | undefined
-  ) {
-    this.#lastSent = resumeFrom ?? '0-0'
-  }
-
-  /** Joins the registry and listens to the user's changes, or says why the stream is refused. */
-  open (): StreamRefusal | undefined {
-    const refusal = this.registry.open(this)
-    // Listening starts before the backlog is read, so that nothing falls between the two.
-    if (refusal === undefined) this.statusChanges.listen(this.owner.clientId, this)
-    return refusal
-  }
-
-  /** The backlog has been sent: what was heard meanwhile follows, and changes go out as they come. */
-  goLive (backlog: OrderStatusChange[]): void {
-    for (const event of backlog) this.#send(event)
-    for (const event of this.#pending ?? []) this.#send(event)
-    this.#pending = undefined
-  }
-
-  deliver (event: OrderStatusChange): void {
-    if (this.#pending !== undefined) this.#pending.push(event)
-    else this.#send(event)
-  }
-
-  heartbeat (): void {
-    this.#write(': heartbeat\n\n')
-  }
-
-  end (reason: StreamEnd): void {
-    this.#write(`event: ${reason === 'shutdown' ? 'shutdown' : 'session.ended'}\ndata: ${JSON.stringify({ reason })}\n\n`)
-    this.drop()
-  }
-
-  /** Ends the response without a last event (Redis failed: the client reconnects). */
-  drop (): void {
-    this.disconnected()
-    this.response.end()
-  }
-
-  /** The client went away, or the stream ended: nothing more is sent to it. */
-  disconnected (): void {
-    this.statusChanges.unlisten(this.owner.clientId, this)
-    this.registry.release(this)
-  }
-
-  #send (event: OrderStatusChange): void {
-    if (!streamIdAfter(event.id, this.#lastSent)) return
-    this.#lastSent = event.id
-    this.#write(frame(event))
-  }
-
-  // A stream may end (a logout, the shutdown) while it still reads its backlog: a write after the
-  // end would raise an error event on the response, which nothing listens to.
-  #write (text: string): void {
-    if (this.response.writable) this.response.write(text)
-  }
-}
-
 declare module 'fastify' {
   interface FastifyInstance {
     sseStreams: SseStreams
@@ -264,10 +183,16 @@ declare module '../monitoring/index.js' {
 
 async function sseStreams (fastify: FastifyInstance) {
   const { SSE_MAX_STREAMS_PER_USER, SSE_MAX_STREAMS, REDIS_KEY_PREFIX } = fastify.config
-  const streams = new SseStreams({ perUser: SSE_MAX_STREAMS_PER_USER, total: SSE_MAX_STREAMS, endedSessions: (ids) => fastify.sessions.ended(ids) })
+  const streams = new SseStreams({
+    perUser: SSE_MAX_STREAMS_PER_USER,
+    total: SSE_MAX_STREAMS,
+    endedSessions: (ids) => fastify.sessions.ended(ids)
+  })
   fastify.decorate('sseStreams', streams)
 
-  await fastify.pubsub.subscribe(revocationChannel(REDIS_KEY_PREFIX, databaseOf(fastify.redis)), (jti) => streams.endToken(jti))
+  await fastify.pubsub.subscribe(revocationChannel(REDIS_KEY_PREFIX, databaseOf(fastify.redis)), (jti) =>
+    streams.endToken(jti)
+  )
 
   // Before the listener closes: open streams would otherwise hold the shutdown until its timeout.
   fastify.addHook('preClose', async () => streams.close())
@@ -276,7 +201,12 @@ async function sseStreams (fastify: FastifyInstance) {
     description: 'the SSE streams',
     read: () => streams.counts(),
     metrics: [
-      { name: 'portal_bff_sse_streams_open', help: 'Open /api/events streams of this instance', type: 'gauge', samples: ({ open }) => [{ value: open }] },
+      {
+        name: 'portal_bff_sse_streams_open',
+        help: 'Open /api/events streams of this instance',
+        type: 'gauge',
+        samples: ({ open }) => [{ value: open }]
+      },
       {
         name: 'portal_bff_sse_streams_refused_total',
         help: 'Streams refused because the user (user_limit) or the instance (instance_limit) held the most it may',
@@ -287,4 +217,9 @@ async function sseStreams (fastify: FastifyInstance) {
   })
 }
 
-export default fp(sseStreams, { name: 'sse-streams', fastify: '5.x', dependencies: ['pubsub', 'monitoring', 'sessions'], decorators: { fastify: ['config'] } })
+export default fp(sseStreams, {
+  name: 'sse-streams',
+  fastify: '5.x',
+  dependencies: ['pubsub', 'monitoring', 'sessions'],
+  decorators: { fastify: ['config'] }
+})

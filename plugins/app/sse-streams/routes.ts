@@ -2,11 +2,19 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsync } from 'fastify'
 import { StreamsUnavailableError, TooManyStreamsError } from '../../../lib/errors.js'
 import type { OrderStatusChange } from '../orders/status-changes.js'
-import { SseStream } from './index.js'
+import { SseStream } from './stream.js'
 import { SseEvent, sseEventSchemas, type OrderStatusEvent } from '../../../schemas/sse-events.js'
-import { authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE } from '../../../schemas/error.js'
+import {
+  authenticatedErrorResponses, errorResponse, invalidRequestResponse, TOKEN_CHECK_UNAVAILABLE
+} from '../../../schemas/error.js'
 
-const EXAMPLE: OrderStatusEvent = { orderId: '3f1c2a9e-6b7d-4e8f-9a0b-1c2d3e4f5a6b', crmOrderId: '801000000000001AAA', status: 'Active', failureReason: null, at: '2025-04-01T09:30:00.000Z' }
+const EXAMPLE: OrderStatusEvent = {
+  orderId: '3f1c2a9e-6b7d-4e8f-9a0b-1c2d3e4f5a6b',
+  crmOrderId: '801000000000001AAA',
+  status: 'Active',
+  failureReason: null,
+  at: '2025-04-01T09:30:00.000Z'
+}
 
 // Streams end as their tokens do: a place frees up within seconds on a busy instance.
 const STREAMS_RETRY_AFTER_SECONDS = 5
@@ -61,7 +69,9 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
         },
         ...authenticatedErrorResponses,
         ...invalidRequestResponse,
-        429: errorResponse('The caller holds `SSE_MAX_STREAMS_PER_USER` open streams on this instance (`TOO_MANY_STREAMS`); close one first. Or too many requests (`RATE_LIMITED`)'),
+        429: errorResponse(
+          'The caller holds `SSE_MAX_STREAMS_PER_USER` open streams on this instance (`TOO_MANY_STREAMS`); close one first. Or too many requests (`RATE_LIMITED`)'
+        ),
         503: errorResponse(`This instance holds \`SSE_MAX_STREAMS\` open streams (\`STREAMS_UNAVAILABLE\`): retry after \`retry-after\` seconds, as a balancer may send you to another; or ${TOKEN_CHECK_UNAVAILABLE}`)
       }
     }
@@ -86,7 +96,9 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     }
 
     reply.hijack()
-    const headersSoFar = Object.entries(reply.getHeaders()).filter((entry): entry is [string, string | number | string[]] => entry[1] !== undefined)
+    const headersSoFar = Object.entries(reply.getHeaders()).filter(
+      (entry): entry is [string, string | number | string[]] => entry[1] !== undefined
+    )
     reply.raw.writeHead(200, {
       ...Object.fromEntries(headersSoFar),
       'content-type': 'text/event-stream; charset=utf-8',

@@ -43,16 +43,26 @@ function responseTimeReadings (): CallReadings {
 }
 
 /** Every upstream call's duration and outcome over the recent window, judged on response times and errors. */
-export function callsPart (windows: ReadonlyMap<string, SlidingWindow>): MonitoringSource<Record<UpstreamName, WindowSummary>> {
+export function callsPart (
+  windows: ReadonlyMap<string, SlidingWindow>
+): MonitoringSource<Record<UpstreamName, WindowSummary>> {
   return {
     description: 'the upstream calls',
-    read: () => Object.fromEntries([...windows].map(([name, window]) => [name, window.summary()])) as Record<UpstreamName, WindowSummary>,
+    read: () =>
+      Object.fromEntries([...windows].map(([name, window]) => [name, window.summary()])) as Record<
+        UpstreamName,
+        WindowSummary
+      >,
     measures: {
       crm_billing_response_time: (calls) => slowest([calls.crm, calls.billing], 'CRM or billing calls'),
       ...responseTimeReadings(),
       external_error_rate: (calls) => {
         const windows = Object.values(calls)
-        return windowed(combinedFailureRate(windows), windows.reduce((sum, window) => sum + window.count, 0), 'upstream calls')
+        return windowed(
+          combinedFailureRate(windows),
+          windows.reduce((sum, window) => sum + window.count, 0),
+          'upstream calls'
+        )
       }
     }
   }

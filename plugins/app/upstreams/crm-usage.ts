@@ -18,8 +18,18 @@ export function crmUsagePart (dailyUsage: DailyUsageStore): MonitoringSource<Crm
         : { value: (100 * used) / limit }
     },
     metrics: [
-      { name: 'portal_bff_crm_daily_api_requests', help: 'CRM API requests of the last 24 hours, as the CRM reports them', type: 'gauge', samples: (usage) => [{ value: usage.used }] },
-      { name: 'portal_bff_crm_daily_api_limit', help: 'The CRM daily API quota; absent while unknown', type: 'gauge', samples: (usage) => usage.limit === null ? [] : [{ value: usage.limit }] }
+      {
+        name: 'portal_bff_crm_daily_api_requests',
+        help: 'CRM API requests of the last 24 hours, as the CRM reports them',
+        type: 'gauge',
+        samples: (usage) => [{ value: usage.used }]
+      },
+      {
+        name: 'portal_bff_crm_daily_api_limit',
+        help: 'The CRM daily API quota; absent while unknown',
+        type: 'gauge',
+        samples: (usage) => (usage.limit === null ? [] : [{ value: usage.limit }])
+      }
     ]
   }
 }

@@ -32,9 +32,13 @@ export interface UpstreamParts<Client = UpstreamClient> {
   readonly queue?: UpstreamQueue
 }
 
-type PartsOf<Upstream> = UpstreamParts<ClientOf<Upstream>> & (Upstream extends QueuedUpstream ? { readonly queue: UpstreamQueue } : unknown)
+type PartsOf<Upstream> = UpstreamParts<ClientOf<Upstream>> &
+  (Upstream extends QueuedUpstream ? { readonly queue: UpstreamQueue } : unknown)
 
-/** Each upstream of the registry under its name; the CRM's with the org's daily API usage, one figure for every instance. */
+/**
+ * Each upstream of the registry under its name; the CRM's with the org's daily API usage, one figure for
+ * every instance.
+ */
 export type Upstreams = { readonly [Upstream in ProductUpstream as Upstream['name']]: PartsOf<Upstream> } & {
   readonly crm: { readonly dailyUsage: DailyUsageStore }
 }
@@ -72,7 +76,12 @@ async function upstreams (fastify: FastifyInstance, { upstreams }: UpstreamsOpti
     },
     log: fastify.log
   }
-  const dailyUsage = new DailyUsageStore({ redis: fastify.redis, key: crmDailyUsageKey(config.REDIS_KEY_PREFIX), fallbackLimit: config.CRM_DAILY_API_LIMIT, log: fastify.log })
+  const dailyUsage = new DailyUsageStore({
+    redis: fastify.redis,
+    key: crmDailyUsageKey(config.REDIS_KEY_PREFIX),
+    fallbackLimit: config.CRM_DAILY_API_LIMIT,
+    log: fastify.log
+  })
   const held = upstreams.map((upstream) => {
     const client = upstream.client(settingsOf(config, upstream), { ...common, config, crmUsage: dailyUsage })
     const queue = queueOf(upstream, config)
@@ -105,4 +114,9 @@ async function upstreams (fastify: FastifyInstance, { upstreams }: UpstreamsOpti
   })
 }
 
-export default fp(upstreams, { name: 'upstreams', fastify: '5.x', dependencies: ['redis', 'health', 'monitoring'], decorators: { fastify: ['config'] } })
+export default fp(upstreams, {
+  name: 'upstreams',
+  fastify: '5.x',
+  dependencies: ['redis', 'health', 'monitoring'],
+  decorators: { fastify: ['config'] }
+})

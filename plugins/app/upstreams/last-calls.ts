@@ -35,7 +35,9 @@ export class LastCalls {
     this.#lastFailure = outcome
   }
 
-  /** The failure to report when the last FAILED_CALLS_IN_ROW calls failed within RECENT_CALLS_MS; undefined otherwise. */
+  /**
+   * The failure to report when the last FAILED_CALLS_IN_ROW calls failed within RECENT_CALLS_MS; undefined otherwise.
+   */
   failing (upstream: string, now = performance.now()): UpstreamFailure | undefined {
     if (this.#failedInRow < FAILED_CALLS_IN_ROW || now - this.#lastAt > RECENT_CALLS_MS) return undefined
     return new UpstreamFailure(this.#lastFailure, upstream, `the last ${this.#failedInRow} calls failed (${this.#lastFailure}), though the health probe answered`)

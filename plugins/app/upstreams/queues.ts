@@ -23,11 +23,17 @@ export class UpstreamQueue extends RequestQueue {
   /** The warning and critical thresholds this queue's health is judged by. */
   get thresholds (): { queueSize: Limits, failedRequests: Limits } {
     const { queueSize, failedRequests } = this.#rows
-    return { queueSize: { warning: queueSize.warning, critical: queueSize.critical }, failedRequests: { warning: failedRequests.warning, critical: failedRequests.critical } }
+    return {
+      queueSize: { warning: queueSize.warning, critical: queueSize.critical },
+      failedRequests: { warning: failedRequests.warning, critical: failedRequests.critical }
+    }
   }
 
   level (): Level {
-    return worstLevel([levelAgainst(this.#rows.queueSize, this.metrics().queueSize), levelAgainst(this.#rows.failedRequests, this.recentFailures())])
+    return worstLevel([
+      levelAgainst(this.#rows.queueSize, this.metrics().queueSize),
+      levelAgainst(this.#rows.failedRequests, this.recentFailures())
+    ])
   }
 
   health (): QueueHealth {
@@ -66,7 +72,13 @@ declare module '../monitoring/index.js' {
 
 /** A gauge or counter with one sample per queue, labelled with its name. */
 function perQueue (name: string, help: string, type: 'gauge' | 'counter', value: (queue: QueueSnapshot) => number) {
-  return { name, help, type, samples: (queues: QueueReports): Sample[] => Object.entries(queues).map(([queue, report]) => ({ labels: { queue }, value: value(report) })) }
+  return {
+    name,
+    help,
+    type,
+    samples: (queues: QueueReports): Sample[] =>
+      Object.entries(queues).map(([queue, report]) => ({ labels: { queue }, value: value(report) }))
+  }
 }
 
 /** A queue setting's value; the settings schema, made from the same registry, gives each a default. */
@@ -102,12 +114,37 @@ function queueReadings (queues: readonly UpstreamQueue[]): MonitoringSource<Queu
 
 const window = 'within QUEUE_HEALTH_WINDOW_MS'
 const QUEUE_METRICS = [
-  perQueue('portal_bff_queue_size', 'Requests waiting in the upstream request queue', 'gauge', (queue) => queue.metrics.queueSize),
-  perQueue('portal_bff_queue_pending_requests', 'Requests of the upstream request queue in flight', 'gauge', (queue) => queue.metrics.pendingRequests),
+  perQueue(
+    'portal_bff_queue_size',
+    'Requests waiting in the upstream request queue',
+    'gauge',
+    (queue) => queue.metrics.queueSize
+  ),
+  perQueue(
+    'portal_bff_queue_pending_requests',
+    'Requests of the upstream request queue in flight',
+    'gauge',
+    (queue) => queue.metrics.pendingRequests
+  ),
   perQueue('portal_bff_queue_recent_failed_requests', `Failed requests of the upstream request queue ${window}, which its health is judged on`, 'gauge', (queue) => queue.recentFailedRequests),
-  perQueue('portal_bff_queue_requests_total', 'Requests seen by the upstream request queue', 'counter', (queue) => queue.metrics.totalRequests),
-  perQueue('portal_bff_queue_requests_completed_total', 'Requests completed by the upstream request queue', 'counter', (queue) => queue.metrics.completedRequests),
-  perQueue('portal_bff_queue_requests_failed_total', 'Requests failed in the upstream request queue', 'counter', (queue) => queue.metrics.failedRequests),
+  perQueue(
+    'portal_bff_queue_requests_total',
+    'Requests seen by the upstream request queue',
+    'counter',
+    (queue) => queue.metrics.totalRequests
+  ),
+  perQueue(
+    'portal_bff_queue_requests_completed_total',
+    'Requests completed by the upstream request queue',
+    'counter',
+    (queue) => queue.metrics.completedRequests
+  ),
+  perQueue(
+    'portal_bff_queue_requests_failed_total',
+    'Requests failed in the upstream request queue',
+    'counter',
+    (queue) => queue.metrics.failedRequests
+  ),
   perQueue('portal_bff_queue_average_wait_seconds', `Average wait in the upstream request queue ${window}`, 'gauge', (queue) => queue.metrics.averageWaitTime / 1000),
   perQueue('portal_bff_queue_average_execution_seconds', `Average execution time of upstream requests ${window}`, 'gauge', (queue) => queue.metrics.averageExecutionTime / 1000)
 ]

@@ -39,11 +39,19 @@ async function oidc (fastify: FastifyInstance) {
     fastify.log.info({ issuer: settings.issuer }, 'OpenID Connect provider discovered')
     discovering?.stop().catch(() => {})
   }, (error: unknown) => {
-    fastify.log.error({ err: error, issuer: settings.issuer }, 'OIDC_ISSUER: the provider\'s discovery document could not be read; OpenID Connect sign-in is unavailable until it can')
+    fastify.log.error(
+      { err: error, issuer: settings.issuer },
+      'OIDC_ISSUER: the provider\'s discovery document could not be read; OpenID Connect sign-in is unavailable until it can'
+    )
   })
   await discover()
   if (!provider.discovered) discovering = new Periodic(discover, DISCOVERY_RETRY_MS)
   fastify.addHook('onClose', async () => { await discovering?.stop() })
 }
 
-export default fp(oidc, { name: 'oidc', fastify: '5.x', dependencies: ['redis', 'sessions'], decorators: { fastify: ['config'] } })
+export default fp(oidc, {
+  name: 'oidc',
+  fastify: '5.x',
+  dependencies: ['redis', 'sessions'],
+  decorators: { fastify: ['config'] }
+})

@@ -1,27 +1,30 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import * as openid from 'openid-client'
 import { InvalidLogoutTokenError as InvalidToken } from '../../../../integrations/oidc/provider.js'
-import { InvalidLogoutTokenError, NoClientAccountError, NoClientChoiceError, OidcUnavailableError } from '../../../../lib/errors.js'
-import { LOGIN_TTL_S, type ActingClient, type OidcSignIn, type SignedIn } from './sign-in.js'
-import { SESSION_COOKIE, type Session } from '../sessions.js'
-import { BackchannelLogoutRequest, ChooseClientRequest, ClientChoice, OidcCallbackQuery, OidcLoginQuery, SessionInfo, SIGN_IN_ERRORS, type SignInError } from '../../../../schemas/auth.js'
+import {
+  InvalidLogoutTokenError, NoClientAccountError, NoClientChoiceError, OidcUnavailableError
+} from '../../../../lib/errors.js'
+import { LOGIN_TTL_S } from './sign-in.js'
+import { SESSION_COOKIE } from '../sessions.js'
+import {
+  BackchannelLogoutRequest, ChooseClientRequest, ClientChoice, OidcCallbackQuery, OidcLoginQuery, SessionInfo,
+  SIGN_IN_ERRORS, type SignInError
+} from '../../../../schemas/auth.js'
 import { commonErrorResponses, errorResponse, invalidRequestResponse } from '../../../../schemas/error.js'
 import { publicOriginOf, sessionInfo, signInRateLimitOf } from '../sign-in-answers.js'
+import { CHOICE_COOKIE, beginSession, choiceCookie, signInPerson } from './person-sessions.js'
 
-/** The cookie that binds a sign-in under way to its browser. Lax: the provider's redirect back is a navigation from its site. */
+export { CHOICE_COOKIE }
+
+/**
+ * The cookie that binds a sign-in under way to its browser. Lax: the provider's redirect back is a navigation
+ * from its site.
+ */
 export const LOGIN_COOKIE = '__Host-portal-oidc-login'
 export const CALLBACK_PATH = '/auth/oidc/callback'
-/** The cookie that binds a person's choice among their billing clients to their browser. Strict: only the page's own requests read it. */
-export const CHOICE_COOKIE = '__Host-portal-oidc-choice'
 /** The query parameter the callback adds to `returnTo` when the person acts for several clients and must pick one. */
 export const CHOOSE_CLIENT_PARAMETER = 'chooseClient'
-
-/** The choice cookie's Set-Cookie header: the reference, or (none) its clearing. */
-function choiceCookie (fastify: FastifyInstance, reference?: string): string {
-  return fastify.serializeCookie(CHOICE_COOKIE, reference ?? '', { path: '/', httpOnly: true, secure: true, sameSite: 'strict', maxAge: reference === undefined ? 0 : LOGIN_TTL_S })
-}
 
 /** `returnTo` with a parameter added (the sign-in's failure, or that a client is to be chosen), still on this site. */
 function withParameter (returnTo: string, name: string, value: string): string {
@@ -30,7 +33,9 @@ function withParameter (returnTo: string, name: string, value: string): string {
   return `${url.pathname}${url.search}${url.hash}`
 }
 
-/** What a failed exchange says to the page: the provider refused, could not be reached, or its answer did not validate. */
+/**
+ * What a failed exchange says to the page: the provider refused, could not be reached, or its answer did not validate.
+ */
 function failureOf (error: unknown): SignInError {
   if (error instanceof openid.AuthorizationResponseError) return 'provider_refused'
   if (error instanceof openid.ResponseBodyError || error instanceof openid.ClientError) return 'token_refused'
@@ -41,7 +46,14 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   const signIn = fastify.oidcSignIn
   if (signIn === undefined) return
   const { publicOrigins } = fastify.config
-  const loginCookie = (value?: string) => fastify.serializeCookie(LOGIN_COOKIE, value ?? '', { path: '/', httpOnly: true, secure: true, sameSite: 'lax', maxAge: value === undefined ? 0 : LOGIN_TTL_S })
+  const loginCookie = (value?: string) =>
+    fastify.serializeCookie(LOGIN_COOKIE, value ?? '', {
+      path: '/',
+      httpOnly: true,
+      secure: true,
+      sameSite: 'lax',
+      maxAge: value === undefined ? 0 : LOGIN_TTL_S
+    })
   if (fastify.getSchema('SessionInfo') === undefined) fastify.addSchema(SessionInfo)
   for (const schema of [ClientChoice, ChooseClientRequest]) fastify.addSchema(schema)
   // Back-channel logout tokens come as a form (Back-Channel Logout 1.0, 2.5).
@@ -63,7 +75,9 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         302: Type.Null({ description: 'to the provider' }),
         ...invalidRequestResponse,
         ...commonErrorResponses,
-        503: errorResponse('The provider\'s discovery document could not be read yet, or Redis is unavailable (`OIDC_UNAVAILABLE`)')
+        503: errorResponse(
+          'The provider\'s discovery document could not be read yet, or Redis is unavailable (`OIDC_UNAVAILABLE`)'
+        )
       }
     }
   }, async (request, reply) => {
@@ -72,7 +86,10 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     const { url, reference } = await signIn.begin(redirectUri, request.query.returnTo).catch((error: unknown) => {
       throw new OidcUnavailableError({ cause: error })
     })
-    return reply.header('set-cookie', loginCookie(reference)).header('cache-control', 'no-store').redirect(url.href, 302)
+    return reply
+      .header('set-cookie', loginCookie(reference))
+      .header('cache-control', 'no-store')
+      .redirect(url.href, 302)
   })
 
   fastify.get(CALLBACK_PATH, {
@@ -83,13 +100,18 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       description: `Exchanges the code, validates the ID token (the provider's signature, iss, aud, exp, nonce) and finds the billing client acting for its verified email. A failure sends the browser to \`returnTo?signInError=<code>\`, one of ${SIGN_IN_ERRORS.map((code) => `\`${code}\``).join(', ')}, and starts no session.`,
       security: [],
       querystring: OidcCallbackQuery,
-      response: { 302: Type.Null({ description: 'to `returnTo`, signed in or with `signInError`' }), ...invalidRequestResponse, ...commonErrorResponses }
+      response: {
+        302: Type.Null({ description: 'to `returnTo`, signed in or with `signInError`' }),
+        ...invalidRequestResponse,
+        ...commonErrorResponses
+      }
     }
   }, async (request, reply) => {
     const cookies = fastify.parseCookie(request.headers.cookie ?? '')
     reply.header('cache-control', 'no-store')
     const pending = await signIn.take(cookies[LOGIN_COOKIE]).catch(() => undefined)
-    const failed = (code: SignInError, returnTo = pending?.returnTo ?? '/') => reply.header('set-cookie', loginCookie()).redirect(withParameter(returnTo, 'signInError', code), 302)
+    const failed = (code: SignInError, returnTo = pending?.returnTo ?? '/') =>
+      reply.header('set-cookie', loginCookie()).redirect(withParameter(returnTo, 'signInError', code), 302)
     if (pending === undefined) return failed('login_expired')
     if (request.query.state !== pending.state) return failed('state_mismatch')
     const callbackUrl = new URL(request.url, publicOriginOf(request, publicOrigins))
@@ -100,7 +122,9 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     if (typeof person === 'string') return failed(person)
     const started = await signInPerson(signIn, request, reply, person, pending.returnTo, cookies[SESSION_COOKIE])
     if (started === 'choose') {
-      return reply.header('set-cookie', loginCookie()).redirect(withParameter(pending.returnTo, CHOOSE_CLIENT_PARAMETER, '1'), 302)
+      return reply
+        .header('set-cookie', loginCookie())
+        .redirect(withParameter(pending.returnTo, CHOOSE_CLIENT_PARAMETER, '1'), 302)
     }
     if (started !== undefined) return failed(started)
     // Fastify adds each Set-Cookie to the session's.
@@ -116,13 +140,19 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       security: [],
       response: {
         200: Type.Ref(ClientChoice, { description: 'a choice under way: the clients to pick from' }),
-        401: errorResponse('No choice is under way for this browser: it was made, it expired, or the cookie is missing (`NO_CLIENT_CHOICE`)'),
+        401: errorResponse(
+          'No choice is under way for this browser: it was made, it expired, or the cookie is missing (`NO_CLIENT_CHOICE`)'
+        ),
         ...commonErrorResponses
       }
     }
   }, async (request, reply) => {
     reply.header('cache-control', 'no-store')
-    const choice = await signIn.choice(fastify.parseCookie(request.headers.cookie ?? '')[CHOICE_COOKIE]).catch((error: unknown) => { throw new OidcUnavailableError({ cause: error }) })
+    const choice = await signIn
+      .choice(fastify.parseCookie(request.headers.cookie ?? '')[CHOICE_COOKIE])
+      .catch((error: unknown) => {
+        throw new OidcUnavailableError({ cause: error })
+      })
     if (choice === undefined) throw new NoClientChoiceError()
     return { name: choice.person.name ?? null, email: choice.person.email, clients: choice.clients }
   })
@@ -141,7 +171,9 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         200: Type.Ref(SessionInfo, { description: 'signed in: the `Set-Cookie` header carries the session' }),
         ...invalidRequestResponse,
         401: errorResponse('No choice is under way for this browser (`NO_CLIENT_CHOICE`)'),
-        403: errorResponse('The person does not act for this client (`NO_CLIENT_ACCOUNT`), or the request comes from another site (`CSRF_REJECTED`)'),
+        403: errorResponse(
+          'The person does not act for this client (`NO_CLIENT_ACCOUNT`), or the request comes from another site (`CSRF_REJECTED`)'
+        ),
         ...commonErrorResponses
       }
     }
@@ -170,55 +202,28 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       body: BackchannelLogoutRequest,
       response: {
         200: Type.Null({ description: 'the sessions the token names have ended' }),
-        400: errorResponse('The logout token is not one the provider signed for this service: a wrong signature, issuer or audience, too old, a nonce, no back-channel logout event, neither sid nor sub (`INVALID_LOGOUT_TOKEN`), or the form is malformed'),
+        400: errorResponse(
+          'The logout token is not one the provider signed for this service: a wrong signature, issuer or audience, too old, a nonce, no back-channel logout event, neither sid nor sub (`INVALID_LOGOUT_TOKEN`), or the form is malformed'
+        ),
         ...commonErrorResponses,
-        503: errorResponse('The provider\'s keys or Redis could not be reached (`OIDC_UNAVAILABLE`); the provider may retry')
+        503: errorResponse(
+          'The provider\'s keys or Redis could not be reached (`OIDC_UNAVAILABLE`); the provider may retry'
+        )
       }
     }
   }, async (request, reply) => {
     if (!signIn.provider.discovered) throw new OidcUnavailableError()
     const target = await signIn.provider.verifyLogoutToken(request.body.logout_token).catch((error: unknown) => {
-      throw error instanceof InvalidToken ? new InvalidLogoutTokenError(error.message) : new OidcUnavailableError({ cause: error })
+      throw error instanceof InvalidToken
+        ? new InvalidLogoutTokenError(error.message)
+        : new OidcUnavailableError({ cause: error })
     })
-    const ended = await signIn.end(target).catch((error: unknown) => { throw new OidcUnavailableError({ cause: error }) })
+    const ended = await signIn.end(target).catch((error: unknown) => {
+      throw new OidcUnavailableError({ cause: error })
+    })
     request.log.info({ ended }, 'back-channel logout')
     return reply.header('cache-control', 'no-store').code(200).send(null)
   })
-}
-
-/**
- * Signs in a person the provider vouched for: the billing client they act for gets a session; a
- * person who acts for several is offered the choice (decision 0101). Answers the failure, if any.
- */
-async function signInPerson (signIn: OidcSignIn, request: FastifyRequest, reply: FastifyReply, person: Awaited<ReturnType<OidcSignIn['provider']['signIn']>>, returnTo: string, heldCookie: string | undefined): Promise<SignInError | 'choose' | undefined> {
-  const fastify = request.server
-  if (person.email === undefined || person.emailVerified === false) return 'email_unverified'
-  const email = person.email
-  try {
-    const clients = await fastify.upstreams.billing.queue.run((deadline) => fastify.upstreams.billing.client.clientsActingFor(email, deadline))
-    if (clients.length === 0) return 'no_client_account'
-    const signedIn: SignedIn = { sub: person.sub, sid: person.sid, name: person.name, email, sealedIdToken: signIn.options.sealer.seal(person.idToken) }
-    if (clients.length > 1) {
-      const reference = await signIn.offerChoice({ person: signedIn, clients, returnTo })
-      reply.header('set-cookie', choiceCookie(fastify, reference))
-      return 'choose'
-    }
-    await beginSession(signIn, reply, signedIn, clients[0]!, heldCookie)
-    return undefined
-  } catch (error) {
-    request.log.warn({ err: error }, 'OpenID Connect sign-in: no session could be started')
-    return 'unavailable'
-  }
-}
-
-/** Starts the cookie session of a signed-in person for one client; the session the browser's cookie held ends (decision 0090). */
-async function beginSession (signIn: OidcSignIn, reply: FastifyReply, person: SignedIn, client: ActingClient, heldCookie: string | undefined): Promise<Session> {
-  const fastify = reply.server
-  await fastify.sessions.endHeldBy(heldCookie)
-  const { cookie, session } = await fastify.sessions.start(client.clientId, { signIn: 'oidc', name: person.name ?? client.name, email: person.email, sealedIdToken: person.sealedIdToken })
-  await signIn.record(session, person)
-  reply.header('set-cookie', fastify.sessionCookieHeader(cookie))
-  return session
 }
 
 export default oidcRoutes

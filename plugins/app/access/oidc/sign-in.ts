@@ -1,6 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import type { AuthorizationChecks, LogoutTarget, OidcProvider, SignedInPerson } from '../../../../integrations/oidc/provider.js'
+import type {
+  AuthorizationChecks, LogoutTarget, OidcProvider, SignedInPerson
+} from '../../../../integrations/oidc/provider.js'
 import type { Sealer } from '../../../../lib/sealed.js'
 import type { Session, SessionStore } from '../sessions.js'
 import { oidcChoiceKey, oidcLoginKey, oidcSidSessionsKey, oidcSubSessionsKey } from '../../redis-keys.js'
@@ -64,7 +66,12 @@ export class OidcSignIn {
     const { url, checks } = await this.provider.authorizationRequest(redirectUri)
     const reference = randomBytes(32).toString('base64url')
     const pending: PendingLogin = { ...checks, returnTo }
-    await this.options.redis.set(oidcLoginKey(this.options.prefix, reference), JSON.stringify(pending), 'EX', LOGIN_TTL_S)
+    await this.options.redis.set(
+      oidcLoginKey(this.options.prefix, reference),
+      JSON.stringify(pending),
+      'EX',
+      LOGIN_TTL_S
+    )
     return { url, reference }
   }
 
@@ -78,7 +85,12 @@ export class OidcSignIn {
   /** Keeps a person's choice among their clients for the browser, under a new reference its cookie holds. */
   async offerChoice (choice: PendingChoice): Promise<string> {
     const reference = randomBytes(32).toString('base64url')
-    await this.options.redis.set(oidcChoiceKey(this.options.prefix, reference), JSON.stringify(choice), 'EX', LOGIN_TTL_S)
+    await this.options.redis.set(
+      oidcChoiceKey(this.options.prefix, reference),
+      JSON.stringify(choice),
+      'EX',
+      LOGIN_TTL_S
+    )
     return reference
   }
 
