@@ -77,9 +77,10 @@ t.test('health crosses to degraded and unhealthy at the thresholds of the specif
 
 t.test('queue size drives health too; a full queue rejects at once', async (t) => {
   const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, { BILLING_QUEUE_CONCURRENCY: '1', BILLING_QUEUE_MAX_SIZE: '60', BILLING_QUEUE_TIMEOUT_MS: '30000', UPSTREAM_TIMEOUT_MS: '20000' }, sandbox)
-  // The first call holds its slot 10 s: the others wait while the queue is read, on any machine.
-  sandbox.billing.injectFault({ kind: 'latency', ms: 10_000, times: 1 })
+  const app = await buildTestApp(t, { BILLING_QUEUE_CONCURRENCY: '1', BILLING_QUEUE_MAX_SIZE: '60', BILLING_QUEUE_TIMEOUT_MS: '150000', UPSTREAM_TIMEOUT_MS: '120000' }, sandbox)
+  // The first call holds its slot unanswered until the simulator's connections end below: the
+  // others wait while the queue is read, however busy the machine.
+  sandbox.billing.injectFault({ kind: 'blackhole', times: 1 })
   const calls: Array<Promise<unknown>> = []
   const enqueue = (n: number) => { for (let i = 0; i < n; i++) calls.push(billingCall(app).catch(() => {})) }
 
@@ -95,6 +96,8 @@ t.test('queue size drives health too; a full queue rejects at once', async (t) =
   await t.rejects(billingCall(app), { name: 'QueueFullError' }, 'one past the maximum is rejected')
   t.equal((await queues(app)).billing.metrics.queueSize, 60, 'at once: while the queue is still full, not after a turn')
   sandbox.billing.clearFaults()
+  await sandbox.billing.down()
+  await sandbox.billing.up()
   await Promise.all(calls)
   t.equal((await queues(app)).billing.health, 'healthy', 'drained: healthy again')
 })

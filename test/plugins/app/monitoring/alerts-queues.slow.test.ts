@@ -22,10 +22,11 @@ function billingCall (app: FastifyInstance) {
 
 t.test('billing queueSize: > 10 warns, > 50 is critical', async (t) => {
   const sandbox = await startTestSandbox(t)
-  const app = await buildTestApp(t, { BILLING_QUEUE_CONCURRENCY: '1', BILLING_QUEUE_MAX_SIZE: '100', BILLING_QUEUE_TIMEOUT_MS: '30000', UPSTREAM_TIMEOUT_MS: '20000' }, sandbox)
-  // One call in flight for 15 s holds the others waiting while the levels are read, however long a
-  // busy machine takes to read them (promtool included).
-  sandbox.billing.injectFault({ kind: 'latency', ms: 15_000, times: 1 })
+  const app = await buildTestApp(t, { BILLING_QUEUE_CONCURRENCY: '1', BILLING_QUEUE_MAX_SIZE: '100', BILLING_QUEUE_TIMEOUT_MS: '150000', UPSTREAM_TIMEOUT_MS: '120000' }, sandbox)
+  // One call held unanswered until the billing simulator's connections are ended below holds the
+  // others waiting while the levels are read, however long a busy machine takes to read them
+  // (promtool included): a fixed delay ran out first on a loaded machine, and the queue drained.
+  sandbox.billing.injectFault({ kind: 'blackhole', times: 1 })
   const calls: Array<Promise<unknown>> = []
   const enqueue = (n: number) => { for (let i = 0; i < n; i++) calls.push(billingCall(app).catch(() => {})) }
 
@@ -42,6 +43,9 @@ t.test('billing queueSize: > 10 warns, > 50 is critical', async (t) => {
   t.equal(await billingHealth(app), HEALTH.critical, 'queue health agrees')
 
   sandbox.billing.clearFaults()
+  // The held call's connection ends; the waiting ones are answered.
+  await sandbox.billing.down()
+  await sandbox.billing.up()
   await Promise.all(calls)
 })
 
