@@ -37,7 +37,7 @@ import upstreamsPlugin, { type ServiceUpstream } from './plugins/app/upstreams/i
 import access, { authRoutes, oidcRoutes } from './plugins/app/access/index.js'
 import opsAccess from './plugins/app/ops-access.js'
 import orders, { orderCrmStatus, orderPlacement, orderRoutes } from './plugins/app/orders/index.js'
-import sseStreams, { eventRoutes } from './plugins/app/sse-streams/index.js'
+import sseStreams, { streamRoutes } from './plugins/app/sse-streams/index.js'
 import platformEvents from './plugins/app/platform-events/index.js'
 import healthRoutes from './routes/health.js'
 import queueRoutes from './routes/queues.js'
@@ -93,7 +93,7 @@ async function portalApi (portal: FastifyInstance): Promise<void> {
     await scope.register(orderCrmStatus)
     await scope.register(orderRoutes)
   })
-  await portal.register(eventRoutes)
+  await portal.register(streamRoutes)
 }
 
 /** Builds the service, ready to inject requests into or to listen. */

@@ -14,8 +14,8 @@ export interface OrderStatusChange extends OrderStatusEvent {
   id: string
 }
 
-/** The `order.status` event of an order, checked against its schema: one that breaks it is refused before Redis. */
-export function orderStatusEvent (
+/** The `order.status` frame of an order, checked against its schema: one that breaks it is refused before Redis. */
+export function orderStatusFrame (
   order: Pick<Order, 'id' | 'crmOrderId' | 'status' | 'failureReason' | 'updatedAt'>
 ): OrderStatusEvent {
   const event = {
@@ -30,8 +30,8 @@ export function orderStatusEvent (
   return event
 }
 
-/** An event read back from Redis, through its schema; undefined when it is no `order.status` event. */
-function readEvent (id: unknown, json: string | undefined): OrderStatusChange | undefined {
+/** A frame read back from Redis, through its schema; undefined when it is no `order.status` frame. */
+function readFrame (id: unknown, json: string | undefined): OrderStatusChange | undefined {
   try {
     const data: unknown = JSON.parse(json ?? '')
     return typeof id === 'string' && sseFrameProblems('order.status', data).length === 0
@@ -109,7 +109,7 @@ export class OrderStatusChanges {
    */
   async publish (order: Order): Promise<void> {
     if (order.billingClientId === null) return
-    const event = orderStatusEvent(order)
+    const event = orderStatusFrame(order)
     try {
       const key = this.#backlogKey(order.billingClientId)
       const results = await this.#redis.multi()
@@ -141,7 +141,7 @@ export class OrderStatusChanges {
   async backlog (clientId: number, lastEventId: string): Promise<OrderStatusChange[]> {
     const entries = await this.#redis.xrange(this.#backlogKey(clientId), `(${lastEventId}`, '+')
     return entries.flatMap(([id, fields]) => {
-      const event = readEvent(id, fields[1])
+      const event = readFrame(id, fields[1])
       if (event === undefined) {
         this.#options.log.warn(
           { clientId, entryId: id },
@@ -175,7 +175,7 @@ export class OrderStatusChanges {
       return
     }
     const { id, ...data } = parsed.event ?? {}
-    const event = typeof parsed.clientId === 'number' ? readEvent(id, JSON.stringify(data)) : undefined
+    const event = typeof parsed.clientId === 'number' ? readFrame(id, JSON.stringify(data)) : undefined
     if (event === undefined) return
     for (const listener of this.#listeners.get(parsed.clientId as number) ?? []) listener.deliver(event)
   }

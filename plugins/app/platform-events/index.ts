@@ -1,12 +1,12 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { EventSubscription, ORDER_PROVISION_CHANNEL } from './subscription.js'
+import { PlatformEventSubscription, ORDER_PROVISION_CHANNEL } from './subscription.js'
 import type { HolderView, SubscriptionStats } from './holder-state.js'
 import { ReplayPositions } from './replay-positions.js'
 import { OrderHandOff } from './hand-off.js'
 import { ParkedEvents } from './parked-events.js'
 import { LostJobs } from './lost-jobs.js'
-import { eventsCheck, holderPart, parkedEventsPart, subscriberPart } from './measures.js'
+import { platformEventsCheck, holderPart, parkedEventsPart, subscriberPart } from './measures.js'
 import { jobsEpochKey } from '../redis-keys.js'
 
 /** The operator's hand on the parked events, registered with `/health/queues` (routes/queues.ts), which counts them. */
@@ -17,7 +17,7 @@ export { default as parkedEventRoutes } from './routes.js'
  * parked-event routes and the orders' CRM status task read (decision 0129).
  */
 export interface PlatformEvents {
-  subscription: EventSubscription
+  subscription: PlatformEventSubscription
   /** The platform events set aside because their hand-off failed for good. */
   parked: ParkedEvents
   handOff: OrderHandOff
@@ -57,7 +57,7 @@ async function platformEvents (fastify: FastifyInstance) {
 
   // Resubscriptions this instance made as the holder, asked for by the reconciliation (orders/crm-status.ts).
   let resubscribes = 0
-  const subscription = new EventSubscription({
+  const subscription = new PlatformEventSubscription({
     enabled: config.CRM_EVENTS_ENABLED,
     replay: config.CRM_EVENTS_REPLAY,
     redis: fastify.redis,
@@ -75,7 +75,7 @@ async function platformEvents (fastify: FastifyInstance) {
   })
   fastify.decorate('platformEvents', { subscription, parked, handOff: handOffs })
 
-  if (config.CRM_EVENTS_ENABLED) fastify.health.integrations.register('events', eventsCheck(subscription))
+  if (config.CRM_EVENTS_ENABLED) fastify.health.integrations.register('events', platformEventsCheck(subscription))
   fastify.monitoring.register('subscriptionHolder', holderPart(subscription))
   fastify.monitoring.register('parkedEvents', parkedEventsPart(parked))
   fastify.monitoring.register('subscriber', subscriberPart(subscription, () => resubscribes))

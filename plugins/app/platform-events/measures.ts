@@ -2,7 +2,7 @@ import type { HealthCheck } from '../../../lib/health-checks.js'
 import { FAILURE_CLASSES, UpstreamFailure } from '../../../lib/errors.js'
 import type { MonitoringSource } from '../monitoring/index.js'
 import { HOLDER_STATES, SUBSCRIPTION_STATES, type HolderView, type SubscriptionStats } from './holder-state.js'
-import type { EventSubscription } from './subscription.js'
+import type { PlatformEventSubscription } from './subscription.js'
 import type { ParkedEvents } from './parked-events.js'
 
 /** A state gauge's samples: 1 for the current state, 0 for every other, so each series always exists. */
@@ -14,7 +14,7 @@ function stateSamples (states: readonly string[], current: string) {
  * The `events` check: fails while no instance holds a connected subscription, the specification's silent
  * outage made loud.
  */
-export function eventsCheck (subscription: Pick<EventSubscription, 'holder'>): HealthCheck {
+export function platformEventsCheck (subscription: Pick<PlatformEventSubscription, 'holder'>): HealthCheck {
   return async () => {
     const holder = await subscription.holder()
     if (holder?.state === 'connected') return
@@ -29,7 +29,7 @@ export function eventsCheck (subscription: Pick<EventSubscription, 'holder'>): H
  * rules can tell "nobody holds it" from "held, not connected", and a disabled or silent subscription
  * is never invisible.
  */
-export function holderPart (subscription: Pick<EventSubscription, 'holderView'>): MonitoringSource<HolderView> {
+export function holderPart (subscription: Pick<PlatformEventSubscription, 'holderView'>): MonitoringSource<HolderView> {
   return {
     description: 'the platform-event subscription lease holder',
     read: () => subscription.holderView(),
@@ -72,7 +72,7 @@ export function parkedEventsPart (parked: Pick<ParkedEvents, 'count'>): Monitori
 
 /** This instance's subscription; `resubscribes` counts those it made as the holder, asked for by the reconciliation. */
 export function subscriberPart (
-  subscription: Pick<EventSubscription, 'stats'>,
+  subscription: Pick<PlatformEventSubscription, 'stats'>,
   resubscribes: () => number
 ): MonitoringSource<SubscriptionStats> {
   return {

@@ -60,7 +60,7 @@ function localState (state: SubscriberState): SubscriptionState {
  * the holder's death. The replay position lives in Redis, mirrored in PostgreSQL, and moves only
  * after a batch is handed off.
  */
-export class EventSubscription {
+export class PlatformEventSubscription {
   readonly instance = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`
   readonly replayKey: string
   /**

@@ -4,7 +4,7 @@ import { revocationChannel } from '../redis-keys.js'
 import { databaseOf } from '../../external/redis-connection.js'
 
 /** `GET /api/events`, registered in the portal API (app.ts). */
-export { default as eventRoutes } from './routes.js'
+export { default as streamRoutes } from './routes.js'
 
 export interface StreamOwner {
   clientId: number

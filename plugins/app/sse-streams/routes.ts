@@ -26,7 +26,7 @@ const CLOCK_SKEW_MS = 60_000
  * An id this service could have sent. One from the future would make the stream drop every live
  * event as "already seen", so it is ignored, as garbage is: the stream starts with new events.
  */
-function resumableEventId (header: unknown): string | undefined {
+function resumableFrameId (header: unknown): string | undefined {
   if (typeof header !== 'string') return undefined
   const match = VALID_EVENT_ID.exec(header)
   return match !== null && Number(match[1]) <= Date.now() + CLOCK_SKEW_MS ? header : undefined
@@ -37,7 +37,7 @@ function resumableEventId (header: unknown): string | undefined {
  * resumes from the client's short backlog; a comment line every 15 s keeps proxies from
  * closing an idle stream.
  */
-const eventRoutes: FastifyPluginAsync = async (fastify) => {
+const streamRoutes: FastifyPluginAsync = async (fastify) => {
   const { SSE_MAX_STREAMS_PER_USER } = fastify.config
   for (const schema of sseEventSchemas) fastify.addSchema(schema)
   fastify.get('/api/events', {
@@ -77,7 +77,7 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
     }
   }, async (request, reply) => {
     const { clientId, jti, exp } = request.user
-    const resumeFrom = resumableEventId(request.headers['last-event-id'])
+    const resumeFrom = resumableFrameId(request.headers['last-event-id'])
     const { orders: { statusChanges }, sseStreams } = fastify
     const owner = { clientId, jti, exp, session: request.session !== undefined }
     const stream = new SseStream(owner, reply.raw, sseStreams, statusChanges, resumeFrom)
@@ -123,4 +123,4 @@ const eventRoutes: FastifyPluginAsync = async (fastify) => {
   })
 }
 
-export default eventRoutes
+export default streamRoutes
