@@ -159,7 +159,9 @@ t.test('two instances: never two subscribers; the holder killed, the other takes
     'before the kill: one instance holding, one subscribe and one session at the CRM in every sample')
   t.same(after.filter((sample) => sample.holders.length > 1 || sample.subscribes > 2), [],
     'after it: at most the survivor holding, and its subscribe the only new one')
-  t.equal(after.at(-1)?.subscribes, 2, 'the survivor subscribed once')
+  // With what the CRM counted around the takeover, for a count that reads otherwise.
+  t.equal(after.at(-1)?.subscribes, 2, 'the survivor subscribed once',
+    { takeoverMs: Math.round(takeover), firstAfter: after.slice(0, 5), lastAfter: after.slice(-5), crmNow: await streaming(sandbox) })
 })
 
 t.test('a step longer than the job lock keeps the lock: the job runs once', async (t) => {
