@@ -110,6 +110,28 @@ t.test('expired, forged, alg none and garbage tokens are 401 with the error body
   t.equal((await app.inject('/api/health/services/cache')).statusCode, 200, '/api/health/* stays public')
 })
 
+t.test('a token accepted once is refused once it expires: its verified claims are kept no longer than it lives', async (t) => {
+  const app = await buildTestApp(t)
+  const now = Math.floor(Date.now() / 1000)
+  const claims = { sub: '1', jti: randomUUID(), iat: now, exp: now + 2, iss: TOKEN_ISSUER, aud: TOKEN_AUDIENCE }
+  const token = handMadeToken(claims, { secret: SECRET })
+  t.equal((await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode, 200, 'accepted while it lives')
+  t.equal((await app.inject({ url: '/api/invoices', headers: bearer(token) })).statusCode, 200, 'and again, from the verified claims kept')
+  await new Promise((resolve) => setTimeout(resolve, (claims.exp + 1) * 1000 - Date.now()))
+  const expired = await app.inject({ url: '/api/invoices', headers: bearer(token) })
+  t.equal(expired.statusCode, 401, 'refused after its exp')
+  t.match(expired.json(), { ...ERROR_BODY, code: 'UNAUTHORIZED' })
+})
+
+t.test('a bearer header of any other form is 401', async (t) => {
+  const app = await buildTestApp(t)
+  const token = await login(app)
+  t.equal((await app.inject({ url: '/api/invoices', headers: { authorization: `bearer ${token}` } })).statusCode, 200, 'the scheme in any case')
+  for (const authorization of [`Bearer  ${token}`, `Bearer ${token} extra`, `Basic ${token}`, 'Bearer ', token]) {
+    t.equal((await app.inject({ url: '/api/invoices', headers: { authorization } })).statusCode, 401, JSON.stringify(authorization.slice(0, 12)))
+  }
+})
+
 t.test('with Redis down, token checks and sign-in fail closed by default and open when told; logout is 503 either way', async (t) => {
   const sandbox = await startTestSandbox(t)
   for (const failClosed of [true, false]) {

@@ -4,6 +4,8 @@ import { CsrfRejectedError, RateLimitedError, UnauthorizedError } from '../../..
 import { FailureLimiter } from '../../../lib/failure-limiter.js'
 import { SESSION_COOKIE, type Session } from './sessions.js'
 import { tokenFailuresPrefix } from '../redis-keys.js'
+import { bearerToken } from '../../../lib/bearer-token.js'
+import type { AccessTokenClaims } from '../../external/jwt.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -132,8 +134,14 @@ class Authenticator {
   async authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void> {
     if (request.headers.authorization === undefined) return await this.bySession(request, reply, true)
     varyOnCredentials(reply)
+    // fastify.jwt.verify rather than request.jwtVerify: the same verifier, without decoding the
+    // token a second time and merging the options on every request (BENCHMARKS.md, the cached read).
+    const token = bearerToken(request.headers.authorization)
+    if (token === undefined) return await this.#refuse(request, reply)
     try {
-      await request.jwtVerify()
+      const claims: AccessTokenClaims & { exp: number, iat: number } = this.fastify.jwt.verify(token)
+      // Verified: `sub` is a client id, `exp` is there, `iat` is signed in.
+      request.user = { ...claims, clientId: Number(claims.sub) }
     } catch {
       return await this.#refuse(request, reply)
     }
