@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { decodeJwt, generateKeyPair } from 'jose'
 import { buildTestApp, scopeWith, startTestSandbox, testKeyPrefix, testSchemaUrl } from '../helpers/app.js'
 import { waitFor } from '../helpers/processes.js'
+import { buildTestAppOnPrivateRedis } from '../helpers/private-redis.js'
 import { SseClient } from '../helpers/sse.js'
 import { OIDC_CLIENT, PEOPLE, PORTAL_ORIGIN, signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidc-provider.js'
 import { oidcLoginKey, sessionKey } from '../../plugins/app/redis-keys.js'
@@ -126,6 +127,52 @@ t.test('a person who acts for several billing clients picks one after sign-in, a
   // One client: no choice, as before.
   const jane = await beginSignIn(app, '/orders')
   t.equal((await callback(app, await signInAtProvider(jane.location, 'jane'), jane.loginCookie)).headers.location, '/orders')
+})
+
+t.test('with Redis unavailable, reading and making a choice of client both answer 503 AUTH_UNAVAILABLE; a choice whose session could not be stored is made again', async (t) => {
+  const provider = await withProvider(t)
+  const { app, redis } = await buildTestAppOnPrivateRedis(t, provider.settings)
+  const toChoice = async () => {
+    const { location, loginCookie } = await beginSignIn(app, '/orders')
+    const back = await callback(app, await signInAtProvider(location, 'john'), loginCookie)
+    return cookieOf(back.headers['set-cookie'], CHOICE_COOKIE)!
+  }
+  const read = (cookie: string) => app.inject({ method: 'GET', url: '/auth/oidc/choice', headers: { cookie } })
+  const choose = (cookie: string) => app.inject({ method: 'POST', url: '/auth/oidc/choice', headers: { cookie }, payload: { clientId: 3 } })
+  const unavailable = { statusCode: 503, error: 'Service Unavailable', code: 'AUTH_UNAVAILABLE', message: 'Authentication is temporarily unavailable' }
+
+  // Redis refuses writes: the choice is read, but no session can be stored. The choice stays for the retry.
+  const refused = await toChoice()
+  const admin = redis.client(t)
+  await admin.config('SET', 'maxmemory-policy', 'noeviction')
+  await admin.config('SET', 'maxmemory', '1')
+  const notStored = await choose(refused)
+  t.equal(notStored.statusCode, 503, 'no session could be stored')
+  t.match(notStored.json(), unavailable)
+  t.notOk(cookieOf(notStored.headers['set-cookie'], SESSION_COOKIE), 'no session cookie')
+  await admin.config('SET', 'maxmemory', '0')
+  // Retried twice at once (a double click): one takes the choice; the other's session is ended, its cookie never sent.
+  const both = await Promise.all([choose(refused), choose(refused)])
+  t.same(both.map((answer) => answer.statusCode).sort(), [200, 401], 'the retry finds the choice; once')
+  const retried = both.find((answer) => answer.statusCode === 200) ?? both[0]!
+  const lost = both.find((answer) => answer.statusCode === 401) ?? both[1]!
+  t.equal(lost.json().code, 'NO_CLIENT_CHOICE')
+  t.notOk(cookieOf(lost.headers['set-cookie'], SESSION_COOKIE), 'the request that lost sets no session cookie')
+  const session = cookieOf(retried.headers['set-cookie'], SESSION_COOKIE) ?? 'none'
+  t.match((await app.inject({ method: 'GET', url: '/auth/session', headers: { cookie: session } })).json(), { clientId: 3 }, 'for the client picked')
+
+  const pending = await toChoice()
+  t.equal((await read(pending)).statusCode, 200, 'a choice under way')
+  await redis.kill()
+  const answers = [await read(pending), await choose(pending)]
+  for (const [answer, what] of answers.map((answer, index) => [answer, ['GET', 'POST'][index]] as const)) {
+    t.equal(answer.statusCode, 503, `${what}: 503`)
+    const { correlationId, ...body } = answer.json()
+    t.same(body, unavailable, `${what}: the documented body`)
+    t.equal(correlationId, answer.headers['x-correlation-id'])
+    t.notMatch(answer.body, /ECONNREFUSED|127\.0\.0\.1|Connection is closed|at .+\.[jt]s:\d+|stack/i, `${what}: no driver text, host or stack`)
+    t.notOk(cookieOf(answer.headers['set-cookie'], SESSION_COOKIE), `${what}: no session cookie`)
+  }
 })
 
 t.test('a callback that is not this browser\'s sign-in starts no session', async (t) => {

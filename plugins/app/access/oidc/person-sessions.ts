@@ -54,7 +54,8 @@ export async function signInPerson (
       reply.header('set-cookie', choiceCookie(fastify, reference))
       return 'choose'
     }
-    await beginSession(signIn, reply, signedIn, clients[0]!, heldCookie)
+    const { cookie } = await startSession(signIn, fastify, signedIn, clients[0]!, heldCookie)
+    reply.header('set-cookie', fastify.sessionCookieHeader(cookie))
     return undefined
   } catch (error) {
     request.log.warn({ err: error }, 'OpenID Connect sign-in: no session could be started')
@@ -64,24 +65,23 @@ export async function signInPerson (
 
 /**
  * Starts the cookie session of a signed-in person for one client; the session the browser's cookie held ends
- * (decision 0090).
+ * (decision 0090). Answers the session and its cookie's value, which the caller sets once the sign-in is
+ * complete: a session whose cookie is never set is one no browser holds.
  */
-export async function beginSession (
+export async function startSession (
   signIn: OidcSignIn,
-  reply: FastifyReply,
+  fastify: FastifyInstance,
   person: SignedIn,
   client: ActingClient,
   heldCookie: string | undefined
-): Promise<Session> {
-  const fastify = reply.server
+): Promise<{ cookie: string, session: Session }> {
   await fastify.sessions.endHeldBy(heldCookie)
-  const { cookie, session } = await fastify.sessions.start(client.clientId, {
+  const started = await fastify.sessions.start(client.clientId, {
     signIn: 'oidc',
     name: person.name ?? client.name,
     email: person.email,
     sealedIdToken: person.sealedIdToken
   })
-  await signIn.record(session, person)
-  reply.header('set-cookie', fastify.sessionCookieHeader(cookie))
-  return session
+  await signIn.record(started.session, person)
+  return started
 }

@@ -11,9 +11,11 @@ import {
   BackchannelLogoutRequest, ChooseClientRequest, ClientChoice, OidcCallbackQuery, OidcLoginQuery, SessionInfo,
   SIGN_IN_ERRORS, type SignInError
 } from '../../../../schemas/auth.js'
-import { commonErrorResponses, errorResponse, invalidRequestResponse } from '../../../../schemas/error.js'
+import {
+  bodyErrorResponses, commonErrorResponses, errorResponse, invalidRequestResponse
+} from '../../../../schemas/error.js'
 import { publicOriginOf, sessionInfo, signInRateLimitOf } from '../sign-in-answers.js'
-import { CHOICE_COOKIE, beginSession, choiceCookie, signInPerson } from './person-sessions.js'
+import { CHOICE_COOKIE, choiceCookie, signInPerson, startSession } from './person-sessions.js'
 
 export { CHOICE_COOKIE }
 
@@ -41,6 +43,10 @@ function failureOf (error: unknown): SignInError {
   if (error instanceof openid.ResponseBodyError || error instanceof openid.ClientError) return 'token_refused'
   return 'unavailable'
 }
+
+/** Why a choice of client, which Redis keeps as it keeps sessions, may answer 503. */
+const CHOICE_UNAVAILABLE =
+  'Redis, which keeps the choice and the sessions, is unavailable (`AUTH_UNAVAILABLE`): retry shortly'
 
 const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
   const signIn = fastify.oidcSignIn
@@ -143,16 +149,13 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: errorResponse(
           'No choice is under way for this browser: it was made, it expired, or the cookie is missing (`NO_CLIENT_CHOICE`)'
         ),
-        ...commonErrorResponses
+        ...commonErrorResponses,
+        503: errorResponse(CHOICE_UNAVAILABLE)
       }
     }
   }, async (request, reply) => {
     reply.header('cache-control', 'no-store')
-    const choice = await signIn
-      .choice(fastify.parseCookie(request.headers.cookie ?? '')[CHOICE_COOKIE])
-      .catch((error: unknown) => {
-        throw new OidcUnavailableError({ cause: error })
-      })
+    const choice = await signIn.choice(fastify.parseCookie(request.headers.cookie ?? '')[CHOICE_COOKIE])
     if (choice === undefined) throw new NoClientChoiceError()
     return { name: choice.person.name ?? null, email: choice.person.email, clients: choice.clients }
   })
@@ -164,17 +167,22 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'chooseClient',
       tags: ['auth'],
       summary: 'Picks the billing client the session acts for, and starts it: sets the session cookie',
-      description: 'For a person who acts for several billing clients, after the provider signed them in (GET /auth/oidc/choice lists them). The choice is used once; a session the browser\'s cookie held ends, as at any sign-in.',
+      description: 'For a person who acts for several billing clients, after the provider signed them in (GET /auth/oidc/choice lists them). The choice is used once, when the session for it is stored: a request that fails before that (503, 500) leaves the choice for a retry; a session the browser\'s cookie held ends, as at any sign-in.',
       security: [],
       body: Type.Ref(ChooseClientRequest),
       response: {
         200: Type.Ref(SessionInfo, { description: 'signed in: the `Set-Cookie` header carries the session' }),
-        ...invalidRequestResponse,
-        401: errorResponse('No choice is under way for this browser (`NO_CLIENT_CHOICE`)'),
+        ...bodyErrorResponses,
+        401: errorResponse(
+          'No choice is under way for this browser: it was made, it expired, or the cookie is missing (`NO_CLIENT_CHOICE`)'
+        ),
         403: errorResponse(
           'The person does not act for this client (`NO_CLIENT_ACCOUNT`), or the request comes from another site (`CSRF_REJECTED`)'
         ),
-        ...commonErrorResponses
+        ...commonErrorResponses,
+        503: errorResponse(
+          `${CHOICE_UNAVAILABLE}: no session has started, and the choice is kept for the retry until it expires. Only if Redis failed as the choice was being taken does the retry answer 401 \`NO_CLIENT_CHOICE\`: sign in again`
+        )
       }
     }
   }, async (request, reply) => {
@@ -185,9 +193,17 @@ const oidcRoutes: FastifyPluginAsyncTypebox = async (fastify) => {
     if (choice === undefined) throw new NoClientChoiceError()
     const client = choice.clients.find(({ clientId }) => clientId === request.body.clientId)
     if (client === undefined) throw new NoClientAccountError()
-    if (!await signIn.takeChoice(reference!)) throw new NoClientChoiceError()
-    const session = await beginSession(signIn, reply, choice.person, client, cookies[SESSION_COOKIE])
-    reply.header('set-cookie', choiceCookie(fastify))
+    // The choice is taken once its session is stored: a failure before that leaves it for the retry. Of two
+    // requests choosing at once, the one that does not take it ends its session, whose cookie no browser got.
+    const { cookie, session } = await startSession(signIn, fastify, choice.person, client, cookies[SESSION_COOKIE])
+    const taken = await signIn.takeChoice(reference!).catch((error: unknown) => error as Error)
+    if (taken !== true) {
+      await fastify.sessions.end(session).catch((error: unknown) => {
+        request.log.warn({ err: error }, 'a session no browser holds could not be ended: it idles out')
+      })
+      throw taken === false ? new NoClientChoiceError() : taken
+    }
+    reply.header('set-cookie', fastify.sessionCookieHeader(cookie)).header('set-cookie', choiceCookie(fastify))
     return sessionInfo(session)
   })
 

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis'
 import type {
   AuthorizationChecks, LogoutTarget, OidcProvider, SignedInPerson
 } from '../../../../integrations/oidc/provider.js'
+import { AuthUnavailableError } from '../../../../lib/errors.js'
 import type { Sealer } from '../../../../lib/sealed.js'
 import type { Session, SessionStore } from '../sessions.js'
 import { oidcChoiceKey, oidcLoginKey, oidcSidSessionsKey, oidcSubSessionsKey } from '../../redis-keys.js'
@@ -48,6 +49,11 @@ export interface OidcSignInOptions {
 }
 
 const hashed = (value: string) => createHash('sha256').update(value).digest('base64url')
+
+/** A choice or a session's record that Redis could not read or store: answered as the sessions' store answers it. */
+const unavailable = (error: unknown): never => {
+  throw new AuthUnavailableError({ cause: error })
+}
 
 /**
  * The service's side of the OpenID Connect sign-in: what binds a callback to the browser that
@@ -97,13 +103,13 @@ export class OidcSignIn {
   /** The choice a cookie's reference names, left in place. */
   async choice (reference: string | undefined): Promise<PendingChoice | undefined> {
     if (reference === undefined) return undefined
-    const value = await this.options.redis.get(oidcChoiceKey(this.options.prefix, reference))
+    const value = await this.options.redis.get(oidcChoiceKey(this.options.prefix, reference)).catch(unavailable)
     return value === null ? undefined : JSON.parse(value) as PendingChoice
   }
 
   /** Takes the choice once: of two requests choosing at once, one finds it. */
   async takeChoice (reference: string): Promise<boolean> {
-    return await this.options.redis.del(oidcChoiceKey(this.options.prefix, reference)) === 1
+    return await this.options.redis.del(oidcChoiceKey(this.options.prefix, reference)).catch(unavailable) === 1
   }
 
   /** Remembers which provider session and person began a cookie session. */
@@ -111,7 +117,10 @@ export class OidcSignIn {
     const member = `${session.id}:${session.expiresAt}`
     const transaction = this.options.redis.multi()
     for (const key of this.#keysOf({ sid, sub })) transaction.sadd(key, member).pexpire(key, this.options.maxAgeMs)
-    await transaction.exec()
+    const results = await transaction.exec().catch(unavailable)
+    // A command refused inside the transaction is in its results, not a rejection.
+    const refused = results?.find(([error]) => error !== null)
+    if (refused !== undefined) unavailable(refused[0])
   }
 
   /**
