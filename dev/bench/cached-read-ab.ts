@@ -6,7 +6,7 @@ import { DEV_BUILD, type ServiceProcess } from '../tools/service-process.js'
 import { DATABASE_URL, REDIS_URL, altEnv, cpuTime, deleteKeys, ensureDatabase, median, runKeyPrefix, serviceEnv, startQuiet, stop, withServers } from './common.js'
 import { CACHED_PATH, cachedPageKey, writtenEntry } from './cached-read.js'
 import { login } from './invoices.js'
-import { startOtlpSink } from './otlp-sink.js'
+import { startOtlpSink, type OtlpSink } from './otlp-sink.js'
 
 const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 4)
 // Requests a second to each build: below what the machine serves, so both serve the same load.
@@ -46,6 +46,7 @@ export async function benchCachedReadBuilds (): Promise<void> {
   const redis = new Redis(REDIS_URL)
   const totals = builds.map(() => ({ cpu: 0, requests: 0 }))
   const ratios: number[] = []
+  let exported: ReturnType<OtlpSink['received']> | undefined
   try {
     await withServers(async (start) => {
       const first = await start({ entry: builds[0]!.entry, env: builds[0]!.env })
@@ -74,6 +75,7 @@ export async function benchCachedReadBuilds (): Promise<void> {
       }
     }, startQuiet)
   } finally {
+    exported = sink?.received()
     redis.disconnect()
     await sink?.close()
     await deleteKeys(keyPrefix)
@@ -84,6 +86,7 @@ export async function benchCachedReadBuilds (): Promise<void> {
     `GET ${CACHED_PATH}, this build and ${altBuild ?? 'this build'}${Object.keys(settings).length === 0 ? '' : ` with ${process.env.BENCH_ALT_ENV}`} at the same time, ${RATE} req/s each (${CONNECTIONS} connections), ${ROUNDS} rounds of ${SECONDS} s`,
     `  CPU a request: this build ${ours!.toFixed(1)} µs, alt ${alt!.toFixed(1)} µs`,
     `  alt / this build: ${(alt! / ours!).toFixed(3)}, median of rounds ${median(ratios).toFixed(3)}`,
+    ...sink === undefined ? [] : [`  spans exported by alt: ${exported!.exports} OTLP exports, ${(exported!.bytes / 1e6).toFixed(1)} MB`],
     ''
   ].join('\n'))
 }
