@@ -38,7 +38,8 @@ export async function benchCachedReadBuilds (): Promise<void> {
   if (sink !== undefined) settings.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url
   const keyPrefix = runKeyPrefix('cached-read-ab')
   const client = defaultBillingClients[0]!
-  const env = serviceEnv({ DATABASE_URL, REDIS_KEY_PREFIX: keyPrefix, RATE_LIMIT_MAX: '1000000000' })
+  // BENCH_BASE_ENV: settings of this build's target too (tracing with another sampler, say), the alt's on top of them.
+  const env = serviceEnv({ DATABASE_URL, REDIS_KEY_PREFIX: keyPrefix, RATE_LIMIT_MAX: '1000000000', ...altEnv('BENCH_BASE_ENV') })
   const builds = [
     { name: 'this build', entry: join(DEV_BUILD, 'dev', 'server.js'), env },
     { name: 'alt', entry: join(altBuild ?? DEV_BUILD, 'dev', 'server.js'), env: { ...env, ...settings } }

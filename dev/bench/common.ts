@@ -19,8 +19,8 @@ export const REDIS_URL = 'redis://127.0.0.1:6379'
 /** The Node.js binary that runs BENCH_ALT_BUILD's target (another runtime measured in the same rounds); this one when unset. */
 export const ALT_NODE = process.env.BENCH_ALT_NODE
 /** BENCH_ALT_ENV=NAME=value,...: settings of the alt target only (another build's own database, say). */
-export function altEnv (): Record<string, string> {
-  return Object.fromEntries((process.env.BENCH_ALT_ENV ?? '').split(',').filter((setting) => setting !== '').map((setting) => {
+export function altEnv (variable = 'BENCH_ALT_ENV'): Record<string, string> {
+  return Object.fromEntries((process.env[variable] ?? '').split(',').filter((setting) => setting !== '').map((setting) => {
     const [name, ...value] = setting.split('=')
     return [name!, value.join('=')]
   }))
