@@ -1,5 +1,6 @@
 import { hostname } from 'node:os'
 import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import {
@@ -76,8 +77,10 @@ export class PlatformEventSubscription {
   readonly #resubscribeKey: string
   #state: SubscriptionState
   #subscriber: PlatformEventSubscriber | undefined
-  #timer: NodeJS.Timeout | undefined
-  #ticking: Promise<void> | undefined
+  /** The streams a resubscription replaced, until they ended: the next one starts only then. */
+  #replaced: Promise<unknown> | undefined
+  #stopping: AbortController | undefined
+  #ticks: Promise<void> | undefined
 
   constructor (private readonly options: EventSubscriptionOptions) {
     const { redis, replay, positions, handOff, handOffConcurrency, leaseTtlMs, log } = options
@@ -117,11 +120,23 @@ export class PlatformEventSubscription {
 
   start (): void {
     if (!this.options.enabled) return
-    const tick = () => {
-      this.#ticking = this.#tick().finally(() => { this.#ticking = undefined })
+    const stopping = new AbortController()
+    this.#stopping = stopping
+    this.#ticks = this.#tickEveryPeriod(stopping.signal)
+  }
+
+  /**
+   * One tick at a time, each a period after the previous one began (at once when that one took
+   * longer): two at once would race, an acquisition answered null clearing the lease another had
+   * just taken. A tick waits on one Redis command only, so that renewals stay a period apart: a
+   * resubscription (its old stream may take a second to end) and the holder's report go on beside.
+   */
+  async #tickEveryPeriod (signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const began = Date.now()
+      await this.#tick()
+      await sleep(Math.max(0, this.renewEveryMs - (Date.now() - began)), undefined, { signal }).catch(() => {})
     }
-    tick()
-    this.#timer = setInterval(tick, this.renewEveryMs)
   }
 
   /**
@@ -129,8 +144,8 @@ export class PlatformEventSubscription {
    * once the lease expires.
    */
   async stop (): Promise<void> {
-    clearInterval(this.#timer)
-    await this.#ticking
+    this.#stopping?.abort()
+    await this.#ticks
     if (this.#subscriber !== undefined) {
       await this.#release()
     }
@@ -142,10 +157,20 @@ export class PlatformEventSubscription {
    * but received nothing are replayed, harmlessly, since the job id is the CRM order id.
    */
   async resubscribe (): Promise<boolean> {
-    if (this.#subscriber === undefined) return false
+    const replaced = this.#subscriber
+    if (replaced === undefined) return false
     this.#replay.replayAllNext()
-    await this.#stopSubscriber('connecting')
-    this.#startSubscriber()
+    // The new stream takes the old one's place at once, so that the renewals go on while the old one
+    // ends (up to its disconnect's bound, after a batch in hand), and starts only then: one stream at a time.
+    const next = this.#newSubscriber()
+    this.#subscriber = next
+    this.#state = 'connecting'
+    const ended = Promise.all([this.#replaced, replaced.stop()])
+    this.#replaced = ended
+    await ended
+    // Stood down or stopped meanwhile: the lease is no longer this instance's.
+    if (this.#subscriber !== next) return false
+    next.start().catch(() => {})
     return true
   }
 
@@ -191,11 +216,10 @@ export class PlatformEventSubscription {
             { channel: ORDER_PROVISION_CHANNEL },
             'platform events: the CRM approved orders that this connected subscription did not deliver; subscribing again from the stored replay position (every retained event when none is stored)'
           )
-          await this.resubscribe()
-          this.options.onResubscribe?.()
+          this.resubscribe().then((done) => { if (done) this.options.onResubscribe?.() }).catch(() => {})
         }
         if (renewal !== 'lost') {
-          await this.#report()
+          this.#report().catch(() => {})
           return
         }
         log.warn(
@@ -213,7 +237,7 @@ export class PlatformEventSubscription {
         )
         this.#replay.holding(token)
         this.#startSubscriber()
-        await this.#report()
+        this.#report().catch(() => {})
       }
     } catch (error) {
       // Without Redis there is no lease, no replay position and no job queue: stand by until it returns.
@@ -225,8 +249,14 @@ export class PlatformEventSubscription {
   }
 
   #startSubscriber (): void {
-    const { crm, apiVersion, log, connectTimeoutMarginMs, backoff } = this.options
+    const subscriber = this.#newSubscriber()
     this.#state = 'connecting'
+    this.#subscriber = subscriber
+    subscriber.start().catch(() => {})
+  }
+
+  #newSubscriber (): PlatformEventSubscriber {
+    const { crm, apiVersion, log, connectTimeoutMarginMs, backoff } = this.options
     const subscriber = new PlatformEventSubscriber({
       crm,
       apiVersion,
@@ -270,15 +300,14 @@ export class PlatformEventSubscription {
       connectTimeoutMarginMs,
       backoff
     })
-    this.#subscriber = subscriber
-    subscriber.start().catch(() => {})
+    return subscriber
   }
 
   async #stopSubscriber (state: SubscriptionState): Promise<void> {
     const subscriber = this.#subscriber
     this.#subscriber = undefined
     this.#state = state
-    await subscriber?.stop()
+    await Promise.all([subscriber?.stop(), this.#replaced])
   }
 
   async #release (): Promise<void> {
