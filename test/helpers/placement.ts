@@ -24,6 +24,8 @@ export interface StoredPlacement {
   crmOrderId: string | null
   status: string
   placement: string | null
+  /** Set while the placement waits for a retry with its key (ORDERS_PLACEMENT_RESUME_S). */
+  resumableUntil: Date | null
 }
 
 /** Every order of the database (a test's own schema), with its placement step. */
@@ -32,7 +34,8 @@ export async function storedPlacements (databaseUrl: string): Promise<StoredPlac
   await client.connect()
   try {
     const { rows } = await client.query<StoredPlacement>(
-      'SELECT id, billing_order_id AS "billingOrderId", crm_order_id AS "crmOrderId", status, placement FROM orders')
+      `SELECT id, billing_order_id AS "billingOrderId", crm_order_id AS "crmOrderId", status, placement,
+         placement_resumable_until AS "resumableUntil" FROM orders`)
     return rows
   } finally {
     await client.end()
@@ -69,7 +72,10 @@ export function placementViolations (sandbox: Sandbox, stored: StoredPlacement[]
     if (invoices.filter((candidate) => candidate.id === billingOrder.invoiceid).length !== 1) violations.push(`billing order ${billingOrder.id} has no single invoice`)
   }
   const unfinished = stored.filter((order) => order.placement !== null && !['placed', 'compensated'].includes(order.placement))
-  for (const order of unfinished) violations.push(`portal order ${order.id} is still ${order.placement}`)
+  for (const order of unfinished) {
+    const kept = order.resumableUntil === null ? '' : ` (kept for a retry with its key until ${order.resumableUntil.toISOString()})`
+    violations.push(`portal order ${order.id} is still ${order.placement}${kept}`)
+  }
   return violations
 }
 
