@@ -34,12 +34,15 @@ export async function benchCachedReadBuilds (): Promise<void> {
   const settings = altEnv()
   if (altBuild === undefined && Object.keys(settings).length === 0) throw new Error('BENCH_ALT_BUILD (the other build\'s dist-dev folder) or BENCH_ALT_ENV (other settings)')
   await ensureDatabase()
-  const sink = settings.OTEL_EXPORTER_OTLP_ENDPOINT === 'sink' ? await startOtlpSink() : undefined
-  if (sink !== undefined) settings.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url
+  // BENCH_BASE_ENV: settings of this build's target too (tracing with another sampler, say), the alt's on top of them.
+  const baseSettings = altEnv('BENCH_BASE_ENV')
+  // One collector for both when both name it (what it received is then both targets' exports).
+  const sinkNamed = [settings, baseSettings].filter((named) => named.OTEL_EXPORTER_OTLP_ENDPOINT === 'sink')
+  const sink = sinkNamed.length > 0 ? await startOtlpSink() : undefined
+  for (const named of sinkNamed) named.OTEL_EXPORTER_OTLP_ENDPOINT = sink!.url
   const keyPrefix = runKeyPrefix('cached-read-ab')
   const client = defaultBillingClients[0]!
-  // BENCH_BASE_ENV: settings of this build's target too (tracing with another sampler, say), the alt's on top of them.
-  const env = serviceEnv({ DATABASE_URL, REDIS_KEY_PREFIX: keyPrefix, RATE_LIMIT_MAX: '1000000000', ...altEnv('BENCH_BASE_ENV') })
+  const env = serviceEnv({ DATABASE_URL, REDIS_KEY_PREFIX: keyPrefix, RATE_LIMIT_MAX: '1000000000', ...baseSettings })
   const builds = [
     { name: 'this build', entry: join(DEV_BUILD, 'dev', 'server.js'), env },
     { name: 'alt', entry: join(altBuild ?? DEV_BUILD, 'dev', 'server.js'), env: { ...env, ...settings } }
@@ -87,7 +90,7 @@ export async function benchCachedReadBuilds (): Promise<void> {
     `GET ${CACHED_PATH}, this build and ${altBuild ?? 'this build'}${Object.keys(settings).length === 0 ? '' : ` with ${process.env.BENCH_ALT_ENV}`} at the same time, ${RATE} req/s each (${CONNECTIONS} connections), ${ROUNDS} rounds of ${SECONDS} s`,
     `  CPU a request: this build ${ours!.toFixed(1)} µs, alt ${alt!.toFixed(1)} µs`,
     `  alt / this build: ${(alt! / ours!).toFixed(3)}, median of rounds ${median(ratios).toFixed(3)}`,
-    ...sink === undefined ? [] : [`  spans exported by alt: ${exported!.exports} OTLP exports, ${(exported!.bytes / 1e6).toFixed(1)} MB`],
+    ...sink === undefined ? [] : [`  spans exported${sinkNamed.length > 1 ? ' by both' : ' by alt'}: ${exported!.exports} OTLP exports, ${(exported!.bytes / 1e6).toFixed(1)} MB`],
     ''
   ].join('\n'))
 }
