@@ -20,8 +20,8 @@ import { OutageLog, type OutageLogger } from './outage-log.js'
 import { samplerOf } from './tracing-sampler.js'
 import { setTracingEnabled } from './tracing.js'
 import {
-  diagnosticLevelOf, listOf, resourceDetectorsOf, tracingSettingWarnings, type DiagnosticLevel, type ExporterName,
-  type ResourceDetectorName
+  batchOptionsOf, diagnosticLevelOf, listOf, resourceDetectorsOf, tracingSettingWarnings, type DiagnosticLevel,
+  type ExporterName, type ResourceDetectorName
 } from './tracing-settings.js'
 
 /*
@@ -246,8 +246,8 @@ export async function startSdk (
   const otlp = exporters.includes('otlp') ? new WatchedExporter(await otlpExporter(protocolOf(env))) : undefined
   const spanProcessors = [
     new RequestSpanStatus(),
-    ...(otlp === undefined ? [] : [new BatchSpanProcessor(otlp)]),
-    ...(exporters.includes('console') ? [new BatchSpanProcessor(new ConsoleSpanExporter())] : [])
+    ...(otlp === undefined ? [] : [new BatchSpanProcessor(otlp, batchOptionsOf(env))]),
+    ...(exporters.includes('console') ? [new BatchSpanProcessor(new ConsoleSpanExporter(), batchOptionsOf(env))] : [])
   ]
   const resource = resourceOf(env, serviceName)
   // OTEL_TRACES_SAMPLER / _ARG (default parentbased_always_on), a parent-based one following links too.

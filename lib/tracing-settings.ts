@@ -74,6 +74,44 @@ export function diagnosticLevelOf (env: NodeJS.ProcessEnv): DiagnosticLevel | un
   return known(DIAGNOSTIC_LEVELS, level) ? level : undefined
 }
 
+/**
+ * The batch span processor's settings of OpenTelemetry's environment specification, and the option
+ * each sets: OpenTelemetry JS's SDK 2 no longer reads them itself. Whole numbers, at least 1.
+ */
+const BATCH_SETTINGS = {
+  OTEL_BSP_SCHEDULE_DELAY: { option: 'scheduledDelayMillis', default: 5000 },
+  OTEL_BSP_EXPORT_TIMEOUT: { option: 'exportTimeoutMillis', default: 30_000 },
+  OTEL_BSP_MAX_QUEUE_SIZE: { option: 'maxQueueSize', default: 2048 },
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: { option: 'maxExportBatchSize', default: 512 }
+} as const
+type BatchSetting = keyof typeof BATCH_SETTINGS
+export type BatchOptions = Partial<Record<typeof BATCH_SETTINGS[BatchSetting]['option'], number>>
+
+function wholeNumberOf (value: string | undefined): number | undefined {
+  const trimmed = value?.trim() ?? ''
+  const number = Number(trimmed)
+  return trimmed !== '' && Number.isSafeInteger(number) && number >= 1 ? number : undefined
+}
+
+/** The batch span processor's options the OTEL_BSP_* settings give; the SDK's defaults for the others. */
+export function batchOptionsOf (env: NodeJS.ProcessEnv): BatchOptions {
+  const options: BatchOptions = {}
+  for (const [setting, { option }] of Object.entries(BATCH_SETTINGS)) {
+    const value = wholeNumberOf(env[setting])
+    if (value !== undefined) options[option] = value
+  }
+  return options
+}
+
+function batchWarnings (env: NodeJS.ProcessEnv): string[] {
+  return Object.entries(BATCH_SETTINGS).flatMap(([setting, { default: used }]) => {
+    const value = env[setting]?.trim() ?? ''
+    return value === '' || wholeNumberOf(value) !== undefined
+      ? []
+      : [`${setting}: "${value}" is not a whole number of at least 1; ${used} is used`]
+  })
+}
+
 function unknownIn (setting: string, value: string | undefined, names: readonly string[], used: string): string[] {
   const unknown = listOf(value).filter((name) => !names.includes(name))
   return unknown.length === 0 ? [] : [`${setting}: ${unknown.map((name) => `"${name}"`).join(', ')} is not one of ${names.join(', ')}; ${used}`]
@@ -108,5 +146,6 @@ export function tracingSettingWarnings (env: NodeJS.ProcessEnv): string[] {
   }
   const level = env.OTEL_LOG_LEVEL?.trim() ?? ''
   if (level !== '' && diagnosticLevelOf(env) === undefined) warnings.push(`OTEL_LOG_LEVEL: "${level}" is not one of ${DIAGNOSTIC_LEVELS.join(', ')}; no diagnostics are logged`)
+  warnings.push(...batchWarnings(env))
   return warnings
 }

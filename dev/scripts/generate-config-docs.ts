@@ -130,7 +130,9 @@ export const OPENTELEMETRY_SETTINGS: ReadonlyArray<{ name: string, default: stri
   { name: 'OTEL_PROPAGATORS', default: '`tracecontext,baggage`', description: 'how a trace is read from a request and sent on to the upstreams: `tracecontext` (W3C `traceparent` and `tracestate`), `baggage` (W3C `baggage`), or `none`' },
   { name: 'OTEL_SDK_DISABLED', default: '`false`', description: '`true` turns tracing off whatever the endpoint' },
   { name: 'OTEL_BSP_SCHEDULE_DELAY', default: '`5000`', description: 'how often in ms the spans held are exported' },
-  { name: 'OTEL_BSP_MAX_QUEUE_SIZE', default: '`2048`', description: 'spans held for export at most; past it new spans are dropped rather than slow a request' }
+  { name: 'OTEL_BSP_MAX_QUEUE_SIZE', default: '`2048`', description: 'spans held for export at most; past it new spans are dropped rather than slow a request' },
+  { name: 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', default: '`512`', description: 'spans in one export at most: a batch this large is exported at once, before the delay' },
+  { name: 'OTEL_BSP_EXPORT_TIMEOUT', default: '`30000`', description: 'bound in ms on the export of one batch' }
 ]
 
 /**

@@ -4,7 +4,7 @@ import { ROOT_CONTEXT, SpanKind, TraceFlags, type Link } from '@opentelemetry/ap
 import { SamplingDecision, type Sampler } from '@opentelemetry/sdk-trace-node'
 import { samplerOf } from '../../lib/tracing-sampler.js'
 import { propagatorOf, resourceOf } from '../../lib/tracing-sdk.js'
-import { tracingSettingWarnings } from '../../lib/tracing-settings.js'
+import { batchOptionsOf, tracingSettingWarnings } from '../../lib/tracing-settings.js'
 
 t.test('OTEL_PROPAGATORS chooses what carries a trace: W3C trace context and baggage by default', async (t) => {
   t.same(propagatorOf({})?.fields().sort(), ['baggage', 'traceparent', 'tracestate'])
@@ -20,6 +20,20 @@ t.test('an OTEL_* value the SDK would pass over silently is a warning naming the
   t.match(tracingSettingWarnings({ OTEL_TRACES_EXPORTER: 'jaeger' }), [/^OTEL_TRACES_EXPORTER: "jaeger" is not one of otlp, console, none/])
   t.match(tracingSettingWarnings({ OTEL_PROPAGATORS: 'tracecontext,b3' }), [/^OTEL_PROPAGATORS: "b3" is not one of tracecontext, baggage, none/])
   t.match(tracingSettingWarnings({ OTEL_LOG_LEVEL: 'loud' }), [/^OTEL_LOG_LEVEL: "loud" is not one of/])
+  t.same(tracingSettingWarnings({ OTEL_BSP_SCHEDULE_DELAY: '200', OTEL_BSP_MAX_QUEUE_SIZE: '4096', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '256', OTEL_BSP_EXPORT_TIMEOUT: '1000' }), [], 'valid batch settings: none')
+  t.same(tracingSettingWarnings({ OTEL_BSP_SCHEDULE_DELAY: 'soon', OTEL_BSP_MAX_QUEUE_SIZE: '0' }), [
+    'OTEL_BSP_SCHEDULE_DELAY: "soon" is not a whole number of at least 1; 5000 is used',
+    'OTEL_BSP_MAX_QUEUE_SIZE: "0" is not a whole number of at least 1; 2048 is used'
+  ])
+})
+
+t.test('the OTEL_BSP_* settings reach the batch span processor, which no longer reads them itself', async (t) => {
+  t.same(batchOptionsOf({}), {}, 'unset: the SDK\'s defaults')
+  t.same(
+    batchOptionsOf({ OTEL_BSP_SCHEDULE_DELAY: '200', OTEL_BSP_EXPORT_TIMEOUT: ' 1000 ', OTEL_BSP_MAX_QUEUE_SIZE: '4096', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '256' }),
+    { scheduledDelayMillis: 200, exportTimeoutMillis: 1000, maxQueueSize: 4096, maxExportBatchSize: 256 }
+  )
+  t.same(batchOptionsOf({ OTEL_BSP_SCHEDULE_DELAY: '1.5', OTEL_BSP_MAX_QUEUE_SIZE: '-1' }), {}, 'a value that is not a whole number of at least 1: the default')
 })
 
 t.test('a parent-based sampler keeps a span without a parent exactly when the span it links to was kept', async (t) => {
