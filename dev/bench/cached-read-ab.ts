@@ -90,7 +90,7 @@ export async function benchCachedReadBuilds (): Promise<void> {
     `GET ${CACHED_PATH}, this build and ${altBuild ?? 'this build'}${Object.keys(settings).length === 0 ? '' : ` with ${process.env.BENCH_ALT_ENV}`} at the same time, ${RATE} req/s each (${CONNECTIONS} connections), ${ROUNDS} rounds of ${SECONDS} s`,
     `  CPU a request: this build ${ours!.toFixed(1)} µs, alt ${alt!.toFixed(1)} µs`,
     `  alt / this build: ${(alt! / ours!).toFixed(3)}, median of rounds ${median(ratios).toFixed(3)}`,
-    ...sink === undefined ? [] : [`  spans exported${sinkNamed.length > 1 ? ' by both' : ' by alt'}: ${exported!.exports} OTLP exports, ${(exported!.bytes / 1e6).toFixed(1)} MB`],
+    ...sink === undefined ? [] : [`  spans exported${sinkNamed.includes(baseSettings) ? ' by both' : ' by alt'}: ${exported!.exports} OTLP exports, ${(exported!.bytes / 1e6).toFixed(1)} MB`],
     ''
   ].join('\n'))
 }
