@@ -1,14 +1,9 @@
 import { hostname } from 'node:os'
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
 import {
   PlatformEventSubscriber, type SubscriberState, type SubscriberStats
 } from '../../../integrations/crm/bayeux.js'
-import type { PlatformEventMessage } from '../../../integrations/crm/bayeux-protocol.js'
-import type { CrmClient } from '../../../integrations/crm/client.js'
-import type { ReplayPositions } from './replay-positions.js'
 import {
   HolderReports, subscriptionHealth, type HolderReport, type HolderView, type SubscriptionHealth,
   type SubscriptionState, type SubscriptionStats
@@ -16,6 +11,7 @@ import {
 import { LeaseLost, SubscriptionReplay } from './replay.js'
 import { SubscriptionLease } from './lease.js'
 import { subscriptionKeys } from '../redis-keys.js'
+import type { EventSubscriptionOptions } from './subscription-options.js'
 
 export const ORDER_PROVISION_CHANNEL = '/event/OrderProvisionRequested__e'
 
@@ -28,27 +24,6 @@ const NO_STREAM: Omit<SubscriberStats, 'state'> = {
   dropped: 0,
   replaySupported: null,
   lastError: null
-}
-
-export interface EventSubscriptionOptions {
-  enabled: boolean
-  replay: 'ALL' | 'LATEST' | undefined
-  redis: Redis
-  /** The replay position's copy that outlives Redis. */
-  positions: Pick<ReplayPositions, 'read' | 'advance' | 'forget'>
-  keyPrefix: string
-  crm: CrmClient
-  apiVersion: string
-  leaseTtlMs: number
-  connectTimeoutMarginMs: number
-  /** Durably hands one event over (stored order, queued job); the replay position moves past it only after. */
-  handOff: (event: PlatformEventMessage) => Promise<void>
-  /** Events of a batch handed off at once (each reads its order from the CRM). */
-  handOffConcurrency: number
-  /** This instance, the holder, subscribed again as another instance (or itself) asked. */
-  onResubscribe?: () => void
-  log: FastifyBaseLogger
-  backoff?: { initialMs?: number, maxMs?: number }
 }
 
 function localState (state: SubscriberState): SubscriptionState {
