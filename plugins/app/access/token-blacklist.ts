@@ -75,12 +75,9 @@ export class TokenBlacklist {
     try {
       const epoch = await commands.storeRevocation(redis, this.#key(jti), this.#epochKey, expiresAtSeconds, number)
       if (epoch !== null) this.#saw(epoch)
-      this.#available = true
-      this.#outage.recovered()
+      this.#answered()
     } catch (error) {
-      this.#available = false
-      this.#outage.error(error)
-      throw new AuthUnavailableError({ cause: error })
+      this.#unavailable(error, true)
     }
     await redis.publish(announcements, jti).catch((error: unknown) => {
       log.warn({ err: error }, 'revocation stored but not announced: open SSE streams of the token end at its expiry')
@@ -151,8 +148,7 @@ export class TokenBlacklist {
     closed: boolean,
     refillsBefore: number
   ): boolean | Promise<boolean> {
-    this.#available = true
-    this.#outage.recovered()
+    this.#answered()
     if (revoked !== null) return true
     if (epoch !== null && this.#floorRead && Number(epoch) >= this.#epoch) {
       this.#epoch = Number(epoch)
@@ -206,12 +202,9 @@ export class TokenBlacklist {
     if (!this.options.failClosed) return
     try {
       await this.options.redis.ping()
-      this.#available = true
-      this.#outage.recovered()
+      this.#answered()
     } catch (error) {
-      this.#available = false
-      this.#outage.error(error)
-      throw new AuthUnavailableError({ cause: error })
+      this.#unavailable(error, true)
     }
   }
 
@@ -223,6 +216,13 @@ export class TokenBlacklist {
     }
   }
 
+  /** Redis answered: an outage it was in is over. */
+  #answered (): void {
+    this.#available = true
+    this.#outage.recovered()
+  }
+
+  /** Redis failed: fails closed (AUTH_UNAVAILABLE) when told to or when `closed`, else counts an open decision. */
   #unavailable (error: unknown, closed = false): false {
     this.#available = false
     this.#outage.error(error)
