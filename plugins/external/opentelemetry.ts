@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
-import type { FastifyError, FastifyInstance, FastifyRequest, onErrorAsyncHookHandler } from 'fastify'
+import type { FastifyError, FastifyInstance, onErrorAsyncHookHandler } from 'fastify'
 import { SpanStatusCode } from '@opentelemetry/api'
-import { keepSpanOf, tracingEnabled, type Span } from '../../lib/tracing.js'
+import { keepSpanOf, spanOfWork, tracingEnabled } from '../../lib/tracing.js'
 import { traceCommands } from '../../lib/redis-tracing.js'
 
 /** The request span's attribute naming the request's correlation id, as its log lines do. */
@@ -35,7 +35,6 @@ export function failureOfRequest (error: FastifyError & { failure?: unknown }): 
 async function opentelemetry (fastify: FastifyInstance) {
   if (!tracingEnabled()) return
   const { FastifyOtelInstrumentation } = await import('@fastify/otel')
-  const requestSpans = new WeakMap<FastifyRequest, Span>()
   const instrumentation = new FastifyOtelInstrumentation({
     // A span for the request alone: its upstream calls, queue waits and commands are its children.
     instrumentHooks: false,
@@ -49,7 +48,6 @@ async function opentelemetry (fastify: FastifyInstance) {
       span.updateName(`${request.method} ${request.routeOptions.url ?? 'unknown route'}`)
       span.setAttribute(CORRELATION_ATTRIBUTE, request.id)
       keepSpanOf(request, span)
-      requestSpans.set(request, span)
     }
   })
   await fastify.register(instrumentation.plugin())
@@ -57,7 +55,7 @@ async function opentelemetry (fastify: FastifyInstance) {
   // last to each route: this one goes after it. It runs before the error handler, so a 4xx is
   // marked too, and its status unset as the span ends (lib/tracing-sdk.ts).
   const describeFailure: onErrorAsyncHookHandler = async (request, _reply, error) => {
-    requestSpans.get(request)?.setStatus({ code: SpanStatusCode.ERROR, message: failureOfRequest(error) })
+    spanOfWork(request)?.setStatus({ code: SpanStatusCode.ERROR, message: failureOfRequest(error) })
   }
   fastify.addHook('onRoute', (route) => {
     route.onError = [...[route.onError ?? []].flat(), describeFailure]
