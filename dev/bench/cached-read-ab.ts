@@ -3,7 +3,7 @@ import autocannon from 'autocannon'
 import { Redis } from 'ioredis'
 import { defaultBillingClients } from '../sandbox/index.js'
 import { DEV_BUILD, type ServiceProcess } from '../tools/service-process.js'
-import { DATABASE_URL, REDIS_URL, altEnv, cpuTime, deleteKeys, ensureDatabase, median, runKeyPrefix, serviceEnv, startQuiet, stop, withServers } from './common.js'
+import { DATABASE_URL, REDIS_URL, STEADY_WARM_UP_SECONDS, altEnv, cpuTime, deleteKeys, ensureDatabase, median, runKeyPrefix, serviceEnv, startQuiet, stop, withServers } from './common.js'
 import { CACHED_PATH, cachedPageKey, writtenEntry } from './cached-read.js'
 import { login } from './invoices.js'
 import { startOtlpSink, type OtlpSink } from './otlp-sink.js'
@@ -12,8 +12,7 @@ const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 4)
 // Requests a second to each build: below what the machine serves, so both serve the same load.
 const RATE = Number(process.env.BENCH_AB_RATE ?? 600)
 const SECONDS = Number(process.env.BENCH_AB_SECONDS ?? 12)
-const CONNECTIONS = 20
-const WARM_UP_SECONDS = 2
+const CONNECTIONS = Number(process.env.BENCH_AB_CONNECTIONS ?? 20)
 const ENTRY_TTL_SECONDS = 600
 
 /** CPU time of a process between two readings, µs. */
@@ -66,7 +65,7 @@ export async function benchCachedReadBuilds (): Promise<void> {
         for (const build of round % 2 === 1 ? builds : [...builds].reverse()) servers[builds.indexOf(build)] = await start({ entry: build.entry, env: build.env })
         const load = (server: ServiceProcess, duration: number) =>
           autocannon({ url: `${server.url}${CACHED_PATH}`, headers: { authorization }, connections: CONNECTIONS, duration, overallRate: RATE })
-        await Promise.all(servers.map((server) => load(server, WARM_UP_SECONDS)))
+        await Promise.all(servers.map((server) => load(server, STEADY_WARM_UP_SECONDS)))
         const before = await Promise.all(servers.map((server) => cpuTime(server.child.pid!)))
         const results = await Promise.all(servers.map((server) => load(server, SECONDS)))
         const cpu = await Promise.all(servers.map((server, i) => cpuSince(server.child.pid!, before[i]!)))
@@ -87,7 +86,7 @@ export async function benchCachedReadBuilds (): Promise<void> {
   const [ours, alt] = totals.map(({ cpu, requests }) => cpu / requests)
   process.stdout.write([
     '',
-    `GET ${CACHED_PATH}, this build and ${altBuild ?? 'this build'}${Object.keys(settings).length === 0 ? '' : ` with ${process.env.BENCH_ALT_ENV}`} at the same time, ${RATE} req/s each (${CONNECTIONS} connections), ${ROUNDS} rounds of ${SECONDS} s`,
+    `GET ${CACHED_PATH}, this build and ${altBuild ?? 'this build'}${Object.keys(settings).length === 0 ? '' : ` with ${process.env.BENCH_ALT_ENV}`} at the same time, ${RATE} req/s each (${CONNECTIONS} connections), ${ROUNDS} rounds of ${SECONDS} s after ${STEADY_WARM_UP_SECONDS} s of warm-up`,
     `  CPU a request: this build ${ours!.toFixed(1)} µs, alt ${alt!.toFixed(1)} µs`,
     `  alt / this build: ${(alt! / ours!).toFixed(3)}, median of rounds ${median(ratios).toFixed(3)}`,
     ...sink === undefined ? [] : [`  spans exported${sinkNamed.includes(baseSettings) ? ' by both' : ' by alt'}: ${exported!.exports} OTLP exports, ${(exported!.bytes / 1e6).toFixed(1)} MB`],

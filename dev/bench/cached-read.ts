@@ -8,7 +8,7 @@ import { defaultBillingClients } from '../sandbox/index.js'
 import { DEV_BUILD, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
 import {
   CONNECTIONS, DATABASE_URL, REDIS_URL, ROUNDS, SECONDS,
-  cpuTime, deleteKeys, ensureDatabase, freePort, failures, load, median, peakRssMb, rate, runKeyPrefix, serviceEnv, startQuiet, stop, withServers, type CpuTime, type Measure, ALT_NODE, altEnv
+  cpuTime, threadCpuTimes, STEADY_WARM_UP_SECONDS, deleteKeys, ensureDatabase, freePort, failures, load, median, peakRssMb, rate, runKeyPrefix, serviceEnv, startQuiet, stop, withServers, type CpuTime, type Measure, ALT_NODE, altEnv
 } from './common.js'
 import { login } from './invoices.js'
 import { formatProfiles, profileDirectory, profileUnderLoad, type Profiled } from './profile.js'
@@ -17,7 +17,6 @@ import { servicesCachePrefix } from '../../plugins/app/redis-keys.js'
 
 // Fresh processes every round, as in the health suite: one process's luck lasts its whole life.
 const ROUNDS_OF_READS = Number(process.env.BENCH_CACHED_READ_ROUNDS ?? Math.max(ROUNDS, 6))
-const WARM_UP_SECONDS = 2
 const PAGE = 1
 const LIMIT = 10
 export const CACHED_PATH = `/api/invoices?page=${PAGE}&limit=${LIMIT}`
@@ -32,9 +31,19 @@ const ALT_ENV = altEnv()
 const OTLP_SINK = ALT_ENV.OTEL_EXPORTER_OTLP_ENDPOINT === 'sink'
 
 /** A measured load, with the CPU time the server used meanwhile. */
-export interface Run extends Measure { cpu: CpuTime }
+export interface Run extends Measure {
+  cpu: CpuTime
+  /** The CPU time of each kind of thread meanwhile (see threadCpuTimes). */
+  threads: Map<string, CpuTime>
+}
 
 const cpuOfRun = (run: Run) => (run.cpu.user + run.cpu.system) / run.requests
+// BENCH_THREADS=1: each round's CPU a request by kind of thread too (the main thread's, the garbage collector's...).
+const THREADS = process.env.BENCH_THREADS === '1'
+const threadsOfRun = (run: Run) => [...run.threads].map(([name, { user, system }]) => ({ name, user, system }))
+  .filter(({ user, system }) => user + system > 0).sort((a, b) => b.user + b.system - a.user - a.system)
+  .map(({ name, user, system }) => `${name} ${((user + system) / run.requests).toFixed(1)} (kernel ${(system / run.requests).toFixed(1)})`)
+  .join(', ')
 
 interface Target {
   name: string
@@ -50,10 +59,15 @@ export function lastRound (targets: Array<{ name: string, measures: Measure[] }>
 
 /** A load of the server, with the CPU time it used meanwhile. */
 export async function measuredLoad (server: ServiceProcess, options: autocannon.Options): Promise<Run> {
-  const before = await cpuTime(server.child.pid!)
+  const pid = server.child.pid!
+  const [before, threadsBefore] = [await cpuTime(pid), await threadCpuTimes(pid)]
   const measure = await load(options)
-  const after = await cpuTime(server.child.pid!)
-  return { ...measure, cpu: { user: after.user - before.user, system: after.system - before.system } }
+  const [after, threadsAfter] = [await cpuTime(pid), await threadCpuTimes(pid)]
+  const threads = new Map([...threadsAfter].map(([name, used]) => {
+    const before = threadsBefore.get(name) ?? { user: 0, system: 0 }
+    return [name, { user: used.user - before.user, system: used.system - before.system }]
+  }))
+  return { ...measure, cpu: { user: after.user - before.user, system: after.system - before.system }, threads }
 }
 
 export interface CacheReads { hits: number, misses: number }
@@ -140,7 +154,7 @@ export async function benchCachedRead (): Promise<void> {
           const answered = await body(server, authorization)
           if (!isDeepStrictEqual(answered, expected)) throw new Error(`${target.name} answers ${JSON.stringify(answered)}, not the service's ${JSON.stringify(expected)}`)
           const url = `${server.url}${CACHED_PATH}`
-          await load({ url, headers: { authorization }, duration: WARM_UP_SECONDS })
+          await load({ url, headers: { authorization }, duration: STEADY_WARM_UP_SECONDS })
           const before = target !== minimal ? await cacheReads(server) : undefined
           target.measures.push(await measuredLoad(server, { url, headers: { authorization } }))
           if (before !== undefined) {
@@ -152,6 +166,7 @@ export async function benchCachedRead (): Promise<void> {
         }
         const cpuOfRound = targets.map(({ name, measures }) => `${name} ${cpuOfRun(measures.at(-1)!).toFixed(1)}`).join(', ')
         process.stdout.write(`round ${round}: ${lastRound(targets)}; CPU a request (µs): ${cpuOfRound}\n`)
+        if (THREADS) process.stdout.write(`  by thread (µs a request): ${targets.map(({ name, measures }) => `${name}: ${threadsOfRun(measures.at(-1)!)}`).join('; ')}\n`)
       }
       if (PROFILE) {
         const directory = profileDirectory('cached-read')
@@ -178,7 +193,7 @@ export async function benchCachedRead (): Promise<void> {
     `${rate(target.measures).toFixed(0)} req/s, p99 ${p99(target).toFixed(0)} ms (median of rounds), CPU ${cpu(target).toFixed(1)} µs a request, peak RSS ${target.peakRssMb.toFixed(0)} MB (non-2xx or errors: ${failures(target.measures)})`
   process.stdout.write([
     '',
-    `GET ${CACHED_PATH} as billing client ${client.id}, ${CONNECTIONS} connections, ${ROUNDS_OF_READS} rounds of ${SECONDS} s, each target a fresh process every round`,
+    `GET ${CACHED_PATH} as billing client ${client.id}, ${CONNECTIONS} connections, ${ROUNDS_OF_READS} rounds of ${SECONDS} s after ${STEADY_WARM_UP_SECONDS} s of warm-up, each target a fresh process every round`,
     '  every request a cache hit: the entry the service wrote is put back before each target\'s round',
     '  service: logging at info (a line per request), rate limit counted in Redis (never reached); minimal: logger off, no limit',
     `  service (services cache):          ${summary(service)}`,

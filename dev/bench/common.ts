@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { readFile } from 'node:fs/promises'
+import { readdir, readFile } from 'node:fs/promises'
 import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
@@ -11,6 +11,13 @@ import { lastOutput, runServer, startService, type RunOptions, type ServiceProce
 export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100)
 export const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 export const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+/**
+ * The load before a cached read's measure, in seconds: a fresh process compiles its hot code in
+ * its first seconds, on V8's worker threads, which a measure from the second second counts as the
+ * requests' CPU (the service's worker threads: 41 µs a request from the 2nd to the 7th second, 17-19
+ * from the 10th; more code, as tracing's, more so). A service runs for days: the steady state is its cost.
+ */
+export const STEADY_WARM_UP_SECONDS = Number(process.env.BENCH_WARM_UP_SECONDS ?? 10)
 export const POSTGRES = { host: '127.0.0.1', port: 5432 }
 /** The database of the suites that start the service as its own process. */
 export const DATABASE = 'portal_bff_bench'
@@ -109,6 +116,27 @@ export async function cpuTime (pid: number): Promise<CpuTime> {
   // The fields after the command name, which is in parentheses and may hold spaces.
   const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ')
   return { user: Number(fields[11]) * MICROSECONDS_A_TICK, system: Number(fields[12]) * MICROSECONDS_A_TICK }
+}
+
+/**
+ * CPU time of each of a process's threads so far, summed by thread name (`MainThread`, `V8Worker`
+ * the garbage collector's and compiler's helpers, `libuv-worker` the pool): where the process's
+ * total went, and how much of it was the kernel's work for it.
+ */
+export async function threadCpuTimes (pid: number): Promise<Map<string, CpuTime>> {
+  const times = new Map<string, CpuTime>()
+  for (const task of await readdir(`/proc/${pid}/task`)) {
+    const stat = await readFile(`/proc/${pid}/task/${task}/stat`, 'utf8').catch(() => undefined)
+    if (stat === undefined) continue
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+    const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ')
+    const sum = times.get(name) ?? { user: 0, system: 0 }
+    times.set(name, {
+      user: sum.user + Number(fields[11]) * MICROSECONDS_A_TICK,
+      system: sum.system + Number(fields[12]) * MICROSECONDS_A_TICK
+    })
+  }
+  return times
 }
 
 /** Resident set size (VmRSS) of a running process now, in bytes. */
