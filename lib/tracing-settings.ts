@@ -75,8 +75,9 @@ export function diagnosticLevelOf (env: NodeJS.ProcessEnv): DiagnosticLevel | un
 }
 
 /**
- * The batch span processor's settings of OpenTelemetry's environment specification, and the option
- * each sets: OpenTelemetry JS's SDK 2 no longer reads them itself. Whole numbers, at least 1.
+ * The batch span processor's settings of OpenTelemetry's environment specification, the option each
+ * sets, and its default. Whole numbers, at least 1: the SDK's processor reads them itself but takes
+ * any number, so that a queue size of 0 would drop every span.
  */
 const BATCH_SETTINGS = {
   OTEL_BSP_SCHEDULE_DELAY: { option: 'scheduledDelayMillis', default: 5000 },
@@ -93,14 +94,13 @@ function wholeNumberOf (value: string | undefined): number | undefined {
   return trimmed !== '' && Number.isSafeInteger(number) && number >= 1 ? number : undefined
 }
 
-/** The batch span processor's options the OTEL_BSP_* settings give; the SDK's defaults for the others. */
-export function batchOptionsOf (env: NodeJS.ProcessEnv): BatchOptions {
-  const options: BatchOptions = {}
-  for (const [setting, { option }] of Object.entries(BATCH_SETTINGS)) {
-    const value = wholeNumberOf(env[setting])
-    if (value !== undefined) options[option] = value
-  }
-  return options
+/**
+ * Every option of the batch span processor: the OTEL_BSP_* setting's value, or the default for one
+ * unset or invalid (a warning at start says so). All given, the processor reads none from the environment.
+ */
+export function batchOptionsOf (env: NodeJS.ProcessEnv): Required<BatchOptions> {
+  return Object.fromEntries(Object.entries(BATCH_SETTINGS).map(([setting, { option, default: used }]) =>
+    [option, wholeNumberOf(env[setting]) ?? used])) as Required<BatchOptions>
 }
 
 function batchWarnings (env: NodeJS.ProcessEnv): string[] {

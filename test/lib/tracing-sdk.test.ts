@@ -27,13 +27,14 @@ t.test('an OTEL_* value the SDK would pass over silently is a warning naming the
   ])
 })
 
-t.test('the OTEL_BSP_* settings reach the batch span processor, which no longer reads them itself', async (t) => {
-  t.same(batchOptionsOf({}), {}, 'unset: the SDK\'s defaults')
+t.test('the OTEL_BSP_* settings give every option of the batch span processor, the default for one unset or invalid', async (t) => {
+  const defaults = { scheduledDelayMillis: 5000, exportTimeoutMillis: 30_000, maxQueueSize: 2048, maxExportBatchSize: 512 }
+  t.same(batchOptionsOf({}), defaults, 'unset: the defaults')
   t.same(
     batchOptionsOf({ OTEL_BSP_SCHEDULE_DELAY: '200', OTEL_BSP_EXPORT_TIMEOUT: ' 1000 ', OTEL_BSP_MAX_QUEUE_SIZE: '4096', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '256' }),
     { scheduledDelayMillis: 200, exportTimeoutMillis: 1000, maxQueueSize: 4096, maxExportBatchSize: 256 }
   )
-  t.same(batchOptionsOf({ OTEL_BSP_SCHEDULE_DELAY: '1.5', OTEL_BSP_MAX_QUEUE_SIZE: '-1' }), {}, 'a value that is not a whole number of at least 1: the default')
+  t.same(batchOptionsOf({ OTEL_BSP_SCHEDULE_DELAY: '1.5', OTEL_BSP_MAX_QUEUE_SIZE: '0', OTEL_BSP_EXPORT_TIMEOUT: '-1' }), defaults, 'not a whole number of at least 1: the default, as the warning says')
 })
 
 t.test('a parent-based sampler keeps a span without a parent exactly when the span it links to was kept', async (t) => {
