@@ -7,12 +7,16 @@ import { DATABASE_URL, REDIS_URL, STEADY_WARM_UP_SECONDS, altEnv, cpuTime, delet
 import { CACHED_PATH, cachedPageKey, writtenEntry } from './cached-read.js'
 import { login } from './invoices.js'
 import { startOtlpSink, type OtlpSink } from './otlp-sink.js'
+import { formatProfiles, monotonicMicroseconds, profileDirectory, profiling, readProfile, type Profiled } from './profile.js'
+import { mergeSummaries } from './cpuprofile-summary.js'
 
 const ROUNDS = Number(process.env.BENCH_AB_ROUNDS ?? 4)
 // Requests a second to each build: below what the machine serves, so both serve the same load.
 const RATE = Number(process.env.BENCH_AB_RATE ?? 600)
 const SECONDS = Number(process.env.BENCH_AB_SECONDS ?? 12)
 const CONNECTIONS = Number(process.env.BENCH_AB_CONNECTIONS ?? 20)
+// BENCH_AB_PROFILE=1: both under V8's CPU profiler too, and where the alt's CPU goes, in the same rounds.
+const PROFILE = process.env.BENCH_AB_PROFILE === '1'
 const ENTRY_TTL_SECONDS = 600
 
 /** CPU time of a process between two readings, µs. */
@@ -49,6 +53,8 @@ export async function benchCachedReadBuilds (): Promise<void> {
   const redis = new Redis(REDIS_URL)
   const totals = builds.map(() => ({ cpu: 0, requests: 0 }))
   const ratios: number[] = []
+  const profilesDirectory = profileDirectory('cached-read-ab')
+  const profiled: Profiled[][] = []
   let exported: ReturnType<OtlpSink['received']> | undefined
   try {
     await withServers(async (start) => {
@@ -61,13 +67,19 @@ export async function benchCachedReadBuilds (): Promise<void> {
       for (let round = 1; round <= ROUNDS; round++) {
         await redis.set(key, cached, 'EX', ENTRY_TTL_SECONDS)
         const servers: ServiceProcess[] = []
+        const profiles = builds.map(({ name }) => join(profilesDirectory, `${name.replaceAll(/[^a-z0-9-]+/gi, '-')}-${round}`))
         // Started in turn in either order, as a process started first may find the machine quieter.
-        for (const build of round % 2 === 1 ? builds : [...builds].reverse()) servers[builds.indexOf(build)] = await start({ entry: build.entry, env: build.env })
+        for (const build of round % 2 === 1 ? builds : [...builds].reverse()) {
+          const i = builds.indexOf(build)
+          servers[i] = await start({ entry: build.entry, env: build.env, execArgv: PROFILE ? await profiling(profiles[i]!) : [] })
+        }
         const load = (server: ServiceProcess, duration: number) =>
           autocannon({ url: `${server.url}${CACHED_PATH}`, headers: { authorization }, connections: CONNECTIONS, duration, overallRate: RATE })
         await Promise.all(servers.map((server) => load(server, STEADY_WARM_UP_SECONDS)))
         const before = await Promise.all(servers.map((server) => cpuTime(server.child.pid!)))
+        const from = monotonicMicroseconds()
         const results = await Promise.all(servers.map((server) => load(server, SECONDS)))
+        const to = monotonicMicroseconds()
         const cpu = await Promise.all(servers.map((server, i) => cpuSince(server.child.pid!, before[i]!)))
         if (results.some((result) => result.non2xx + result.errors > 0)) throw new Error(`round ${round}: non-2xx answers or errors`)
         const perRequest = results.map((result, i) => cpu[i]! / result.requests.total)
@@ -75,6 +87,9 @@ export async function benchCachedReadBuilds (): Promise<void> {
         ratios.push(perRequest[1]! / perRequest[0]!)
         process.stdout.write(`round ${round}: ${builds.map(({ name }, i) => `${name} ${perRequest[i]!.toFixed(1)} µs a request (${results[i]!.requests.total} requests)`).join(', ')}, alt / this build ${ratios.at(-1)!.toFixed(3)}\n`)
         await Promise.all(servers.map(stop))
+        if (PROFILE) {
+          profiled.push(await Promise.all(builds.map(async ({ name }, i) => await readProfile(name, profiles[i]!, { from, to }, results[i]!.requests.total))))
+        }
       }
     }, startQuiet)
   } finally {
@@ -92,4 +107,14 @@ export async function benchCachedReadBuilds (): Promise<void> {
     ...sink === undefined ? [] : [`  spans exported${sinkNamed.includes(baseSettings) ? ' by both' : ' by alt'}: ${exported!.exports} OTLP exports, ${(exported!.bytes / 1e6).toFixed(1)} MB`],
     ''
   ].join('\n'))
+  if (PROFILE) {
+    // Every round's samples together: the two met the same machine in each.
+    const [ours, theirs] = builds.map(({ name }, i): Profiled => ({
+      name,
+      summary: mergeSummaries(profiled.map((round) => round[i]!.summary)),
+      requests: profiled.reduce((sum, round) => sum + round[i]!.requests, 0),
+      file: profilesDirectory
+    }))
+    process.stdout.write(`\nV8's CPU profiles of the measured loads, ${profiled.length} rounds\n\n${formatProfiles([ours!, theirs!], [[theirs!, ours!]])}`)
+  }
 }

@@ -85,6 +85,26 @@ export function summarise (profile: CpuProfile, window: { from?: number, to?: nu
   }
 }
 
+/** Several summaries as one, as if one profile had taken all their samples (rounds of one target). */
+export function mergeSummaries (summaries: ProfileSummary[]): ProfileSummary {
+  const functions = new Map<string, SelfTime>()
+  const areas = new Map<string, number>()
+  for (const summary of summaries) {
+    for (const { name, area, microseconds } of summary.functions) {
+      const entry = functions.get(name) ?? { name, area, microseconds: 0 }
+      entry.microseconds += microseconds
+      functions.set(name, entry)
+    }
+    for (const { area, microseconds } of summary.areas) areas.set(area, (areas.get(area) ?? 0) + microseconds)
+  }
+  return {
+    totalMicroseconds: summaries.reduce((sum, summary) => sum + summary.totalMicroseconds, 0),
+    idleMicroseconds: summaries.reduce((sum, summary) => sum + summary.idleMicroseconds, 0),
+    functions: [...functions.values()].sort((a, b) => b.microseconds - a.microseconds),
+    areas: [...areas].map(([area, microseconds]) => ({ area, microseconds })).sort((a, b) => b.microseconds - a.microseconds)
+  }
+}
+
 /** The summary as text: `top` functions and the areas, in µs per request when `requests` is given, and in percent of the busy time. */
 export function formatSummary (summary: ProfileSummary, top: number, requests?: number): string {
   const busy = summary.totalMicroseconds - summary.idleMicroseconds

@@ -3,10 +3,9 @@ import { join } from 'node:path'
 import type autocannon from 'autocannon'
 import { projectRoot } from '../../lib/project-root.js'
 import { DEV_BUILD, type RunOptions, type ServiceProcess } from '../tools/service-process.js'
-import { DATABASE_URL, SECONDS, deleteKeys, ensureDatabase, load, runKeyPrefix, serviceEnv, startQuiet, stop, withServers } from './common.js'
+import { DATABASE_URL, SECONDS, STEADY_WARM_UP_SECONDS, deleteKeys, ensureDatabase, load, runKeyPrefix, serviceEnv, startQuiet, stop, withServers } from './common.js'
 import { formatSummary, summarise, type CpuProfile, type ProfileSummary } from './cpuprofile-summary.js'
 
-const WARM_UP_SECONDS = 2
 const TOP_FUNCTIONS = Number(process.env.BENCH_PROFILE_TOP ?? 25)
 // V8 samples every 1 ms by default: a few thousand samples in a run is little for functions of a few µs.
 const SAMPLING_INTERVAL_US = 250
@@ -16,7 +15,7 @@ const ALT_BUILD = process.env.BENCH_ALT_BUILD
 export interface Profiled { name: string, summary: ProfileSummary, requests: number, file: string }
 
 /** The system's monotonic clock in µs: the clock of V8's profiles, in any process. */
-function monotonicMicroseconds (): number {
+export function monotonicMicroseconds (): number {
   return Number(process.hrtime.bigint() / 1000n)
 }
 
@@ -32,21 +31,31 @@ export async function profileUnderLoad (
   directory: string
 ): Promise<Profiled> {
   const targetDirectory = join(directory, name.replaceAll(/[^a-z0-9-]+/gi, '-'))
-  await mkdir(targetDirectory, { recursive: true })
-  const execArgv = [...options.execArgv ?? [], '--cpu-prof', `--cpu-prof-dir=${targetDirectory}`, `--cpu-prof-interval=${SAMPLING_INTERVAL_US}`]
+  const execArgv = [...options.execArgv ?? [], ...await profiling(targetDirectory)]
   const server = await start({ ...options, execArgv })
-  await load({ ...request, url: `${server.url}${request.url}`, duration: WARM_UP_SECONDS })
+  await load({ ...request, url: `${server.url}${request.url}`, duration: STEADY_WARM_UP_SECONDS })
   const from = monotonicMicroseconds()
   const measure = await load({ ...request, url: `${server.url}${request.url}`, duration: 2 * SECONDS })
   const to = monotonicMicroseconds()
   // The profile is written as the process exits.
   await stop(server)
-  const files = (await readdir(targetDirectory)).filter((file) => file.endsWith('.cpuprofile'))
-  if (files.length !== 1) throw new Error(`${name}: expected one profile in ${targetDirectory}, found ${files.length}`)
-  const file = join(targetDirectory, files[0]!)
+  return await readProfile(name, targetDirectory, { from, to }, measure.requests)
+}
+
+/** The arguments that make a target write its CPU profile into `directory` as it exits. */
+export async function profiling (directory: string): Promise<string[]> {
+  await mkdir(directory, { recursive: true })
+  return ['--cpu-prof', `--cpu-prof-dir=${directory}`, `--cpu-prof-interval=${SAMPLING_INTERVAL_US}`]
+}
+
+/** The one profile a stopped target wrote into `directory`, summarised over `window` (monotonic µs). */
+export async function readProfile (name: string, directory: string, window: { from: number, to: number }, requests: number): Promise<Profiled> {
+  const files = (await readdir(directory)).filter((file) => file.endsWith('.cpuprofile'))
+  if (files.length !== 1) throw new Error(`${name}: expected one profile in ${directory}, found ${files.length}`)
+  const file = join(directory, files[0]!)
   const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile
-  if (profile.startTime > from || profile.endTime < to) throw new Error(`${name}: the profile (${profile.startTime}-${profile.endTime} µs) does not cover the load (${from}-${to} µs): not the same clock?`)
-  return { name, summary: summarise(profile, { from, to }), requests: measure.requests, file }
+  if (profile.startTime > window.from || profile.endTime < window.to) throw new Error(`${name}: the profile (${profile.startTime}-${profile.endTime} µs) does not cover the load (${window.from}-${window.to} µs): not the same clock?`)
+  return { name, summary: summarise(profile, window), requests, file }
 }
 
 export function profileDirectory (suite: string): string {
@@ -96,7 +105,7 @@ export async function benchHealthProfile (): Promise<void> {
       ...ALT_BUILD === undefined ? [] : [await profileUnderLoad(start, 'service (alt build)', { entry: join(ALT_BUILD, 'dev', 'server.js'), env }, { url: '/health' }, directory)]
     ], startQuiet)
     const pairs: Array<[Profiled, Profiled]> = [[service!, minimal!], ...alt === undefined ? [] : [[alt, service!] as [Profiled, Profiled]]]
-    process.stdout.write(`\nGET /health, ${2 * SECONDS} s of load after ${WARM_UP_SECONDS} s of warm-up, self time of the samples of the load\n\n${formatProfiles([service!, minimal!, ...alt === undefined ? [] : [alt]], pairs)}`)
+    process.stdout.write(`\nGET /health, ${2 * SECONDS} s of load after ${STEADY_WARM_UP_SECONDS} s of warm-up, self time of the samples of the load\n\n${formatProfiles([service!, minimal!, ...alt === undefined ? [] : [alt]], pairs)}`)
   } finally {
     await deleteKeys(keyPrefix)
   }
