@@ -2,9 +2,13 @@ import type { Redis } from 'ioredis'
 
 // Takes the lease when nobody holds it, with a fencing token above every one given before: one
 // more than the last, and at least Redis's clock in milliseconds, so that a Redis that comes back
-// empty still gives tokens above those PostgreSQL's mirror of the replay position has seen.
+// empty still gives tokens above those PostgreSQL's mirror of the replay position has seen. A lease
+// held in this instance's own name is taken again, with a new token: it is an acquisition whose
+// answer never came back (the command timed out, Redis ran it later), which would otherwise keep
+// every instance out until it expired.
 const ACQUIRE_LEASE = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local held = redis.call('GET', KEYS[1])
+if held and string.sub(held, 1, string.len(ARGV[1]) + 1) ~= ARGV[1] .. '#' then return false end
 local now = redis.call('TIME')
 local last = tonumber(redis.call('GET', KEYS[2])) or 0
 local token = string.format('%.0f', math.max(last + 1, tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)))

@@ -67,21 +67,28 @@ t.test('stopped during a slow resubscription: stop() waits for it, lets the leas
   t.equal(subscription.stats().state, 'standby')
 })
 
-t.test('a standby instance whose acquisition waits on a Redis that hangs past a renewal period: it takes the free lease once and keeps it', async (t) => {
-  // Redis commands may take 5 s here; the lease is above 4/3 of that, renewed every 2 s.
-  const leaseTtlMs = 8000
+/** An instance on a private Redis of its own, standing by while another instance holds the lease. */
+async function standingBy (t: Test, leaseTtlMs: number, commandTimeoutMs: number) {
   const redis = await PrivateRedis.start()
   t.teardown(() => redis.kill())
   const sandbox = await startTestSandbox(t)
   const prefix = testKeyPrefix()
   const keys = subscriptionKeys(prefix, ORDER_PROVISION_CHANNEL)
   const client = redis.client(t)
-  // Another instance holds the lease: this one starts standing by.
   await client.set(keys.lease, 'another-host:1:0000#1', 'PX', 60_000)
   const app = await buildTestApp(t, {
-    CRM_EVENTS_ENABLED: 'true', CRM_EVENTS_LEASE_TTL_MS: String(leaseTtlMs), REDIS_COMMAND_TIMEOUT_MS: '5000', REDIS_URL: redis.url, REDIS_KEY_PREFIX: prefix
+    CRM_EVENTS_ENABLED: 'true',
+    CRM_EVENTS_LEASE_TTL_MS: String(leaseTtlMs),
+    REDIS_COMMAND_TIMEOUT_MS: String(commandTimeoutMs),
+    REDIS_URL: redis.url,
+    REDIS_KEY_PREFIX: prefix
   }, sandbox)
-  const subscription = app.platformEvents.subscription
+  return { redis, client, keys, app, subscription: app.platformEvents.subscription }
+}
+
+t.test('a standby instance whose acquisition waits on a Redis that hangs past a renewal period: it takes the free lease once and keeps it', async (t) => {
+  // Redis commands may take 5 s here; the lease is above 4/3 of that, renewed every 2 s.
+  const { redis, client, keys, app, subscription } = await standingBy(t, 8000, 5000)
   await sleep(subscription.renewEveryMs)
   t.equal(subscription.stats().state, 'standby')
 
@@ -99,4 +106,30 @@ t.test('a standby instance whose acquisition waits on a Redis that hangs past a 
   const seen = states()
   t.equal(await client.get(keys.lease), held, 'the same lease, renewed')
   t.notOk(seen.has('standby'), `never standing by again (states seen: ${[...seen].join(', ')})`)
+})
+
+t.test('an acquisition that timed out but that Redis ran later: the instance takes the lease in its own name again at its next tick, not once it lapses', async (t) => {
+  // A lease of 20 s, ticks every 5 s, commands bounded at 1 s: waiting out the lease would take four ticks.
+  const leaseTtlMs = 20_000
+  const { redis, client, keys, subscription } = await standingBy(t, leaseTtlMs, 1000)
+  await sleep(500)
+  t.equal(subscription.stats().state, 'standby')
+
+  // The other lease ends while Redis hangs past a tick and a command's timeout: the acquisition
+  // sent meanwhile times out here, and Redis runs it once it resumes.
+  await client.del(keys.lease)
+  redis.hang()
+  await sleep(subscription.renewEveryMs + 1500)
+  redis.resume()
+  await waitFor('the lost acquisition run by Redis', async () => (await client.get(keys.lease))?.startsWith(`${subscription.instance}#`) === true, 5000)
+  const lost = await client.get(keys.lease)
+  const resumedAt = Date.now()
+  t.equal(subscription.stats().state, 'standby', 'its answer never came back: still standing by')
+
+  await waitFor('the lease taken again', async () => subscription.stats().state === 'connected', leaseTtlMs)
+  const tookMs = Date.now() - resumedAt
+  t.ok(tookMs < subscription.renewEveryMs + 2000, `subscribed ${tookMs} ms after Redis resumed: at the next tick, not once the lease lapsed`)
+  const held = await client.get(keys.lease)
+  t.match(held, `${subscription.instance}#`, 'in its own name')
+  t.ok(Number(held!.split('#')[1]) > Number(lost!.split('#')[1]), 'with a new fencing token, above the lost one')
 })
