@@ -67,15 +67,18 @@ t.test('stopped during a slow resubscription: stop() waits for it, lets the leas
   t.equal(subscription.stats().state, 'standby')
 })
 
-/** An instance on a private Redis of its own, standing by while another instance holds the lease. */
-async function standingBy (t: Test, leaseTtlMs: number, commandTimeoutMs: number) {
+/**
+ * An instance on a private Redis of its own, which a test may hang: standing by while another instance
+ * holds the lease, or (`free`) taking it.
+ */
+async function onOwnRedis (t: Test, leaseTtlMs: number, commandTimeoutMs: number, { free = false } = {}) {
   const redis = await PrivateRedis.start()
   t.teardown(() => redis.kill())
   const sandbox = await startTestSandbox(t)
   const prefix = testKeyPrefix()
   const keys = subscriptionKeys(prefix, ORDER_PROVISION_CHANNEL)
   const client = redis.client(t)
-  await client.set(keys.lease, 'another-host:1:0000#1', 'PX', 60_000)
+  if (!free) await client.set(keys.lease, 'another-host:1:0000#1', 'PX', 60_000)
   const app = await buildTestApp(t, {
     CRM_EVENTS_ENABLED: 'true',
     CRM_EVENTS_LEASE_TTL_MS: String(leaseTtlMs),
@@ -88,7 +91,7 @@ async function standingBy (t: Test, leaseTtlMs: number, commandTimeoutMs: number
 
 t.test('a standby instance whose acquisition waits on a Redis that hangs past a renewal period: it takes the free lease once and keeps it', async (t) => {
   // Redis commands may take 5 s here; the lease is above 4/3 of that, renewed every 2 s.
-  const { redis, client, keys, app, subscription } = await standingBy(t, 8000, 5000)
+  const { redis, client, keys, app, subscription } = await onOwnRedis(t, 8000, 5000)
   await sleep(subscription.renewEveryMs)
   t.equal(subscription.stats().state, 'standby')
 
@@ -111,7 +114,7 @@ t.test('a standby instance whose acquisition waits on a Redis that hangs past a 
 t.test('a lease in the instance\'s own name that it never learned of (an acquisition that timed out, which Redis ran later): taken again at its next tick with a new token, not once it lapses', async (t) => {
   // A lease of 8 s, ticks every 2 s: waiting it out would take four ticks.
   const leaseTtlMs = 8000
-  const { client, keys, subscription } = await standingBy(t, leaseTtlMs, 1000)
+  const { client, keys, subscription } = await onOwnRedis(t, leaseTtlMs, 1000)
   await sleep(500)
   t.equal(subscription.stats().state, 'standby')
 
@@ -126,4 +129,23 @@ t.test('a lease in the instance\'s own name that it never learned of (an acquisi
   const held = await client.get(keys.lease)
   t.match(held, `${subscription.instance}#`, 'in its own name')
   t.ok(Number(held!.split('#')[1]) > lost, `with a new fencing token (${held!.split('#')[1]}), above the lost one (${lost})`)
+})
+
+t.test('a holder whose renewal times out while Redis hangs stops, and once Redis answers subscribes again at its next tick, not once its own lease lapses', async (t) => {
+  // A lease of 12 s, ticks every 3 s, commands bounded at 1 s: the hang outlasts a tick and a command's timeout.
+  const { redis, client, keys, subscription } = await onOwnRedis(t, 12_000, 1000, { free: true })
+  await waitFor('the subscription', async () => subscription.stats().state === 'connected', 10_000)
+  const before = await client.get(keys.lease)
+  redis.hang()
+  await sleep(subscription.renewEveryMs + 2500)
+  t.not(subscription.stats().state, 'connected', 'stopped when its renewal failed')
+  redis.resume()
+  const since = Date.now()
+  // The renewal sent during the hang runs now: the lease lives on, 12 s more, in this instance's name.
+  await waitFor('subscribed again', async () => subscription.stats().state === 'connected', 15_000)
+  const tookMs = Date.now() - since
+  t.ok(tookMs < subscription.renewEveryMs + 2000, `subscribed again ${tookMs} ms after Redis answered: at its next tick`)
+  const held = await client.get(keys.lease)
+  t.match(held, `${subscription.instance}#`, 'in its own name')
+  t.ok(Number(held!.split('#')[1]) > Number(before!.split('#')[1]), 'with a new fencing token')
 })
